@@ -1,0 +1,7 @@
+//! The agent runtime: turns a user message into a streamed model reply.
+//!
+//! This module owns providers and the run of one turn. It never formats for a
+//! chat platform and never talks to gateway connections directly: it emits
+//! values that the gateway turns into protocol events.
+
+pub mod provider;

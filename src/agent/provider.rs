@@ -1,0 +1,103 @@
+//! The provider trait: one streaming chat call against a model backend.
+//!
+//! A provider turns a [`ProviderRequest`] into a stream of [`StreamEvent`]s sent
+//! on a bounded channel, and returns the finished [`Completion`]. It honours the
+//! cancellation token by dropping the HTTP request, so an aborted run stops
+//! costing tokens at once.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Who spoke a message in the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// The role name as chat-completion APIs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One message of the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+/// Everything a provider needs for one streamed call.
+#[derive(Debug, Clone)]
+pub struct ProviderRequest {
+    /// The model id as the provider knows it (without the `provider/` prefix).
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub max_tokens: Option<u32>,
+}
+
+/// Token counts reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// One increment of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// New assistant text, in order.
+    TextDelta(String),
+}
+
+/// The finished reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Usage,
+    pub stop_reason: Option<String>,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("provider answered HTTP {status}: {message}")]
+    Http {
+        status: u16,
+        message: String,
+        /// From a `retry-after` header, when the provider sent one.
+        retry_after_ms: Option<u64>,
+    },
+    #[error("provider unreachable: {0}")]
+    Network(String),
+    #[error("provider stream malformed: {0}")]
+    Protocol(String),
+    #[error("run aborted")]
+    Cancelled,
+}
+
+/// A boxed future, so providers can sit behind `dyn Provider`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A model backend that streams chat completions.
+pub trait Provider: Send + Sync {
+    /// Streams one reply: every text increment goes to `events` as it arrives,
+    /// and the whole reply is returned at the end. Returns
+    /// [`ProviderError::Cancelled`] promptly once `cancel` fires.
+    fn stream<'a>(
+        &'a self,
+        request: ProviderRequest,
+        events: mpsc::Sender<StreamEvent>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>>;
+}

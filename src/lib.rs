@@ -1,0 +1,6 @@
+//! pincer: a personal AI assistant gateway for small boards.
+//!
+//! The library holds every layer of the message path (see DESIGN.md); the
+//! `pincer` binary in `main.rs` only parses arguments and calls into it.
+
+pub mod agent;
