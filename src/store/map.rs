@@ -43,8 +43,8 @@ pub(super) struct MapLimits {
 impl MapLimits {
     pub(super) fn new(max_disk_bytes: u64, page: usize) -> MapLimits {
         let hard_cap = round_down(to_usize(max_disk_bytes), page);
-        let reserve =
-            round_up((hard_cap / 64).max(MIN_DELETION_RESERVE_BYTES), page).min(hard_cap / 2);
+        let reserve = round_up((hard_cap / 64).max(MIN_DELETION_RESERVE_BYTES), page)
+            .min(round_down(hard_cap / 2, page));
         MapLimits {
             write_ceiling: hard_cap - reserve,
             hard_cap,
@@ -206,6 +206,10 @@ mod tests {
             (tiny.hard_cap, tiny.write_ceiling),
             (256 * 1024, 128 * 1024)
         );
+        // An odd number of pages still yields whole-page sizes.
+        let odd = MapLimits::new(260 * KIB, 4096);
+        assert_eq!((odd.hard_cap, odd.write_ceiling), (260 * 1024, 132 * 1024));
+        assert_eq!(odd.write_ceiling % 4096, 0);
     }
 
     #[test]
