@@ -6,6 +6,9 @@
 //! one per database. Nothing here or in the siblings lets a heed or LMDB type escape this module: callers see
 //! only `Store`, the value types and `StoreError`. Every write is one transaction committed (and synced, no
 //! `NO_SYNC`) before the method returns; reads are single short read transactions.
+//!
+//! Every method blocks (a write waits for its fsync): call the store from a blocking context such as
+//! `tokio::task::spawn_blocking`, never directly on an async worker thread.
 
 mod codec;
 mod dedupe;
@@ -31,7 +34,7 @@ pub use maintenance::{
 };
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
-pub use transcripts::TranscriptEntry;
+pub use transcripts::{TranscriptEntry, MAX_SESSION_ID_BYTES};
 
 use env::LmdbEnv;
 
