@@ -4,5 +4,8 @@
 //! `pincer` binary in `main.rs` only parses arguments and calls into it.
 
 pub mod agent;
+pub mod cli;
 pub mod config;
+pub mod gateway;
 pub mod store;
+pub mod system;

@@ -4,5 +4,8 @@
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
 
+pub mod models;
 pub mod openai;
 pub mod provider;
+pub mod runs;
+pub mod turn;

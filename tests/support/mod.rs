@@ -7,3 +7,5 @@
 #![allow(dead_code)]
 
 pub mod fake_openai;
+pub mod gateway;
+pub mod ws_client;

@@ -1,0 +1,271 @@
+//! What each subcommand does.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::config::{self, BindMode, LoadedConfig};
+use crate::gateway::state::{store_dir, GatewayLimits};
+use crate::gateway::{self, ServeOptions};
+use crate::store::{Store, StoreOptions};
+
+use super::client::GatewayClient;
+use super::{Cli, Command, ConfigCommand, ConnectArgs, DevicesCommand, GlobalArgs};
+
+/// The data dir: the flag (or `$PINCER_DATA_DIR`), else the per-user or system default.
+pub fn data_dir(global: &GlobalArgs) -> PathBuf {
+    if let Some(dir) = &global.data_dir {
+        return dir.clone();
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/pincer");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share/pincer"),
+        None => PathBuf::from("/var/lib/pincer"),
+    }
+}
+
+fn load(global: &GlobalArgs) -> Result<LoadedConfig, String> {
+    config::load(global.config.as_deref()).map_err(|e| e.to_string())
+}
+
+pub fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Gateway(args) => {
+            let loaded = load(&cli.global)?;
+            let bind = args.bind.as_deref().map(parse_bind).transpose()?;
+            let options = ServeOptions {
+                loaded,
+                data_dir: data_dir(&cli.global),
+                port: args.port,
+                bind,
+                token: args.token,
+                limits: crate::system::board::detect().limits(),
+            };
+            runtime()?
+                .block_on(gateway::serve(options))
+                .map_err(|e| e.to_string())
+        }
+        Command::Config(ConfigCommand::Check { path }) => check(&cli.global, path.as_deref()),
+        Command::Config(ConfigCommand::Show) => {
+            let loaded = load(&cli.global)?;
+            let text = serde_json::to_string_pretty(&loaded.config.redacted())
+                .map_err(|e| e.to_string())?;
+            println!("{text}");
+            Ok(())
+        }
+        Command::Config(ConfigCommand::ImportOpenclaw { path, output }) => import(path, output),
+        Command::Status(connect) => status(&cli.global, &connect),
+        Command::Doctor => doctor(&cli.global),
+        Command::Devices(command) => devices(&cli.global, command),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(8)
+        .thread_stack_size(256 * 1024)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+fn parse_bind(text: &str) -> Result<BindMode, String> {
+    serde_json::from_value(json!(text)).map_err(|_| {
+        format!("--bind must be one of loopback, lan, tailnet, auto, custom; got {text:?}")
+    })
+}
+
+fn check(global: &GlobalArgs, path: Option<&Path>) -> Result<(), String> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            config::parse_str(&text, &path.display().to_string()).map_err(|e| e.to_string())?;
+            println!("config ok: {}", path.display());
+        }
+        None => {
+            let loaded = load(global)?;
+            match loaded.path {
+                Some(path) => println!("config ok: {}", path.display()),
+                None => println!("config ok: no config file found, using the embedded defaults"),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn import(path: Option<PathBuf>, output: Option<PathBuf>) -> Result<(), String> {
+    let path = match path {
+        Some(path) => path,
+        None => {
+            let home =
+                std::env::var_os("HOME").ok_or("HOME is not set; give the OpenClaw config path")?;
+            PathBuf::from(home).join(".openclaw/openclaw.json")
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let report = config::import_openclaw(&text).map_err(|e| e.to_string())?;
+    for (key, why) in &report.skipped {
+        eprintln!("not carried over: {key}: {why}");
+    }
+    let rendered = serde_json::to_string_pretty(&report.config_json).map_err(|e| e.to_string())?;
+    match output {
+        Some(out) => {
+            config::write_atomic(&out, &rendered).map_err(|e| e.to_string())?;
+            eprintln!(
+                "wrote {} ({} keys not carried over)",
+                out.display(),
+                report.skipped.len()
+            );
+        }
+        None => println!("{rendered}"),
+    }
+    Ok(())
+}
+
+fn client(global: &GlobalArgs, connect: &ConnectArgs) -> Result<GatewayClient, String> {
+    let loaded = load(global)?;
+    let dir = data_dir(global);
+    let url = connect
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("ws://127.0.0.1:{}", loaded.config.gateway.port));
+    let token = connect
+        .token
+        .clone()
+        .or_else(|| loaded.config.gateway.auth.token.clone())
+        .or_else(|| gateway::secret::read_generated(&dir));
+    let password = loaded.config.gateway.auth.password.clone();
+    GatewayClient::connect(&url, token, password, &dir)
+}
+
+fn status(global: &GlobalArgs, connect: &ConnectArgs) -> Result<(), String> {
+    let mut client = client(global, connect)?;
+    let status = client.call("status", json!({}))?;
+    if connect.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&status).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "pincer {} on {}",
+        status["version"].as_str().unwrap_or("?"),
+        status["host"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  uptime: {} s",
+        status["uptimeMs"].as_u64().unwrap_or(0) / 1000
+    );
+    println!("  clients connected: {}", status["clients"]);
+    println!("  active runs: {}", status["activeRuns"]);
+    println!("  sessions: {}", status["sessions"]["count"]);
+    println!("  auth: {}", status["authMode"].as_str().unwrap_or("?"));
+    Ok(())
+}
+
+fn devices(global: &GlobalArgs, command: DevicesCommand) -> Result<(), String> {
+    let (connect, method, params) = match &command {
+        DevicesCommand::List(connect) => (connect, "device.pair.list", json!({})),
+        DevicesCommand::Approve {
+            request_id,
+            connect,
+        } => (
+            connect,
+            "device.pair.approve",
+            json!({"requestId": request_id}),
+        ),
+        DevicesCommand::Reject {
+            request_id,
+            connect,
+        } => (
+            connect,
+            "device.pair.reject",
+            json!({"requestId": request_id}),
+        ),
+    };
+    let mut client = client(global, connect)?;
+    let answer = client.call(method, params)?;
+    if connect.json || !matches!(command, DevicesCommand::List(_)) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answer).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    let empty = Vec::new();
+    println!("pending:");
+    for r in answer["pending"].as_array().unwrap_or(&empty) {
+        println!(
+            "  {}  {}  from {}  ({})",
+            r["requestId"].as_str().unwrap_or("?"),
+            r["clientId"],
+            r["remoteIp"],
+            r["reason"]
+        );
+    }
+    println!("paired:");
+    for d in answer["paired"].as_array().unwrap_or(&empty) {
+        println!(
+            "  {}  {}  connected={}",
+            d["deviceId"].as_str().unwrap_or("?"),
+            d["clientId"],
+            d["connected"]
+        );
+    }
+    Ok(())
+}
+
+fn doctor(global: &GlobalArgs) -> Result<(), String> {
+    let dir = data_dir(global);
+    let board = crate::system::board::detect();
+    println!("pincer {}", env!("CARGO_PKG_VERSION"));
+    match load(global) {
+        Ok(loaded) => match &loaded.path {
+            Some(path) => println!("config: {} (valid)", path.display()),
+            None => println!("config: none found, embedded defaults"),
+        },
+        Err(e) => println!("config: INVALID: {e}"),
+    }
+    println!("data dir: {}", dir.display());
+    println!(
+        "board: {} ({})",
+        board.name,
+        board.model.as_deref().unwrap_or("model unknown")
+    );
+    let limits: GatewayLimits = board.limits();
+    println!(
+        "limits: {} connections, {} KiB outbound buffer per client, {} concurrent runs, handshake {} ms",
+        limits.max_connections,
+        limits.max_buffered_bytes / 1024,
+        limits.max_concurrent_runs,
+        limits.handshake_timeout_ms
+    );
+    let store = Store::open(&store_dir(&dir), StoreOptions::default())
+        .map_err(|e| format!("store: cannot open: {e}"))?;
+    let probe_key = "doctor.probe";
+    let probe_value = crate::system::clock::now_ms().to_be_bytes();
+    store
+        .put_meta(probe_key, &probe_value)
+        .map_err(|e| format!("store: write failed: {e}"))?;
+    match store
+        .meta(probe_key)
+        .map_err(|e| format!("store: read failed: {e}"))?
+    {
+        Some(read) if read == probe_value => println!("store: write/read ok"),
+        other => return Err(format!("store: read back {other:?}, wrote {probe_value:?}")),
+    }
+    let stats = store.stats().map_err(|e| format!("store: {e}"))?;
+    let stats_json: Value = json!({
+        "path": stats.path, "mapSize": stats.map_size, "usedBytes": stats.used_bytes, "fileBytes": stats.file_bytes,
+    });
+    println!("store: {stats_json}");
+    println!("store entries: {:?}", stats.entries);
+    Ok(())
+}

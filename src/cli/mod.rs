@@ -1,0 +1,128 @@
+//! Command-line interface: `pincer gateway`, `config`, `status`, `doctor`,
+//! `devices`. Parsing and printing only; the work happens in the library.
+
+mod client;
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// pincer: a personal AI assistant gateway for small boards, speaking OpenClaw's gateway protocol.
+#[derive(Debug, Parser)]
+#[command(name = "pincer", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand accepts.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// Config file (JSON5). Default lookup: $PINCER_CONFIG, ~/.config/pincer/pincer.json5, /etc/pincer/pincer.json5.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Data directory (LMDB store, generated token, TLS files).
+    /// Default: $PINCER_DATA_DIR, /var/lib/pincer as root, ~/.local/share/pincer otherwise.
+    #[arg(long, global = true, value_name = "DIR", env = "PINCER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, global = true, default_value = "info", value_name = "LEVEL")]
+    pub log_level: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway (HTTP + WebSocket on one port) until SIGTERM/SIGINT.
+    Gateway(GatewayArgs),
+    /// Check, show or import configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Ask a running gateway for its status over the protocol.
+    Status(ConnectArgs),
+    /// Paths, limits, store statistics and a store write/read check.
+    Doctor,
+    /// List, approve or reject devices asking to pair with a running gateway.
+    #[command(subcommand)]
+    Devices(DevicesCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Port (default gateway.port, 18789; 0 picks a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Bind mode: loopback, lan, tailnet, auto or custom (default gateway.bind).
+    #[arg(long, value_name = "MODE")]
+    pub bind: Option<String>,
+    /// Shared token clients must present (default gateway.auth.token or OPENCLAW_GATEWAY_TOKEN).
+    #[arg(long)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate a config file (default: the one pincer would load).
+    Check {
+        /// File to check.
+        path: Option<PathBuf>,
+    },
+    /// Print the effective config with secrets redacted.
+    Show,
+    /// Convert an OpenClaw config (default ~/.openclaw/openclaw.json) and report what could not be carried over.
+    ImportOpenclaw {
+        /// OpenClaw config file.
+        path: Option<PathBuf>,
+        /// Write the result here instead of printing it.
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+    },
+}
+
+/// How to reach a running gateway.
+#[derive(Debug, Args, Clone)]
+pub struct ConnectArgs {
+    /// Gateway URL (default ws://127.0.0.1:<gateway.port>).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Gateway token (default: config, OPENCLAW_GATEWAY_TOKEN, or the generated token in the data dir).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Print the raw JSON answers.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevicesCommand {
+    /// Pending pairing requests and paired devices.
+    List(ConnectArgs),
+    /// Approve a pending request.
+    Approve {
+        request_id: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Reject a pending request.
+    Reject {
+        request_id: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+/// Entry point used by `main.rs`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::system::logging::init(&cli.global.log_level);
+    match commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("pincer: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

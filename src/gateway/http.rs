@@ -1,0 +1,340 @@
+//! The HTTP side of the gateway port: liveness and readiness, the WebSocket
+//! upgrade (on any path), the OpenAI-compatible endpoint and `/tools/invoke`.
+//!
+//! Bodies are read with a hard size cap; errors are JSON with upstream's
+//! shapes. Nothing here runs an agent itself: runs go through `runs.rs`.
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::WebSocketStream;
+
+use super::auth::{secrets_equal, SharedSecret};
+use super::preauth_io::PreauthLimitedIo;
+use super::state::{GatewayState, MAX_HTTP_BODY_BYTES, MAX_PAYLOAD_BYTES};
+use super::ws::{self, PREAUTH_READ_BUDGET_BYTES};
+use crate::system::clock::now_ms;
+
+/// The body type of every response.
+pub type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A JSON response.
+pub fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = status;
+    response
+}
+
+/// Serves one HTTP request.
+pub async fn handle(
+    state: Arc<GatewayState>,
+    req: Request<Incoming>,
+    ip: IpAddr,
+) -> Result<Response<Body>, Infallible> {
+    if is_websocket_upgrade(&req) {
+        return Ok(upgrade(state, req, ip));
+    }
+    let path = req.uri().path().to_string();
+    let response = match path.as_str() {
+        "/health" | "/healthz" => {
+            probe(&req, StatusCode::OK, json!({"ok": true, "status": "live"}))
+        }
+        "/ready" | "/readyz" => {
+            let ready = state.is_ready();
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            probe(&req, status, json!({"ready": ready}))
+        }
+        "/v1/chat/completions"
+            if state
+                .config()
+                .gateway
+                .http
+                .endpoints
+                .chat_completions
+                .enabled =>
+        {
+            super::openai_http::chat_completions(state, req, ip).await
+        }
+        "/tools/invoke" => tools_invoke(state, req, ip).await,
+        _ => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": {"type": "not_found", "message": format!("no route for {path}")}}),
+        ),
+    };
+    Ok(response)
+}
+
+fn probe(req: &Request<Incoming>, status: StatusCode, body: Value) -> Response<Body> {
+    match *req.method() {
+        Method::GET => json_response(status, &body),
+        Method::HEAD => {
+            let mut response = json_response(status, &body);
+            *response.body_mut() = Full::new(Bytes::new()).boxed();
+            response
+        }
+        _ => method_not_allowed("GET, HEAD"),
+    }
+}
+
+/// 405 with the `Allow` header.
+pub fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = json_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &json!({"error": {"type": "method_not_allowed", "message": format!("method not allowed; use {allow}")}}),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+fn is_websocket_upgrade(req: &Request<Incoming>) -> bool {
+    let has = |name: header::HeaderName, token: &str| {
+        req.headers().get_all(name).iter().any(|v| {
+            v.to_str()
+                .map(|s| s.split(',').any(|p| p.trim().eq_ignore_ascii_case(token)))
+                .unwrap_or(false)
+        })
+    };
+    has(header::UPGRADE, "websocket") && has(header::CONNECTION, "upgrade")
+}
+
+fn upgrade(state: Arc<GatewayState>, req: Request<Incoming>, ip: IpAddr) -> Response<Body> {
+    let key = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned();
+    let version_ok = req
+        .headers()
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_some_and(|v| v.as_bytes() == b"13");
+    let (Some(key), true) = (key, version_ok) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "bad websocket upgrade: Sec-WebSocket-Key and version 13 required\n",
+        );
+    };
+    if state.shutdown.is_cancelled() || !state.is_ready() {
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "gateway is shutting down\n",
+        );
+    }
+    if state.clients.len() >= state.limits.max_connections {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "Too many connections\n");
+    }
+    if !state.claim_preauth(ip) {
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Too many unauthenticated sockets\n",
+        );
+    }
+    let peer = super::handshake::Peer {
+        ip,
+        browser: req.headers().contains_key(header::ORIGIN),
+    };
+    let accept = derive_accept_key(key.as_bytes());
+    let task_state = state.clone();
+    state.tasks.spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let (io, gate) =
+                    PreauthLimitedIo::new(TokioIo::new(upgraded), PREAUTH_READ_BUDGET_BYTES);
+                let mut config = WebSocketConfig::default();
+                config.max_message_size = Some(MAX_PAYLOAD_BYTES);
+                config.max_frame_size = Some(MAX_PAYLOAD_BYTES);
+                let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+                ws::serve(task_state, ws, gate, peer).await;
+            }
+            Err(e) => {
+                task_state.release_preauth(ip);
+                log::debug!("websocket upgrade from {ip} failed: {e}");
+            }
+        }
+    });
+    let mut response = Response::new(Full::new(Bytes::new()).boxed());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(value) = HeaderValue::from_str(&accept) {
+        headers.insert(header::SEC_WEBSOCKET_ACCEPT, value);
+    }
+    response
+}
+
+/// Why an HTTP caller was refused.
+pub enum HttpAuthError {
+    Unauthorized,
+    RateLimited(u64),
+}
+
+/// Checks `Authorization: Bearer <token-or-password>`.
+pub fn check_bearer(
+    state: &GatewayState,
+    req: &Request<Incoming>,
+    ip: IpAddr,
+) -> Result<(), HttpAuthError> {
+    let now = now_ms();
+    if let Some(wait) = state.limiter.locked_for(ip, now) {
+        return Err(HttpAuthError::RateLimited(wait));
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let ok = match (state.secret(), presented) {
+        (SharedSecret::None, _) => true,
+        (SharedSecret::Token(expected) | SharedSecret::Password(expected), Some(given)) => {
+            secrets_equal(given, &expected)
+        }
+        (_, None) => false,
+    };
+    if ok {
+        state.limiter.record_success(ip);
+        Ok(())
+    } else {
+        state.limiter.record_failure(ip, now);
+        Err(HttpAuthError::Unauthorized)
+    }
+}
+
+/// The standard response for a refused HTTP caller.
+pub fn auth_error_response(error: HttpAuthError) -> Response<Body> {
+    match error {
+        HttpAuthError::Unauthorized => json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"error": {"type": "unauthorized", "message": "Unauthorized: send Authorization: Bearer <gateway token>"}}),
+        ),
+        HttpAuthError::RateLimited(wait_ms) => {
+            let mut response = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                &json!({"error": {"type": "rate_limited", "message": "too many failed authentication attempts"}}),
+            );
+            if let Ok(value) = HeaderValue::from_str(&wait_ms.div_ceil(1000).to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        }
+    }
+}
+
+/// Reads a JSON body of at most `limit` bytes; `Err` is the response to send.
+pub async fn read_json(req: Request<Incoming>, limit: usize) -> Result<Value, Response<Body>> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let body = Limited::new(req.into_body(), limit);
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return Err(too_large(limit)),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"ok": false, "error": {"type": "invalid_request", "message": format!("body is not valid JSON: {e}")}}),
+        )
+    })
+}
+
+fn too_large(limit: usize) -> Response<Body> {
+    let mut response = json_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &json!({"ok": false, "error": {"type": "invalid_request", "message": format!("request body exceeds {limit} bytes")}}),
+    );
+    // The unread body makes the connection unusable for another request.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Tools HTTP callers may not use unless `gateway.tools.allow` names them.
+pub const HTTP_DEFAULT_DENY: &[&str] = &[
+    "exec",
+    "spawn",
+    "shell",
+    "fs_write",
+    "fs_delete",
+    "fs_move",
+    "apply_patch",
+    "sessions_spawn",
+    "sessions_send",
+    "cron",
+    "gateway",
+    "nodes",
+];
+
+async fn tools_invoke(
+    state: Arc<GatewayState>,
+    req: Request<Incoming>,
+    ip: IpAddr,
+) -> Response<Body> {
+    if req.method() != Method::POST {
+        return method_not_allowed("POST");
+    }
+    if let Err(error) = check_bearer(&state, &req, ip) {
+        return auth_error_response(error);
+    }
+    let body = match read_json(req, MAX_HTTP_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let tool = body
+        .get("tool")
+        .or_else(|| body.get("name"))
+        .and_then(Value::as_str)
+        .map(str::trim);
+    let Some(tool) = tool.filter(|t| !t.is_empty()) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"ok": false, "error": {"type": "invalid_request", "message": "tool (or name) is required"}}),
+        );
+    };
+    let config = state.config();
+    let allowed = &config.gateway.tools.allow;
+    let denied = config.gateway.tools.deny.iter().any(|d| d == tool)
+        || (HTTP_DEFAULT_DENY.contains(&tool) && !allowed.iter().any(|a| a == tool));
+    if denied {
+        return json_response(
+            StatusCode::FORBIDDEN,
+            &json!({"ok": false, "error": {"type": "forbidden", "message": format!("tool {tool} is not available over HTTP (gateway.tools.allow)")}}),
+        );
+    }
+    // No tool is registered in this build yet (the agent runtime brings them).
+    json_response(
+        StatusCode::NOT_FOUND,
+        &json!({"ok": false, "error": {"type": "not_found", "message": format!("unknown tool: {tool}")}}),
+    )
+}

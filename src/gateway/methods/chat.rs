@@ -1,0 +1,259 @@
+//! `agent`, `agent.wait`, `chat.send` and `chat.abort`: starting, waiting for
+//! and stopping agent runs, with idempotency keys deduplicated as upstream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::gateway::clients::ClientInfo;
+use crate::gateway::frames::{self, ErrorShape};
+use crate::gateway::idempotency::{Seen, Waiter};
+use crate::gateway::runs::{self, FinalReply, RunOrigin};
+use crate::gateway::state::GatewayState;
+use crate::system::clock::now_ms;
+
+use super::params::Params;
+use super::sessions::canonical_key;
+use super::Reply;
+
+/// Default `agent.wait` timeout.
+pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 30_000;
+/// Longest `agent.wait` timeout accepted.
+pub const MAX_WAIT_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
+fn resolve_agent(state: &GatewayState, requested: Option<&str>) -> Result<String, ErrorShape> {
+    let config = state.config();
+    match requested.map(str::trim).filter(|a| !a.is_empty()) {
+        None => Ok(config.agents.default_agent_id()),
+        Some(id) if config.agents.list.is_empty() && id == config.agents.default_agent_id() => {
+            Ok(id.to_string())
+        }
+        Some(id) if config.agents.list.iter().any(|a| a.id == id) => Ok(id.to_string()),
+        Some(id) => Err(ErrorShape::invalid(format!("unknown agent id: {id}"))),
+    }
+}
+
+fn run_timeout_ms(state: &GatewayState, requested_s: Option<u64>) -> u64 {
+    requested_s
+        .map(|s| s * 1000)
+        .or_else(|| {
+            state
+                .config()
+                .agents
+                .defaults
+                .timeout_seconds
+                .map(|s| u64::from(s) * 1000)
+        })
+        .unwrap_or(DEFAULT_RUN_TIMEOUT_MS)
+}
+
+/// `agent`: answers `accepted` at once and the final result later on the same id.
+pub fn agent(
+    state: &Arc<GatewayState>,
+    info: &Arc<ClientInfo>,
+    request_id: &str,
+    params: &Value,
+) -> Reply {
+    match start_agent(state, info, request_id, params) {
+        Ok(()) => Reply::Sent,
+        Err(error) => Reply::Err(error),
+    }
+}
+
+fn start_agent(
+    state: &Arc<GatewayState>,
+    info: &Arc<ClientInfo>,
+    request_id: &str,
+    params: &Value,
+) -> Result<(), ErrorShape> {
+    let p = Params::new("agent", params)?;
+    let message = p.str("message", true)?;
+    let key = p.str("idempotencyKey", false)?;
+    let cache_key = format!("agent:{key}");
+    let now = now_ms();
+    match state.idempotency.get(&cache_key, now) {
+        Some(Seen::InFlight { ack }) => {
+            state
+                .clients
+                .send_raw(&info.conn_id, frames::response_ok(request_id, ack));
+            let waiter = Waiter {
+                conn_id: info.conn_id.clone(),
+                request_id: request_id.to_string(),
+            };
+            state.idempotency.add_waiter(&cache_key, waiter);
+            return Ok(());
+        }
+        Some(Seen::Done { ok, payload, error }) => {
+            let frame = match (ok, error) {
+                (true, _) | (false, None) => frames::response_ok(request_id, payload),
+                (false, Some(error)) => cached_error_frame(request_id, &error, payload),
+            };
+            state.clients.send_raw(&info.conn_id, frame);
+            return Ok(());
+        }
+        None => {}
+    }
+    let config = state.config();
+    let agent_id = resolve_agent(state, p.opt_str("agentId")?)?;
+    let session_key = canonical_key(&config, Some(&agent_id), p.opt_str("sessionKey")?);
+    let model_override = match (p.opt_str("provider")?, p.opt_str("model")?) {
+        (Some(provider), Some(model)) => Some(format!("{provider}/{model}")),
+        (None, Some(model)) if model.contains('/') => Some(model.to_string()),
+        _ => None,
+    };
+    let spec = TurnSpec {
+        run_id: key.to_string(),
+        agent_id,
+        session_key,
+        message: message.to_string(),
+        timeout_ms: run_timeout_ms(state, p.opt_u64("timeout", 1, 86_400)?),
+        model_override,
+        extra_system_prompt: p.opt_str("extraSystemPrompt")?.map(str::to_string),
+        label: p.opt_str("label")?.map(str::to_string),
+        channel: p.opt_str("channel")?.map(str::to_string),
+    };
+    let ack = json!({"runId": key, "status": "accepted", "acceptedAt": now});
+    state.idempotency.begin(&cache_key, ack.clone(), now);
+    state
+        .clients
+        .send_raw(&info.conn_id, frames::response_ok(request_id, ack));
+    let reply = FinalReply {
+        conn_id: info.conn_id.clone(),
+        request_id: request_id.to_string(),
+    };
+    let origin = RunOrigin {
+        requester: Some(info.conn_id.clone()),
+        final_reply: Some(reply),
+        idempotency_key: Some(cache_key.clone()),
+        tap: None,
+    };
+    if let Err(error) = runs::start(state, spec, origin) {
+        state.idempotency.forget(&cache_key);
+        return Err(error);
+    }
+    Ok(())
+}
+
+fn cached_error_frame(request_id: &str, error: &Value, payload: Value) -> String {
+    json!({"type": "res", "id": request_id, "ok": false, "error": error, "payload": payload})
+        .to_string()
+}
+
+/// `agent.wait`: blocks until the run ends or the timeout passes.
+pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("agent.wait", params)?;
+    let run_id = p.str("runId", false)?.to_string();
+    let timeout_ms = p
+        .opt_u64("timeoutMs", 0, MAX_WAIT_TIMEOUT_MS)?
+        .unwrap_or(DEFAULT_WAIT_TIMEOUT_MS);
+    match state
+        .runs
+        .wait(&run_id, Duration::from_millis(timeout_ms))
+        .await
+    {
+        None => Ok(json!({"runId": run_id, "status": "timeout"})),
+        Some(outcome) => {
+            let status = match outcome.status {
+                crate::agent::runs::RunStatus::Ok => "ok",
+                crate::agent::runs::RunStatus::Error => "error",
+                // Upstream reports an aborted run as a timeout.
+                crate::agent::runs::RunStatus::Aborted | crate::agent::runs::RunStatus::Timeout => {
+                    "timeout"
+                }
+            };
+            Ok(json!({
+                "runId": run_id, "status": status, "startedAt": outcome.started_at_ms,
+                "endedAt": outcome.ended_at_ms, "error": outcome.error,
+            }))
+        }
+    }
+}
+
+/// `chat.send`: the web chat's way in; `/stop` aborts, `/new` and `/reset` start over.
+pub fn send(
+    state: &Arc<GatewayState>,
+    info: &Arc<ClientInfo>,
+    params: &Value,
+) -> Result<Value, ErrorShape> {
+    let p = Params::new("chat.send", params)?;
+    let message = p.str("message", true)?;
+    let key = p.str("idempotencyKey", false)?;
+    let config = state.config();
+    let agent_id = resolve_agent(state, p.opt_str("agentId")?)?;
+    let session_key = canonical_key(&config, Some(&agent_id), Some(p.str("sessionKey", false)?));
+    match message.trim() {
+        "/stop" => {
+            let run_ids = state.runs.abort_session(&session_key);
+            return Ok(json!({"ok": true, "aborted": !run_ids.is_empty(), "runIds": run_ids}));
+        }
+        "/new" | "/reset" => {
+            let reset = json!({"key": session_key, "reason": if message.trim() == "/new" { "new" } else { "reset" }});
+            return super::sessions::reset(state, &reset);
+        }
+        _ => {}
+    }
+    let cache_key = format!("chat:{key}");
+    let now = now_ms();
+    match state.idempotency.get(&cache_key, now) {
+        Some(Seen::InFlight { .. }) => return Ok(json!({"runId": key, "status": "in_flight"})),
+        Some(Seen::Done { ok, .. }) => {
+            return Ok(json!({"runId": key, "status": if ok { "ok" } else { "error" }}))
+        }
+        None => {}
+    }
+    let timeout_ms = p
+        .opt_u64("timeoutMs", 1, 86_400_000)?
+        .unwrap_or_else(|| run_timeout_ms(state, None));
+    let spec = TurnSpec {
+        run_id: key.to_string(),
+        agent_id,
+        session_key,
+        message: message.to_string(),
+        timeout_ms,
+        model_override: None,
+        extra_system_prompt: None,
+        label: None,
+        channel: Some("webchat".into()),
+    };
+    let ack = json!({"runId": key, "status": "started"});
+    state.idempotency.begin(&cache_key, ack.clone(), now);
+    let origin = RunOrigin {
+        requester: Some(info.conn_id.clone()),
+        final_reply: None,
+        idempotency_key: Some(cache_key.clone()),
+        tap: None,
+    };
+    if let Err(error) = runs::start(state, spec, origin) {
+        state.idempotency.forget(&cache_key);
+        return Err(error);
+    }
+    Ok(ack)
+}
+
+/// `chat.abort`: stops the session's runs (or one of them).
+pub fn abort(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("chat.abort", params)?;
+    let raw_key = p.str("sessionKey", false)?;
+    let run_id = p.opt_str("runId")?;
+    let config = state.config();
+    let session_key = canonical_key(&config, None, Some(raw_key));
+    if let Some(run_id) = run_id {
+        return match state.runs.session_of(run_id) {
+            Some(owner) if owner != session_key => Err(ErrorShape::invalid(format!(
+                "run {run_id} does not belong to session {session_key}"
+            ))),
+            Some(_) => {
+                Ok(json!({"ok": true, "aborted": state.runs.abort(run_id), "runIds": [run_id]}))
+            }
+            None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
+        };
+    }
+    let mut run_ids = state.runs.abort_session(&session_key);
+    // Some clients pass a run id where the session key goes; honour it.
+    if run_ids.is_empty() && state.runs.abort(raw_key) {
+        run_ids.push(raw_key.to_string());
+    }
+    Ok(json!({"ok": true, "aborted": !run_ids.is_empty(), "runIds": run_ids}))
+}

@@ -1,0 +1,168 @@
+//! Gateway RPC methods: the advertised lists, scope checks and dispatch.
+//!
+//! Each family lives in its own file; every handler validates its params and
+//! answers with upstream's shapes and error codes.
+
+pub mod catalog;
+pub mod chat;
+pub mod config;
+pub mod devices;
+pub mod health;
+pub mod params;
+pub mod sessions;
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::clients::ClientInfo;
+use super::frames::{ErrorCode, ErrorShape, Request};
+use super::scopes;
+use super::state::GatewayState;
+
+/// Methods advertised in `hello-ok.features.methods`.
+pub const METHODS: &[&str] = &[
+    "health",
+    "status",
+    "system-presence",
+    "logs.tail",
+    "config.get",
+    "config.patch",
+    "config.apply",
+    "sessions.list",
+    "sessions.patch",
+    "sessions.reset",
+    "sessions.delete",
+    "chat.history",
+    "chat.abort",
+    "chat.send",
+    "agent",
+    "agent.wait",
+    "send",
+    "device.pair.list",
+    "device.pair.approve",
+    "device.pair.reject",
+    "device.pair.remove",
+    "device.token.rotate",
+    "device.token.revoke",
+    "models.list",
+    "agents.list",
+    "commands.list",
+];
+
+/// Events advertised in `hello-ok.features.events`.
+pub const EVENTS: &[&str] = &[
+    "connect.challenge",
+    "agent",
+    "chat",
+    "presence",
+    "tick",
+    "shutdown",
+    "health",
+    "sessions.changed",
+    "device.pair.requested",
+    "device.pair.resolved",
+];
+
+/// What a handler produced.
+#[derive(Debug)]
+pub enum Reply {
+    Ok(Value),
+    Err(ErrorShape),
+    /// The handler already sent its `res` frame(s).
+    Sent,
+}
+
+impl From<Result<Value, ErrorShape>> for Reply {
+    fn from(result: Result<Value, ErrorShape>) -> Self {
+        match result {
+            Ok(value) => Reply::Ok(value),
+            Err(error) => Reply::Err(error),
+        }
+    }
+}
+
+/// The missing-scope error as the client's protocol version spells it.
+fn missing_scope(info: &ClientInfo, scope: &str) -> ErrorShape {
+    let message = format!("missing scope: {scope}");
+    if info.protocol >= 4 {
+        ErrorShape::new(ErrorCode::Forbidden, message).with_details(json!({
+            "code": "MISSING_SCOPE", "missingScope": scope, "requiredScopes": [scope],
+        }))
+    } else {
+        ErrorShape::invalid(message)
+    }
+}
+
+/// Checks the caller's scopes and runs the method.
+pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: Request) -> Reply {
+    let method = request.method.as_str();
+    if method == "connect" {
+        return Reply::Err(ErrorShape::invalid(
+            "connect is only valid as the first request",
+        ));
+    }
+    if scopes::NODE_ROLE_METHODS.contains(&method) {
+        return Reply::Err(ErrorShape::invalid(format!(
+            "unauthorized role: {} (node methods need role node)",
+            info.role
+        )));
+    }
+    // `health` is always allowed, even to a client whose scopes were cleared.
+    if method != "health" {
+        if let Err(scope) = scopes::authorize(method, &info.scopes) {
+            return Reply::Err(missing_scope(info, scope));
+        }
+    }
+    if !state.is_ready() && method != "health" {
+        return Reply::Err(
+            ErrorShape::unavailable(format!("{method} unavailable during gateway startup"))
+                .retry_after(500),
+        );
+    }
+    let params = request.params;
+    if method == "agent.wait" {
+        return chat::wait(state, &params).await.into();
+    }
+    // Handlers read and write the store, whose commits wait for fsync: keep
+    // that off the async workers' backs.
+    tokio::task::block_in_place(|| dispatch_sync(state, info, method, &request.id, &params))
+}
+
+fn dispatch_sync(
+    state: &Arc<GatewayState>,
+    info: &Arc<ClientInfo>,
+    method: &str,
+    request_id: &str,
+    params: &Value,
+) -> Reply {
+    let params = params.clone();
+    match method {
+        "health" => health::health(state).into(),
+        "status" => health::status(state, info).into(),
+        "system-presence" => Reply::Ok(Value::Array(health::presence_list(state))),
+        "logs.tail" => health::logs_tail(&params).into(),
+        "config.get" => config::get(state).into(),
+        "config.patch" => config::write(state, &params, config::WriteMode::Patch).into(),
+        "config.apply" => config::write(state, &params, config::WriteMode::Apply).into(),
+        "sessions.list" => sessions::list(state, &params).into(),
+        "sessions.patch" => sessions::patch(state, &params).into(),
+        "sessions.reset" => sessions::reset(state, &params).into(),
+        "sessions.delete" => sessions::delete(state, &params).into(),
+        "chat.history" => sessions::history(state, &params).into(),
+        "chat.abort" => chat::abort(state, &params).into(),
+        "chat.send" => chat::send(state, info, &params).into(),
+        "agent" => chat::agent(state, info, request_id, &params),
+        "send" => catalog::send(&params).into(),
+        "device.pair.list" => devices::list(state).into(),
+        "device.pair.approve" => devices::approve(state, &params).into(),
+        "device.pair.reject" => devices::reject(state, &params).into(),
+        "device.pair.remove" => devices::remove(state, &params).into(),
+        "device.token.rotate" => devices::rotate(state, info, &params).into(),
+        "device.token.revoke" => devices::revoke(state, &params).into(),
+        "models.list" => catalog::models(state).into(),
+        "agents.list" => catalog::agents(state).into(),
+        "commands.list" => catalog::commands().into(),
+        other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+    }
+}

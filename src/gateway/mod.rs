@@ -1,0 +1,385 @@
+//! The gateway: one port serving HTTP and OpenClaw's WebSocket protocol.
+//!
+//! `serve` resolves the secret and bind address, opens listeners (optionally
+//! with TLS), runs the accept loops, ticks, store maintenance and config
+//! reload, and on SIGTERM/SIGINT drains: it stops taking work, tells clients
+//! `shutdown`, lets running turns finish up to a deadline and syncs the store.
+//! It never runs agents itself.
+
+pub mod auth;
+pub mod bind;
+pub mod clients;
+pub mod connect_params;
+pub mod device_auth;
+pub mod frames;
+pub mod handshake;
+pub mod http;
+pub mod idempotency;
+pub mod methods;
+pub mod openai_http;
+pub mod pairing;
+pub mod preauth_io;
+pub mod runs;
+pub mod scopes;
+pub mod secret;
+pub mod state;
+pub mod tls;
+pub mod ws;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::{BindMode, LoadedConfig};
+use crate::store::{MaintenancePolicy, Store, StoreOptions};
+use crate::system::clock::now_ms;
+
+use self::clients::BroadcastOptions;
+use self::state::{GatewayLimits, GatewayState, StateParts};
+
+/// How long running turns may take to finish once shutdown starts.
+pub const SHUTDOWN_DRAIN_MS: u64 = 15_000;
+/// How often the store is pruned.
+pub const MAINTENANCE_INTERVAL_MS: u64 = 60 * 60 * 1000;
+/// How long a client may take to send its HTTP request head.
+pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+}
+
+/// What `pincer gateway` hands over.
+pub struct ServeOptions {
+    pub loaded: LoadedConfig,
+    pub data_dir: PathBuf,
+    /// `--port` (0 picks a free port); overrides `gateway.port`.
+    pub port: Option<u16>,
+    /// `--bind`; overrides `gateway.bind`.
+    pub bind: Option<BindMode>,
+    /// `--token`; overrides `gateway.auth.token`.
+    pub token: Option<String>,
+    pub limits: GatewayLimits,
+}
+
+/// Runs the gateway until SIGTERM or SIGINT.
+pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
+    let config = options.loaded.config.clone();
+    let port = options.port.unwrap_or(config.gateway.port);
+    let bind_mode = options.bind.unwrap_or(config.gateway.bind);
+    let plan = bind::resolve(&bind_mode, config.gateway.custom_bind_host.as_deref(), port)
+        .map_err(GatewayError::Refused)?;
+    let resolved = secret::resolve(&config, options.token.as_deref(), &options.data_dir)
+        .map_err(GatewayError::Refused)?;
+    if !plan.loopback_only && !resolved.owner_set {
+        return Err(GatewayError::Refused(format!(
+            "refusing to bind gateway to {} without auth: set gateway.auth.token (or OPENCLAW_GATEWAY_TOKEN, or --token) \
+             or gateway.auth.password (or OPENCLAW_GATEWAY_PASSWORD) first",
+            plan.addrs[0]
+        )));
+    }
+    let tls = if config.gateway.tls.enabled {
+        Some(tls::setup(
+            config.gateway.tls.cert_path.as_deref(),
+            config.gateway.tls.key_path.as_deref(),
+            &options.data_dir,
+            &hostname(),
+        )?)
+    } else {
+        None
+    };
+    let store = Store::open(
+        &state::store_dir(&options.data_dir),
+        StoreOptions::default(),
+    )?;
+    let listeners = bind_listeners(&plan).await?;
+    let local = listeners[0]
+        .local_addr()
+        .map_err(|source| GatewayError::Bind {
+            addr: plan.addrs[0],
+            source,
+        })?;
+    let state = GatewayState::new(StateParts {
+        loaded: options.loaded,
+        store,
+        data_dir: options.data_dir,
+        secret: resolved.secret,
+        limits: options.limits,
+        tls_fingerprint: tls.as_ref().map(|t| t.fingerprint_sha256.clone()),
+    });
+    let acceptor = tls.map(|t| t.acceptor);
+    for listener in listeners {
+        tokio::spawn(accept_loop(state.clone(), listener, acceptor.clone()));
+    }
+    spawn_background(&state);
+    state.set_ready();
+    announce(&state, local, acceptor.is_some(), &resolved.generated_path);
+    wait_for_signal().await;
+    drain(&state).await;
+    Ok(())
+}
+
+fn hostname() -> String {
+    crate::system::host_name()
+}
+
+async fn bind_listeners(plan: &bind::BindPlan) -> Result<Vec<TcpListener>, GatewayError> {
+    let mut listeners = Vec::new();
+    let mut port = plan.addrs[0].port();
+    for (i, addr) in plan.addrs.iter().enumerate() {
+        let addr = SocketAddr::new(addr.ip(), port);
+        match TcpListener::bind(addr).await {
+            Ok(listener) => {
+                if port == 0 {
+                    port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+                }
+                listeners.push(listener);
+            }
+            // The IPv6 loopback is a convenience; a host without it still serves IPv4.
+            Err(e) if i > 0 => log::debug!("not listening on {addr}: {e}"),
+            Err(source) => return Err(GatewayError::Bind { addr, source }),
+        }
+    }
+    Ok(listeners)
+}
+
+fn announce(state: &GatewayState, local: SocketAddr, tls: bool, generated: &Option<PathBuf>) {
+    let scheme = if tls { "wss" } else { "ws" };
+    let host = if local.ip().is_unspecified() {
+        "0.0.0.0".to_string()
+    } else {
+        local.ip().to_string()
+    };
+    // Tests and scripts wait for exactly this line on stdout.
+    println!("pincer: listening on {scheme}://{host}:{}", local.port());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    if let Some(path) = generated {
+        log::info!(
+            "gateway token generated and kept in {} (clients need it: pincer status shows how)",
+            path.display()
+        );
+    }
+    if let Some(fp) = &state.tls_fingerprint {
+        log::info!("TLS certificate SHA-256 fingerprint: {fp}");
+    }
+    crate::system::notify::notify(&format!(
+        "READY=1\nSTATUS=listening on {host}:{}",
+        local.port()
+    ));
+}
+
+async fn accept_loop(state: Arc<GatewayState>, listener: TcpListener, tls: Option<TlsAcceptor>) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = state.shutdown.cancelled() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => serve_connection(state, stream, peer).await,
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(
+                        Duration::from_millis(HEADER_READ_TIMEOUT_MS),
+                        acceptor.accept(stream),
+                    );
+                    match handshake.await {
+                        Ok(Ok(tls_stream)) => serve_connection(state, tls_stream, peer).await,
+                        Ok(Err(e)) => log::debug!("TLS handshake with {peer} failed: {e}"),
+                        Err(_) => log::debug!("TLS handshake with {peer} timed out"),
+                    }
+                }
+            }
+        });
+    }
+}
+
+async fn serve_connection<S>(state: Arc<GatewayState>, stream: S, peer: SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let ip = peer.ip();
+    let service_state = state.clone();
+    let service = service_fn(move |req| http::handle(service_state.clone(), req, ip));
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(HEADER_READ_TIMEOUT_MS))
+        .max_buf_size(64 * 1024)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        result = &mut connection => {
+            if let Err(e) = result {
+                log::debug!("HTTP connection from {peer} ended: {e}");
+            }
+        }
+        _ = state.shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(5), connection).await;
+        }
+    }
+}
+
+fn spawn_background(state: &Arc<GatewayState>) {
+    let ticker = state.clone();
+    tokio::spawn(async move {
+        let mut interval =
+            tokio::time::interval(Duration::from_millis(ticker.limits.tick_interval_ms));
+        interval.tick().await;
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = ticker.shutdown.cancelled() => break,
+            }
+            let options = BroadcastOptions {
+                drop_if_slow: true,
+                ..Default::default()
+            };
+            ticker
+                .clients
+                .broadcast("tick", &json!({"ts": now_ms()}), options);
+        }
+    });
+    let maintainer = state.clone();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(MAINTENANCE_INTERVAL_MS));
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = maintainer.shutdown.cancelled() => break,
+            }
+            let config = maintainer.config();
+            let maintenance = &config.session.maintenance;
+            let policy = MaintenancePolicy {
+                prune_after_ms: maintenance.prune_after_ms(),
+                max_entries: maintenance.max_entries as usize,
+                max_disk_bytes: maintenance.max_disk_bytes(),
+            };
+            match maintainer.store.maintain(&policy, now_ms()) {
+                Ok(report) => log::debug!("store maintenance: {report:?}"),
+                Err(e) => log::warn!("store maintenance failed: {e}"),
+            }
+        }
+    });
+    spawn_reload(state);
+}
+
+fn spawn_reload(state: &Arc<GatewayState>) {
+    let loaded = state.loaded();
+    let Some(path) = loaded.path.clone() else {
+        return;
+    };
+    let mode = loaded.config.gateway.reload.mode;
+    let mut events = crate::config::spawn_watcher(path.clone(), (*loaded).clone(), mode);
+    let state = state.clone();
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                _ = state.shutdown.cancelled() => break,
+            };
+            match event {
+                Some(crate::config::ReloadEvent::Applied {
+                    loaded,
+                    restart_required,
+                }) => {
+                    if restart_required.is_empty() {
+                        log::info!("config reloaded from {}", path.display());
+                    } else {
+                        log::warn!(
+                            "config reloaded from {}; these changes take effect after a restart: {}",
+                            path.display(),
+                            restart_required.join(", ")
+                        );
+                    }
+                    state.replace_config(loaded);
+                }
+                Some(crate::config::ReloadEvent::Rejected { error }) => {
+                    log::error!("config change rejected, the running config stays: {error}");
+                }
+                None => break,
+            }
+        }
+    });
+}
+
+async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(e) => {
+            log::error!("cannot watch SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => log::info!("SIGTERM received, shutting down"),
+        _ = tokio::signal::ctrl_c() => log::info!("SIGINT received, shutting down"),
+    }
+}
+
+/// Stops taking work, lets turns finish, closes clients, syncs the store.
+async fn drain(state: &Arc<GatewayState>) {
+    crate::system::notify::notify("STOPPING=1");
+    state.set_draining();
+    state.clients.broadcast(
+        "shutdown",
+        &json!({"reason": "gateway stopping", "restartExpectedMs": null}),
+        BroadcastOptions::default(),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS);
+    while state.runs.active_count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if state.runs.active_count() > 0 {
+        log::warn!(
+            "aborting {} runs still going at the shutdown deadline",
+            state.runs.active_count()
+        );
+        state.runs.abort_all();
+        let grace = tokio::time::Instant::now() + Duration::from_secs(2);
+        while state.runs.active_count() > 0 && tokio::time::Instant::now() < grace {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // Give final replies a moment to reach their sockets.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    state.shutdown.cancel();
+    state.tasks.close();
+    let _ = tokio::time::timeout(Duration::from_secs(3), state.tasks.wait()).await;
+    if let Err(e) = state.store.sync() {
+        log::error!("store sync at shutdown failed: {e}");
+    }
+    log::info!("gateway stopped");
+}

@@ -1,0 +1,343 @@
+//! Starting agent runs for gateway clients and turning their progress into
+//! protocol events: `agent` events for the requesting connection, `chat`
+//! events (throttled to one delta per 150 ms) for every reader, and the final
+//! `res` of an `agent` request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
+use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::system::clock::now_ms;
+
+use super::clients::BroadcastOptions;
+use super::frames::{self, ErrorShape};
+use super::idempotency::Waiter;
+use super::scopes;
+use super::state::GatewayState;
+
+/// Minimum gap between two `chat` delta events of one run.
+pub const CHAT_DELTA_THROTTLE_MS: u64 = 150;
+
+/// Who gets the final `res` of a run (the `agent` method), besides the cache.
+#[derive(Debug, Clone)]
+pub struct FinalReply {
+    pub conn_id: String,
+    pub request_id: String,
+}
+
+/// Who hears about a run besides `chat` readers.
+#[derive(Debug, Default)]
+pub struct RunOrigin {
+    /// The connection that asked: it gets the `agent` events.
+    pub requester: Option<String>,
+    /// The `agent` request to answer with the final result.
+    pub final_reply: Option<FinalReply>,
+    /// The idempotency cache key to settle when the run ends.
+    pub idempotency_key: Option<String>,
+    /// A copy of every run event (the HTTP endpoints stream from it).
+    pub tap: Option<mpsc::Sender<RunEvent>>,
+}
+
+/// Starts a run in the background; the caller has already answered (or will
+/// answer) the request that asked for it.
+pub fn start(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+) -> Result<(), ErrorShape> {
+    if !state.is_ready() {
+        return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
+    }
+    let RunOrigin {
+        requester,
+        final_reply,
+        idempotency_key,
+        tap,
+    } = origin;
+    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
+        return Err(ErrorShape::invalid(format!(
+            "run {} is already active",
+            spec.run_id
+        )));
+    };
+    let state = state.clone();
+    let env = TurnEnv {
+        store: state.store.clone(),
+        config: state.config(),
+        http: state.http.clone(),
+    };
+    state.clone().tasks.spawn(async move {
+        let (tx, rx) = mpsc::channel(64);
+        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
+        let cancel = ticket.cancel.clone();
+        let outcome = {
+            let (_session, _slot) = tokio::select! {
+                admitted = state.runs.admit(&spec.session_key) => admitted,
+                _ = cancel.cancelled() => {
+                    let outcome = aborted_before_start(&spec);
+                    let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
+                    drop(tx);
+                    let _ = forwarder.await;
+                    tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
+                    return;
+                }
+            };
+            let outcome = run_turn(&env, &spec, cancel, tx.clone()).await;
+            let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
+            outcome
+        };
+        drop(tx);
+        let _ = forwarder.await;
+        tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
+    });
+    Ok(())
+}
+
+fn aborted_before_start(spec: &TurnSpec) -> RunOutcome {
+    let now = now_ms();
+    RunOutcome {
+        run_id: spec.run_id.clone(),
+        session_key: spec.session_key.clone(),
+        session_id: String::new(),
+        status: RunStatus::Aborted,
+        started_at_ms: now,
+        ended_at_ms: now,
+        text: String::new(),
+        error: None,
+        usage: Default::default(),
+        provider: None,
+        model: None,
+        stop_reason: Some("aborted".into()),
+    }
+}
+
+fn finish(
+    state: &Arc<GatewayState>,
+    ticket: crate::agent::runs::RunTicket,
+    outcome: RunOutcome,
+    final_reply: Option<FinalReply>,
+    idempotency_key: Option<String>,
+) {
+    let (ok, payload, error) = final_payload(&outcome);
+    state.runs.finish(ticket, outcome, now_ms());
+    let mut waiters = Vec::new();
+    if let Some(key) = idempotency_key {
+        waiters = state.idempotency.finish(
+            &key,
+            ok,
+            payload.clone(),
+            error.as_ref().map(ErrorShape::to_json),
+            now_ms(),
+        );
+    }
+    if let Some(reply) = final_reply {
+        waiters.insert(
+            0,
+            Waiter {
+                conn_id: reply.conn_id,
+                request_id: reply.request_id,
+            },
+        );
+    }
+    for waiter in waiters {
+        let frame = match &error {
+            None => frames::response_ok(&waiter.request_id, payload.clone()),
+            Some(error) => frames::response_err(&waiter.request_id, error, Some(payload.clone())),
+        };
+        state.clients.send_raw(&waiter.conn_id, frame);
+    }
+    state.clients.broadcast(
+        "sessions.changed",
+        &json!({"ts": now_ms()}),
+        BroadcastOptions {
+            drop_if_slow: true,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
+}
+
+/// The final `agent` answer: `(ok, payload, error)`.
+pub fn final_payload(outcome: &RunOutcome) -> (bool, Value, Option<ErrorShape>) {
+    let meta = json!({
+        "durationMs": outcome.ended_at_ms.saturating_sub(outcome.started_at_ms),
+        "aborted": outcome.status == RunStatus::Aborted,
+        "stopReason": outcome.stop_reason,
+        "agentMeta": {
+            "sessionId": outcome.session_id,
+            "provider": outcome.provider,
+            "model": outcome.model,
+            "usage": {
+                "input": outcome.usage.input_tokens,
+                "output": outcome.usage.output_tokens,
+                "total": outcome.usage.input_tokens + outcome.usage.output_tokens,
+            },
+        },
+    });
+    let payloads = if outcome.text.is_empty() {
+        json!([])
+    } else {
+        json!([{"text": outcome.text, "mediaUrl": null}])
+    };
+    match outcome.status {
+        RunStatus::Ok | RunStatus::Aborted => (
+            true,
+            json!({
+                "runId": outcome.run_id,
+                "status": "ok",
+                "summary": if outcome.status == RunStatus::Ok { "completed" } else { "aborted" },
+                "result": {"payloads": payloads, "meta": meta},
+            }),
+            None,
+        ),
+        RunStatus::Error | RunStatus::Timeout => {
+            let message = outcome.error.clone().unwrap_or_else(|| "run failed".into());
+            (
+                false,
+                json!({"runId": outcome.run_id, "status": "error", "summary": message}),
+                Some(ErrorShape::unavailable(message)),
+            )
+        }
+    }
+}
+
+struct ChatThrottle {
+    seq: u64,
+    last_sent_ms: u64,
+    sent_len: usize,
+    pending: Option<String>,
+}
+
+/// Forwards one run's events until it finishes.
+async fn forward(
+    state: Arc<GatewayState>,
+    spec: TurnSpec,
+    requester: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    mut rx: mpsc::Receiver<RunEvent>,
+) {
+    let mut agent_seq = 0u64;
+    let mut chat = ChatThrottle {
+        seq: 0,
+        last_sent_ms: 0,
+        sent_len: 0,
+        pending: None,
+    };
+    let mut flush_at: Option<tokio::time::Instant> = None;
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
+                flush_at = None;
+                flush_chat_delta(&state, &spec, &mut chat);
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        if let Some(tap) = &tap {
+            let _ = tap.send(event.clone()).await;
+        }
+        let mut agent_event = |stream: &str, data: Value| {
+            agent_seq += 1;
+            if let Some(conn) = &requester {
+                let payload = json!({
+                    "runId": spec.run_id, "seq": agent_seq, "stream": stream, "ts": now_ms(),
+                    "data": data, "sessionKey": spec.session_key,
+                });
+                state.clients.send_to(conn, "agent", &payload);
+            }
+        };
+        match event {
+            RunEvent::Started { started_at_ms } => {
+                agent_event(
+                    "lifecycle",
+                    json!({"phase": "start", "startedAt": started_at_ms}),
+                );
+            }
+            RunEvent::Delta { text, delta } => {
+                agent_event("assistant", json!({"text": text, "delta": delta}));
+                chat.pending = Some(text);
+                let now = now_ms();
+                if now.saturating_sub(chat.last_sent_ms) >= CHAT_DELTA_THROTTLE_MS {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                    flush_at = None;
+                } else if flush_at.is_none() {
+                    let wait = CHAT_DELTA_THROTTLE_MS - now.saturating_sub(chat.last_sent_ms);
+                    flush_at = Some(tokio::time::Instant::now() + Duration::from_millis(wait));
+                }
+            }
+            RunEvent::Finished(outcome) => {
+                flush_chat_delta(&state, &spec, &mut chat);
+                let ended = json!({
+                    "phase": if outcome.status == RunStatus::Error || outcome.status == RunStatus::Timeout { "error" } else { "end" },
+                    "startedAt": outcome.started_at_ms,
+                    "endedAt": outcome.ended_at_ms,
+                    "aborted": outcome.status == RunStatus::Aborted,
+                    "error": outcome.error,
+                });
+                agent_event("lifecycle", ended);
+                broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                break;
+            }
+        }
+    }
+}
+
+fn chat_message(text: &str) -> Value {
+    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": now_ms()})
+}
+
+fn flush_chat_delta(state: &GatewayState, spec: &TurnSpec, chat: &mut ChatThrottle) {
+    let Some(text) = chat.pending.take() else {
+        return;
+    };
+    let delta_text = text.get(chat.sent_len..).unwrap_or_default().to_string();
+    chat.sent_len = text.len();
+    chat.last_sent_ms = now_ms();
+    chat.seq += 1;
+    let payload = json!({
+        "runId": spec.run_id, "sessionKey": spec.session_key, "seq": chat.seq, "state": "delta",
+        "message": chat_message(&text), "deltaText": delta_text, "agentId": spec.agent_id,
+    });
+    state.clients.broadcast(
+        "chat",
+        &payload,
+        BroadcastOptions {
+            drop_if_slow: true,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
+}
+
+fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutcome, seq: u64) {
+    let (chat_state, error_kind) = match outcome.status {
+        RunStatus::Ok => ("final", None),
+        RunStatus::Aborted => ("aborted", None),
+        RunStatus::Timeout => ("error", Some("timeout")),
+        RunStatus::Error => ("error", Some("unknown")),
+    };
+    let mut payload = json!({
+        "runId": spec.run_id, "sessionKey": spec.session_key, "seq": seq, "state": chat_state,
+        "message": chat_message(&outcome.text), "agentId": spec.agent_id,
+        "usage": {"input": outcome.usage.input_tokens, "output": outcome.usage.output_tokens},
+        "stopReason": outcome.stop_reason,
+    });
+    if let Some(kind) = error_kind {
+        payload["errorMessage"] = json!(outcome.error);
+        payload["errorKind"] = json!(kind);
+    }
+    state.clients.broadcast(
+        "chat",
+        &payload,
+        BroadcastOptions {
+            drop_if_slow: false,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
+}

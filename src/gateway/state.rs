@@ -1,0 +1,232 @@
+//! The gateway's shared state: configuration (hot-swappable), the store,
+//! connected clients, runs, idempotency, limits and lifecycle flags.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::runs::RunRegistry;
+use crate::config::{Config, LoadedConfig};
+use crate::store::Store;
+
+use super::auth::{AuthRateLimiter, SharedSecret};
+use super::clients::ClientRegistry;
+use super::idempotency::IdempotencyCache;
+
+/// Largest frame after the handshake (upstream's `MAX_PAYLOAD_BYTES`).
+pub const MAX_PAYLOAD_BYTES: usize = 25 * 1024 * 1024;
+/// Largest frame before the handshake completes.
+pub const MAX_PREAUTH_PAYLOAD_BYTES: usize = 64 * 1024;
+/// How long a socket may take to complete the handshake.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// How often `tick` events go out.
+pub const TICK_INTERVAL_MS: u64 = 30_000;
+/// Unauthenticated sockets allowed per address.
+pub const MAX_PREAUTH_CONNECTIONS_PER_IP: usize = 32;
+/// Largest HTTP request body the gateway reads.
+pub const MAX_HTTP_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Requests one connection may have in progress at once.
+pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
+/// `config.apply` / `config.patch` allowed per minute.
+pub const CONFIG_WRITES_PER_MINUTE: usize = 3;
+
+/// Limits that come from the board profile (defaults fit a Pi 4).
+#[derive(Debug, Clone)]
+pub struct GatewayLimits {
+    pub max_connections: usize,
+    pub max_buffered_bytes: usize,
+    pub handshake_timeout_ms: u64,
+    pub tick_interval_ms: u64,
+    pub max_concurrent_runs: usize,
+}
+
+impl Default for GatewayLimits {
+    fn default() -> Self {
+        GatewayLimits {
+            max_connections: 128,
+            max_buffered_bytes: 8 * 1024 * 1024,
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            tick_interval_ms: TICK_INTERVAL_MS,
+            max_concurrent_runs: 4,
+        }
+    }
+}
+
+/// Everything the connection and method code shares.
+pub struct GatewayState {
+    pub version: &'static str,
+    loaded: RwLock<Arc<LoadedConfig>>,
+    config: RwLock<Arc<Config>>,
+    pub store: Store,
+    pub data_dir: PathBuf,
+    pub secret: RwLock<SharedSecret>,
+    pub limiter: AuthRateLimiter,
+    pub clients: ClientRegistry,
+    pub runs: Arc<RunRegistry>,
+    pub idempotency: IdempotencyCache,
+    pub http: reqwest::Client,
+    pub limits: GatewayLimits,
+    pub started_at_ms: u64,
+    pub started: std::time::Instant,
+    pub shutdown: CancellationToken,
+    pub tasks: TaskTracker,
+    pub host_name: String,
+    pub tls_fingerprint: Option<String>,
+    ready: AtomicBool,
+    draining: AtomicBool,
+    preauth: Mutex<HashMap<IpAddr, usize>>,
+    config_writes: Mutex<VecDeque<u64>>,
+}
+
+/// What the server needs to build its state.
+pub struct StateParts {
+    pub loaded: LoadedConfig,
+    pub store: Store,
+    pub data_dir: PathBuf,
+    pub secret: SharedSecret,
+    pub limits: GatewayLimits,
+    pub tls_fingerprint: Option<String>,
+}
+
+impl GatewayState {
+    pub fn new(parts: StateParts) -> Arc<GatewayState> {
+        let rate = parts.loaded.config.gateway.auth.rate_limit.clone();
+        let policy = super::auth::RateLimitPolicy {
+            max_attempts: rate.max_attempts.max(1),
+            window_ms: rate.window_ms,
+            lockout_ms: rate.lockout_ms,
+            exempt_loopback: rate.exempt_loopback,
+        };
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Arc::new(GatewayState {
+            version: env!("CARGO_PKG_VERSION"),
+            config: RwLock::new(Arc::new(parts.loaded.config.clone())),
+            loaded: RwLock::new(Arc::new(parts.loaded)),
+            idempotency: IdempotencyCache::new(Some(parts.store.clone())),
+            store: parts.store,
+            data_dir: parts.data_dir,
+            secret: RwLock::new(parts.secret),
+            limiter: AuthRateLimiter::new(policy),
+            clients: ClientRegistry::new(),
+            runs: Arc::new(RunRegistry::new(parts.limits.max_concurrent_runs)),
+            http,
+            limits: parts.limits,
+            started_at_ms: crate::system::clock::now_ms(),
+            started: std::time::Instant::now(),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            host_name: crate::system::host_name(),
+            tls_fingerprint: parts.tls_fingerprint,
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            preauth: Mutex::new(HashMap::new()),
+            config_writes: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// The running configuration.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The running configuration with its file path, text and hash.
+    pub fn loaded(&self) -> Arc<LoadedConfig> {
+        self.loaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Swaps in a new configuration (hot reload, `config.patch`).
+    pub fn replace_config(&self, loaded: LoadedConfig) {
+        let config = Arc::new(loaded.config.clone());
+        let mut slot = self.loaded.write().unwrap_or_else(|e| e.into_inner());
+        *slot = Arc::new(loaded);
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+
+    pub fn secret(&self) -> SharedSecret {
+        self.secret
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+    }
+
+    /// Stops taking new work (shutdown has begun).
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Where the LMDB environment lives (shown in session listings).
+    pub fn store_path(&self) -> String {
+        store_dir(&self.data_dir).display().to_string()
+    }
+
+    pub fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Claims an unauthenticated-socket slot for `ip`; `false` when over budget.
+    pub fn claim_preauth(&self, ip: IpAddr) -> bool {
+        let mut map = self.preauth.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(ip).or_insert(0);
+        if *count >= MAX_PREAUTH_CONNECTIONS_PER_IP {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Returns a slot claimed by [`claim_preauth`](Self::claim_preauth).
+    pub fn release_preauth(&self, ip: IpAddr) {
+        let mut map = self.preauth.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = map.get_mut(&ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                map.remove(&ip);
+            }
+        }
+    }
+
+    /// Counts one config write; `Err(retry_after_ms)` past the per-minute budget.
+    pub fn claim_config_write(&self, now_ms: u64) -> Result<(), u64> {
+        let mut writes = self.config_writes.lock().unwrap_or_else(|e| e.into_inner());
+        while writes
+            .front()
+            .is_some_and(|t| now_ms.saturating_sub(*t) >= 60_000)
+        {
+            writes.pop_front();
+        }
+        if writes.len() >= CONFIG_WRITES_PER_MINUTE {
+            let oldest = writes.front().copied().unwrap_or(now_ms);
+            return Err(60_000 - now_ms.saturating_sub(oldest));
+        }
+        writes.push_back(now_ms);
+        Ok(())
+    }
+}
+
+/// The LMDB environment's directory inside the data dir.
+pub fn store_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("store")
+}

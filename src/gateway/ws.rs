@@ -1,0 +1,344 @@
+//! One WebSocket connection: challenge, handshake, then the request loop.
+//!
+//! A connection owns a reader (this task) and a writer task fed by its
+//! byte-counted outbound queue. Requests run as their own tasks so a slow
+//! method never blocks the socket; a malformed frame closes this connection
+//! only. Nothing here panics on client input.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use super::clients::{ClientInfo, ClientSender, Outbound};
+use super::frames::{self, parse_client_frame, ClientFrame, ErrorShape, Request};
+use super::handshake::Peer;
+use super::preauth_io::{PreauthGate, PreauthLimitedIo};
+use super::state::{GatewayState, MAX_IN_FLIGHT_REQUESTS, MAX_PREAUTH_PAYLOAD_BYTES};
+use super::{connect_params, handshake, methods};
+use crate::system::clock::now_ms;
+
+/// Bytes read from a socket before `hello-ok` (frames plus WebSocket framing).
+pub const PREAUTH_READ_BUDGET_BYTES: usize = MAX_PREAUTH_PAYLOAD_BYTES + 1024;
+
+/// Runs one upgraded connection to its end. The caller has claimed the
+/// address's pre-auth slot; it is released here.
+pub async fn serve<S>(
+    state: Arc<GatewayState>,
+    ws: WebSocketStream<PreauthLimitedIo<S>>,
+    gate: Arc<PreauthGate>,
+    peer: Peer,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let ip = peer.ip;
+    let conn_id = uuid::Uuid::new_v4().to_string();
+    let (sink, mut stream) = ws.split();
+    let (sender, rx, queued) = ClientSender::channel(state.limits.max_buffered_bytes);
+    let writer = tokio::spawn(write_loop(sink, rx, queued));
+    let nonce = uuid::Uuid::new_v4().to_string();
+    sender.send(
+        frames::event_frame(
+            "connect.challenge",
+            &json!({"nonce": nonce, "ts": now_ms()}),
+            None,
+            None,
+        ),
+        false,
+    );
+    let accepted =
+        handshake_phase(&state, &mut stream, &sender, &gate, &nonce, peer, &conn_id).await;
+    state.release_preauth(ip);
+    if let Some(info) = accepted {
+        gate.open();
+        let info = Arc::new(info);
+        state.clients.insert((*info).clone(), sender.clone());
+        broadcast_presence(&state);
+        request_loop(&state, &mut stream, &sender, &info).await;
+        state.clients.remove(&conn_id);
+        broadcast_presence(&state);
+    }
+    drop(sender);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+async fn write_loop<W>(
+    mut sink: W,
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    queued: Arc<AtomicUsize>,
+) where
+    W: futures_util::Sink<Message> + Unpin,
+{
+    while let Some(item) = rx.recv().await {
+        match item {
+            Outbound::Text(text) => {
+                let len = text.len();
+                let sent = sink.send(Message::text(text)).await;
+                queued.fetch_sub(len, Ordering::AcqRel);
+                if sent.is_err() {
+                    break;
+                }
+            }
+            Outbound::Close { code, reason } => {
+                let frame = CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: reason.into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                break;
+            }
+        }
+    }
+    let _ = sink.close().await;
+}
+
+fn broadcast_presence(state: &GatewayState) {
+    let payload = json!({"presence": methods::health::presence_list(state)});
+    state.clients.broadcast(
+        "presence",
+        &payload,
+        super::clients::BroadcastOptions {
+            drop_if_slow: true,
+            scope: None,
+            state_version: Some(state.clients.state_version()),
+        },
+    );
+}
+
+fn refuse(sender: &ClientSender, id: Option<&str>, error: &ErrorShape, code: u16, reason: &str) {
+    if let Some(id) = id {
+        sender.send(frames::response_err(id, error, None), false);
+    }
+    sender.close(code, reason);
+}
+
+/// Reads frames until a valid `connect` arrives; `None` when refused or gone.
+async fn handshake_phase<R>(
+    state: &GatewayState,
+    stream: &mut R,
+    sender: &ClientSender,
+    gate: &PreauthGate,
+    nonce: &str,
+    peer: Peer,
+    conn_id: &str,
+) -> Option<ClientInfo>
+where
+    R: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(state.limits.handshake_timeout_ms);
+    loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, stream.next()) => next,
+            _ = state.shutdown.cancelled() => {
+                sender.close(1012, "service restart");
+                return None;
+            }
+        };
+        let message = match next {
+            Err(_) => {
+                sender.close(1008, "handshake timeout");
+                return None;
+            }
+            Ok(None) => return None,
+            Ok(Some(Err(_))) => {
+                if gate.overflowed() {
+                    sender.close(1009, "preauth payload too large");
+                }
+                return None;
+            }
+            Ok(Some(Ok(message))) => message,
+        };
+        let text = match message {
+            Message::Text(text) => text,
+            Message::Ping(_) | Message::Pong(_) => continue,
+            Message::Close(_) => return None,
+            Message::Binary(_) | Message::Frame(_) => {
+                sender.close(1008, "invalid request frame");
+                return None;
+            }
+        };
+        if text.len() > MAX_PREAUTH_PAYLOAD_BYTES {
+            sender.close(1009, "preauth payload too large");
+            return None;
+        }
+        return connect(state, text.as_str(), sender, nonce, peer, conn_id);
+    }
+}
+
+fn connect(
+    state: &GatewayState,
+    text: &str,
+    sender: &ClientSender,
+    nonce: &str,
+    peer: Peer,
+    conn_id: &str,
+) -> Option<ClientInfo> {
+    let ip = peer.ip;
+    let request = match parse_client_frame(text) {
+        Ok(ClientFrame::Request(request)) => request,
+        Ok(ClientFrame::Cancel { id }) => {
+            let error = ErrorShape::invalid("invalid handshake: first request must be connect");
+            refuse(sender, Some(&id), &error, 1008, "invalid handshake");
+            return None;
+        }
+        Err(e) => {
+            let error = ErrorShape::invalid("invalid request frame");
+            refuse(
+                sender,
+                e.id.as_deref(),
+                &error,
+                1008,
+                "invalid request frame",
+            );
+            return None;
+        }
+    };
+    if request.method != "connect" {
+        let error = ErrorShape::invalid("invalid handshake: first request must be connect");
+        refuse(sender, Some(&request.id), &error, 1008, "invalid handshake");
+        return None;
+    }
+    let params = match connect_params::parse(&request.params) {
+        Ok(params) => params,
+        Err(message) => {
+            let error = ErrorShape::invalid(format!("invalid connect params: {message}"));
+            refuse(
+                sender,
+                Some(&request.id),
+                &error,
+                1008,
+                "invalid connect params",
+            );
+            return None;
+        }
+    };
+    let decision = tokio::task::block_in_place(|| {
+        handshake::decide(state, &params, nonce, peer, conn_id, now_ms())
+    });
+    match decision {
+        Ok(accepted) => {
+            let hello = handshake::hello_ok(state, &accepted, methods::METHODS, methods::EVENTS);
+            sender.send(frames::response_ok(&request.id, hello), false);
+            log::info!(
+                "client {} ({} {}) connected from {ip} as {} with protocol {}",
+                conn_id,
+                accepted.info.client_id,
+                accepted.info.client_version,
+                accepted.info.role,
+                accepted.info.protocol
+            );
+            Some(accepted.info)
+        }
+        Err(refusal) => {
+            log::info!("refused connect from {ip}: {}", refusal.error.message);
+            refuse(
+                sender,
+                Some(&request.id),
+                &refusal.error,
+                refusal.close_code,
+                &refusal.close_reason,
+            );
+            None
+        }
+    }
+}
+
+/// Reads requests until the socket closes or the gateway stops.
+async fn request_loop<R>(
+    state: &Arc<GatewayState>,
+    stream: &mut R,
+    sender: &ClientSender,
+    info: &Arc<ClientInfo>,
+) where
+    R: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut in_flight: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+    loop {
+        let next = tokio::select! {
+            next = stream.next() => next,
+            _ = state.shutdown.cancelled() => {
+                sender.close(1012, "service restart");
+                break;
+            }
+        };
+        let text = match next {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Binary(_) | Message::Frame(_))) => {
+                sender.close(1008, "invalid request frame");
+                break;
+            }
+            Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(_))) => {
+                sender.close(1009, "payload too large");
+                break;
+            }
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+        };
+        in_flight.retain(|_, handle| !handle.is_finished());
+        match parse_client_frame(text.as_str()) {
+            Ok(ClientFrame::Request(request)) => {
+                if in_flight.len() >= MAX_IN_FLIGHT_REQUESTS {
+                    let error =
+                        ErrorShape::unavailable("too many requests in flight on this connection")
+                            .retry_after(1000);
+                    sender.send(frames::response_err(&request.id, &error, None), false);
+                    continue;
+                }
+                let id = request.id.clone();
+                let handle = spawn_request(state.clone(), info.clone(), sender.clone(), request);
+                in_flight.insert(id, handle);
+            }
+            Ok(ClientFrame::Cancel { id }) => {
+                if let Some(handle) = in_flight.remove(&id) {
+                    handle.abort();
+                    let error = ErrorShape::invalid("request cancelled");
+                    sender.send(frames::response_err(&id, &error, None), false);
+                }
+            }
+            Err(e) => {
+                let error = ErrorShape::invalid(e.message);
+                refuse(
+                    sender,
+                    e.id.as_deref(),
+                    &error,
+                    1008,
+                    "invalid request frame",
+                );
+                break;
+            }
+        }
+    }
+}
+
+fn spawn_request(
+    state: Arc<GatewayState>,
+    info: Arc<ClientInfo>,
+    sender: ClientSender,
+    request: Request,
+) -> tokio::task::AbortHandle {
+    let tasks = state.tasks.clone();
+    let task = tasks.spawn(async move {
+        let id = request.id.clone();
+        let reply = methods::handle(&state, &info, request).await;
+        match reply {
+            methods::Reply::Ok(payload) => {
+                sender.send(frames::response_ok(&id, payload), false);
+            }
+            methods::Reply::Err(error) => {
+                sender.send(frames::response_err(&id, &error, None), false);
+            }
+            methods::Reply::Sent => {}
+        }
+    });
+    task.abort_handle()
+}

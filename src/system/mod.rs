@@ -1,0 +1,19 @@
+//! The host: logging to journald (or stderr) with an in-memory tail for
+//! `logs.tail`, systemd readiness notification, and the clock.
+
+pub mod board;
+pub mod clock;
+pub mod logging;
+pub mod notify;
+
+/// This host's name (for presence, TLS names and discovery).
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "pincer".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

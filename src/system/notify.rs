@@ -1,0 +1,47 @@
+//! systemd's readiness protocol (`sd_notify`): `READY=1`, `STATUS=…`,
+//! `STOPPING=1` and watchdog pings, sent to `$NOTIFY_SOCKET` when set.
+//! Outside systemd every call is a no-op.
+
+use std::os::unix::net::UnixDatagram;
+
+/// Sends one notification; returns whether a socket took it.
+pub fn notify(state: &str) -> bool {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return false;
+    };
+    let Ok(socket) = UnixDatagram::unbound() else {
+        return false;
+    };
+    let bytes = path.as_encoded_bytes();
+    if let Some(abstract_name) = bytes.strip_prefix(b"@") {
+        use std::os::linux::net::SocketAddrExt;
+        return std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
+            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
+            .is_ok();
+    }
+    socket.send_to(state.as_bytes(), path).is_ok()
+}
+
+/// The watchdog interval systemd asked for, halved (when to ping).
+pub fn watchdog_interval() -> Option<std::time::Duration> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
+    Some(std::time::Duration::from_micros(usec / 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_reaches_the_socket() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("notify.sock");
+        let listener = UnixDatagram::bind(&path).expect("bind");
+        std::env::set_var("NOTIFY_SOCKET", &path);
+        assert!(notify("READY=1"));
+        std::env::remove_var("NOTIFY_SOCKET");
+        let mut buf = [0u8; 64];
+        let n = listener.recv(&mut buf).expect("recv");
+        assert_eq!(&buf[..n], b"READY=1");
+    }
+}

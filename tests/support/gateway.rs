@@ -1,0 +1,154 @@
+//! Runs the real `pincer gateway` binary for a test: a temp dir with its
+//! config and data dir, a port chosen by the gateway, and kill-on-drop (also
+//! when the test panics).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+/// How long the gateway may take from spawn to its ready line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The ready line's prefix (the port follows).
+pub const READY_PREFIX: &str = "pincer: listening on ";
+
+/// A running gateway.
+pub struct GatewayProcess {
+    pub child: Child,
+    pub port: u16,
+    pub dir: TempDir,
+}
+
+/// A test config whose only model is served at `base_url`.
+pub fn config_with_provider(base_url: &str) -> String {
+    format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{base_url}", apiKey: "sk-test", api: "openai-completions",
+                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+}}"#
+    )
+}
+
+fn command(dir: &Path, config: &str, args: &[&str]) -> Command {
+    let config_path = dir.join("pincer.json5");
+    std::fs::write(&config_path, config).expect("write test config");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pincer"));
+    command
+        .arg("gateway")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(args)
+        .env_remove("OPENCLAW_GATEWAY_TOKEN")
+        .env_remove("OPENCLAW_GATEWAY_PASSWORD")
+        .env_remove("OPENCLAW_GATEWAY_PORT")
+        .env_remove("PINCER_CONFIG")
+        .env_remove("PINCER_DATA_DIR")
+        .stdin(Stdio::null());
+    command
+}
+
+impl GatewayProcess {
+    /// Starts a gateway with `config` (JSON5) and extra CLI args; waits until ready.
+    pub fn start(config: &str, args: &[&str]) -> GatewayProcess {
+        let dir = tempfile::tempdir().expect("temp dir for the gateway");
+        let stderr = File::create(dir.path().join("gateway.stderr")).expect("stderr file");
+        let mut child = command(dir.path(), config, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("spawn pincer gateway");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix(READY_PREFIX) {
+                    let port = rest
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| p.trim().parse::<u16>().ok());
+                    let _ = tx.send(port);
+                }
+            }
+        });
+        let mut gateway = GatewayProcess {
+            child,
+            port: 0,
+            dir,
+        };
+        match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(Some(port)) => gateway.port = port,
+            _ => panic!(
+                "gateway did not become ready; stderr:\n{}",
+                gateway.stderr()
+            ),
+        }
+        gateway
+    }
+
+    /// Runs a gateway that is expected to refuse to start; returns its exit status and stderr.
+    pub fn refuse(config: &str, args: &[&str]) -> (ExitStatus, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let output = command(dir.path(), config, args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn")
+            .wait_with_output()
+            .expect("wait");
+        (
+            output.status,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    pub fn http(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("gateway.stderr")).unwrap_or_default()
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "gateway did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
