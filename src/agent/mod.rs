@@ -4,4 +4,5 @@
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
 
+pub mod openai;
 pub mod provider;

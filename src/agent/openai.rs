@@ -1,0 +1,597 @@
+//! The OpenAI-compatible chat-completions provider (OpenAI, OpenRouter, Ollama,
+//! llama.cpp, vLLM and anything else serving `POST {baseUrl}/chat/completions`).
+//!
+//! It owns the HTTP request, the streamed SSE reply and the mapping of that
+//! wire format onto [`StreamEvent`]s, [`Completion`] and [`ProviderError`]. It
+//! holds no retry or failover policy (the caller decides from the error), never
+//! buffers more than one bounded SSE event at a time, and never outlives its
+//! cancellation token: cancelling drops the response and so the connection.
+
+mod sse;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::provider::{
+    BoxFuture, Completion, Provider, ProviderError, ProviderRequest, StreamEvent, Usage,
+};
+pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
+
+/// How long a stream may go without a single byte before it is given up.
+pub const STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// Connect timeout of the client built by [`OpenAiCompatProvider::http_client`].
+pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// The most bytes of a non-2xx body read to find the error message.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Error bodies that are not OpenAI error JSON are cut to this many characters.
+const MAX_ERROR_MESSAGE_CHARS: usize = 500;
+/// The most bytes of assistant text one completion may accumulate.
+pub const MAX_COMPLETION_TEXT_BYTES: usize = 8 * 1024 * 1024;
+/// Status reported for an `{"error":…}` object inside a 200 stream whose
+/// `code` is not an HTTP status: the upstream failed mid-reply.
+const MID_STREAM_ERROR_STATUS: u16 = 502;
+
+/// Streams chat completions from one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatProvider {
+    endpoint: String,
+    /// Authorization plus configured headers, or why they are not valid HTTP.
+    headers: Result<HeaderMap, String>,
+    http: reqwest::Client,
+    idle_timeout: Duration,
+}
+
+impl OpenAiCompatProvider {
+    /// A provider for `base_url` as OpenClaw's `models.providers.<id>.baseUrl`
+    /// spells it (`https://api.openai.com/v1`); requests go to
+    /// `{base_url}/chat/completions`. Invalid header names or values make
+    /// every call fail with a message naming the header.
+    pub fn new(
+        base_url: &str,
+        api_key: Option<String>,
+        headers: BTreeMap<String, String>,
+        http: reqwest::Client,
+    ) -> Self {
+        OpenAiCompatProvider {
+            endpoint: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            headers: build_headers(api_key.as_deref(), &headers),
+            http,
+            idle_timeout: Duration::from_millis(STREAM_IDLE_TIMEOUT_MS),
+        }
+    }
+
+    /// A shared HTTP client with the provider's connect timeout.
+    pub fn http_client() -> Result<reqwest::Client, ProviderError> {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS))
+            .build()
+            .map_err(|e| ProviderError::Network(describe_reqwest_error(&e)))
+    }
+
+    /// Changes how long a stream (or the wait for response headers) may stay
+    /// silent before the call fails with [`ProviderError::Network`].
+    pub fn set_stream_idle_timeout(&mut self, timeout: Duration) {
+        self.idle_timeout = timeout;
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    async fn run(
+        &self,
+        request: ProviderRequest,
+        events: mpsc::Sender<StreamEvent>,
+    ) -> Result<Completion, ProviderError> {
+        let headers = self.headers.clone().map_err(ProviderError::Protocol)?;
+        log::debug!("POST {} model={}", self.endpoint, request.model);
+        let send = self
+            .http
+            .post(&self.endpoint)
+            .headers(headers)
+            .json(&request_body(&request))
+            .send();
+        let response = tokio::time::timeout(self.idle_timeout, send)
+            .await
+            .map_err(|_| self.idle_error("waiting for response headers"))?
+            .map_err(|e| ProviderError::Network(describe_reqwest_error(&e)))?;
+        if !response.status().is_success() {
+            return Err(self.http_error(response).await);
+        }
+        if let Some(kind) = non_sse_content_type(response.headers()) {
+            return Err(ProviderError::Protocol(format!(
+                "expected a text/event-stream reply, got {kind}"
+            )));
+        }
+        self.read_stream(response, events).await
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        events: mpsc::Sender<StreamEvent>,
+    ) -> Result<Completion, ProviderError> {
+        let mut parser = SseParser::new(MAX_SSE_EVENT_BYTES);
+        let mut reply = ReplyState::new(events);
+        let mut body = response.bytes_stream();
+        loop {
+            let next = tokio::time::timeout(self.idle_timeout, body.next())
+                .await
+                .map_err(|_| self.idle_error("streaming"))?;
+            let bytes = match next {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(e)) => return Err(ProviderError::Network(describe_reqwest_error(&e))),
+                None => break,
+            };
+            let payloads = parser.feed(&bytes).map_err(sse_error)?;
+            for payload in payloads {
+                if reply.apply(&payload).await? == Flow::Done {
+                    return Ok(reply.completion);
+                }
+            }
+        }
+        if let Some(payload) = parser.finish() {
+            if reply.apply(&payload).await? == Flow::Done {
+                return Ok(reply.completion);
+            }
+        }
+        if reply.completion.stop_reason.is_some() {
+            return Ok(reply.completion);
+        }
+        Err(ProviderError::Protocol(
+            "stream ended early: no [DONE] and no finish_reason".to_string(),
+        ))
+    }
+
+    /// Builds the error for a non-2xx answer from its headers and bounded body.
+    async fn http_error(&self, response: reqwest::Response) -> ProviderError {
+        let status = response.status().as_u16();
+        let retry_after_ms = retry_after_ms(response.headers(), SystemTime::now());
+        let body = match self.read_bounded_body(response).await {
+            Ok(body) => body,
+            Err(error) => return error,
+        };
+        let message = error_message(&body).unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(&body);
+            let text = text.trim();
+            if text.is_empty() {
+                format!("empty body with status {status}")
+            } else {
+                text.chars().take(MAX_ERROR_MESSAGE_CHARS).collect()
+            }
+        });
+        ProviderError::Http {
+            status,
+            message,
+            retry_after_ms,
+        }
+    }
+
+    async fn read_bounded_body(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        let mut stream = response.bytes_stream();
+        while body.len() < MAX_ERROR_BODY_BYTES {
+            let next = tokio::time::timeout(self.idle_timeout, stream.next())
+                .await
+                .map_err(|_| self.idle_error("reading error body"))?;
+            match next {
+                Some(Ok(bytes)) => {
+                    let room = MAX_ERROR_BODY_BYTES - body.len();
+                    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                }
+                Some(Err(e)) => return Err(ProviderError::Network(describe_reqwest_error(&e))),
+                None => break,
+            }
+        }
+        Ok(body)
+    }
+
+    fn idle_error(&self, phase: &str) -> ProviderError {
+        ProviderError::Network(format!(
+            "stream idle for {} ms while {phase}",
+            self.idle_timeout.as_millis()
+        ))
+    }
+}
+
+impl Provider for OpenAiCompatProvider {
+    fn stream<'a>(
+        &'a self,
+        request: ProviderRequest,
+        events: mpsc::Sender<StreamEvent>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<Completion, ProviderError>> {
+        Box::pin(async move {
+            // Every await of the call lives inside `run`: losing this race
+            // drops the request or response, which closes the connection.
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    log::debug!("provider call to {} cancelled", self.endpoint);
+                    Err(ProviderError::Cancelled)
+                }
+                result = self.run(request, events) => result,
+            }
+        })
+    }
+}
+
+/// Whether the stream goes on after one event.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    More,
+    Done,
+}
+
+/// The reply being assembled from stream chunks.
+struct ReplyState {
+    completion: Completion,
+    /// `None` once the receiver is gone: text is still accumulated.
+    events: Option<mpsc::Sender<StreamEvent>>,
+}
+
+impl ReplyState {
+    fn new(events: mpsc::Sender<StreamEvent>) -> Self {
+        ReplyState {
+            completion: Completion::default(),
+            events: Some(events),
+        }
+    }
+
+    /// Applies one SSE payload: a chunk object, an error object or `[DONE]`.
+    async fn apply(&mut self, payload: &str) -> Result<Flow, ProviderError> {
+        let payload = payload.trim();
+        if payload.is_empty() {
+            return Ok(Flow::More);
+        }
+        if payload == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        let chunk: ChunkWire = serde_json::from_str(payload)
+            .map_err(|e| ProviderError::Protocol(format!("stream chunk is not valid JSON: {e}")))?;
+        if let Some(error) = chunk.error {
+            return Err(error.into_provider_error(MID_STREAM_ERROR_STATUS, None));
+        }
+        if let Some(usage) = chunk.usage {
+            self.completion.usage = Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+            };
+        }
+        let Some(choice) = chunk.choices.into_iter().next() else {
+            return Ok(Flow::More);
+        };
+        if let Some(reason) = choice.finish_reason {
+            self.completion.stop_reason = Some(reason);
+        }
+        match choice.delta.and_then(|delta| delta.content) {
+            Some(text) if !text.is_empty() => self.push_text(text).await?,
+            _ => {}
+        }
+        Ok(Flow::More)
+    }
+
+    async fn push_text(&mut self, text: String) -> Result<(), ProviderError> {
+        if self.completion.text.len() + text.len() > MAX_COMPLETION_TEXT_BYTES {
+            return Err(ProviderError::Protocol(format!(
+                "completion text longer than {MAX_COMPLETION_TEXT_BYTES} bytes"
+            )));
+        }
+        self.completion.text.push_str(&text);
+        if let Some(events) = &self.events {
+            if events.send(StreamEvent::TextDelta(text)).await.is_err() {
+                log::debug!("stream event receiver gone; still collecting the reply");
+                self.events = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One `chat.completion.chunk` (or an error object) as it arrives.
+#[derive(Debug, Deserialize)]
+struct ChunkWire {
+    #[serde(default)]
+    choices: Vec<ChoiceWire>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(default)]
+    error: Option<ErrorWire>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChoiceWire {
+    #[serde(default)]
+    delta: Option<DeltaWire>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DeltaWire {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+/// OpenAI's error object: `{"message", "type", "param", "code"}`.
+#[derive(Debug, Deserialize)]
+struct ErrorWire {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    code: Option<serde_json::Value>,
+}
+
+impl ErrorWire {
+    fn into_provider_error(
+        self,
+        fallback_status: u16,
+        retry_after_ms: Option<u64>,
+    ) -> ProviderError {
+        let status = self
+            .code
+            .as_ref()
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|code| u16::try_from(code).ok())
+            .filter(|code| (400..=599).contains(code))
+            .unwrap_or(fallback_status);
+        let message = self
+            .message
+            .filter(|m| !m.is_empty())
+            .or(self.kind)
+            .unwrap_or_else(|| "provider reported an error without a message".to_string());
+        ProviderError::Http {
+            status,
+            message,
+            retry_after_ms,
+        }
+    }
+}
+
+/// The request body: streaming on, usage requested in the final chunk.
+fn request_body(request: &ProviderRequest) -> serde_json::Value {
+    let messages: Vec<serde_json::Value> = request
+        .messages
+        .iter()
+        .map(|m| serde_json::json!({ "role": m.role.as_str(), "content": m.content }))
+        .collect();
+    let mut body = serde_json::json!({
+        "model": request.model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
+    if let Some(max_tokens) = request.max_tokens {
+        body["max_tokens"] = serde_json::Value::from(max_tokens);
+    }
+    body
+}
+
+fn build_headers(
+    api_key: Option<&str>,
+    configured: &BTreeMap<String, String>,
+) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in configured {
+        let header_name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("configured header name {name:?} is not a valid HTTP header"))?;
+        let header_value = HeaderValue::from_str(value).map_err(|_| {
+            format!("configured header {name:?} has a value that is not valid HTTP")
+        })?;
+        headers.insert(header_name, header_value);
+    }
+    if let Some(key) = api_key {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the API key contains characters not allowed in a header".to_string())?;
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+    }
+    Ok(headers)
+}
+
+/// A content type that is clearly not SSE (a JSON body from a server that
+/// ignored `stream: true`); a missing content type is given the benefit of doubt.
+fn non_sse_content_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+    let media_type = value.split(';').next().unwrap_or("").trim();
+    (media_type.eq_ignore_ascii_case("application/json")).then(|| value.to_string())
+}
+
+/// `error.message` (or a string `error`, or a top-level `message`) of a JSON body.
+fn error_message(body: &[u8]) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let message = match &json["error"] {
+        serde_json::Value::String(text) => Some(text.as_str()),
+        error => error["message"].as_str(),
+    }
+    .or_else(|| json["message"].as_str())?;
+    Some(message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
+}
+
+/// The wait a provider asked for: `retry-after-ms`, else `retry-after` in
+/// seconds or as an HTTP date (relative to `now`).
+fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(parse_non_negative) {
+        return Some(ms.round() as u64);
+    }
+    let value = header("retry-after")?;
+    if let Some(seconds) = parse_non_negative(value) {
+        return Some((seconds * 1000.0).round() as u64);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
+    Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn parse_non_negative(text: &str) -> Option<f64> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+}
+
+fn sse_error(error: SseError) -> ProviderError {
+    ProviderError::Protocol(error.to_string())
+}
+
+/// reqwest's top-level message plus its causes (`connection refused` etc.).
+fn describe_reqwest_error(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn retry_after_seconds_become_milliseconds() {
+        let now = SystemTime::now();
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "7")]), now),
+            Some(7000)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "1.5")]), now),
+            Some(1500)
+        );
+    }
+
+    #[test]
+    fn retry_after_ms_header_wins_over_seconds() {
+        let map = headers(&[("retry-after", "7"), ("retry-after-ms", "250")]);
+        assert_eq!(retry_after_ms(&map, SystemTime::now()), Some(250));
+    }
+
+    #[test]
+    fn retry_after_http_date_is_relative_to_now() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").expect("valid date");
+        let map = headers(&[("retry-after", "Sun, 06 Nov 1994 08:50:07 GMT")]);
+        assert_eq!(retry_after_ms(&map, now), Some(30_000));
+        let past = headers(&[("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT")]);
+        assert_eq!(retry_after_ms(&past, now), Some(0));
+    }
+
+    #[test]
+    fn unusable_retry_after_is_ignored() {
+        let now = SystemTime::now();
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "soon")]), now),
+            None
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "-3")]), now),
+            None
+        );
+        assert_eq!(retry_after_ms(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn error_message_prefers_openai_error_object() {
+        let body = br#"{"error":{"message":"Incorrect API key","type":"invalid_request_error"}}"#;
+        assert_eq!(error_message(body).as_deref(), Some("Incorrect API key"));
+        assert_eq!(
+            error_message(br#"{"error":"model not found"}"#).as_deref(),
+            Some("model not found")
+        );
+        assert_eq!(
+            error_message(br#"{"message":"busy"}"#).as_deref(),
+            Some("busy")
+        );
+        assert_eq!(error_message(b"<html>502</html>"), None);
+    }
+
+    #[test]
+    fn request_body_asks_for_a_stream_with_usage() {
+        let request = ProviderRequest {
+            model: "gpt-4o-mini".to_string(),
+            messages: vec![super::super::provider::ChatMessage {
+                role: super::super::provider::Role::User,
+                content: "hi".to_string(),
+            }],
+            max_tokens: None,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["messages"][0]["role"], "user");
+        assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn invalid_configured_header_is_named() {
+        let configured = BTreeMap::from([("bad header".to_string(), "x".to_string())]);
+        let error = build_headers(None, &configured).expect_err("space in name");
+        assert!(error.contains("bad header"), "{error}");
+    }
+
+    #[test]
+    fn trailing_slash_in_base_url_is_tolerated() {
+        let http = reqwest::Client::new();
+        let provider = OpenAiCompatProvider::new("http://h/v1/", None, BTreeMap::new(), http);
+        assert_eq!(provider.endpoint(), "http://h/v1/chat/completions");
+    }
+
+    #[tokio::test]
+    async fn chunks_after_the_receiver_is_gone_are_still_collected() {
+        let (events, receiver) = mpsc::channel(1);
+        drop(receiver);
+        let mut reply = ReplyState::new(events);
+        let chunk = r#"{"choices":[{"index":0,"delta":{"content":"ab"},"finish_reason":null}]}"#;
+        assert_eq!(reply.apply(chunk).await.expect("valid chunk"), Flow::More);
+        assert_eq!(reply.apply(chunk).await.expect("valid chunk"), Flow::More);
+        assert_eq!(reply.completion.text, "abab");
+    }
+
+    #[tokio::test]
+    async fn error_object_with_numeric_code_keeps_that_status() {
+        let (events, _receiver) = mpsc::channel(1);
+        let mut reply = ReplyState::new(events);
+        let error = reply
+            .apply(r#"{"error":{"code":429,"message":"slow down"}}"#)
+            .await
+            .expect_err("error object");
+        assert!(
+            matches!(error, ProviderError::Http { status: 429, ref message, .. } if message == "slow down")
+        );
+    }
+}

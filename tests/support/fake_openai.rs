@@ -1,0 +1,520 @@
+//! A fake OpenAI chat-completions server for integration tests.
+//!
+//! It owns one 127.0.0.1 listener on the test's tokio runtime and answers
+//! `POST /v1/chat/completions` in OpenAI's real wire format: SSE
+//! `chat.completion.chunk` objects ending in `data: [DONE]` when the request
+//! streams, a `chat.completion` object when it does not, and OpenAI error JSON
+//! for failures. Tests script replies with [`FakeReply`] (FIFO; when none is
+//! queued it echoes the last user message) and inspect what arrived. It must
+//! not be used by product code and never binds anything but loopback.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Characters per chunk of the default echo reply.
+const ECHO_CHUNK_CHARS: usize = 4;
+/// Pause between chunks of the default echo reply.
+const ECHO_CHUNK_DELAY_MS: u64 = 10;
+
+/// One scripted answer to the next chat-completions request.
+#[derive(Debug, Clone)]
+pub enum FakeReply {
+    /// One SSE chunk per piece, then `finish_reason: "stop"`, then the usage
+    /// chunk (when the request set `stream_options.include_usage`, as OpenAI
+    /// does), then `[DONE]`. Usage: prompt tokens = whitespace-separated words
+    /// in all request messages, completion tokens = number of pieces.
+    Text { chunks: Vec<String>, delay_ms: u64 },
+    /// An OpenAI error JSON body with this status (and `retry-after` seconds).
+    Error {
+        status: u16,
+        message: String,
+        retry_after_secs: Option<u64>,
+    },
+    /// Sends the role chunk and one content delta, then keeps the stream open
+    /// until the client goes away (counted by [`FakeOpenAi::disconnects`]).
+    Hang { first_chunk: String },
+    /// Exact bytes for malformed-stream tests: this status and these headers,
+    /// then each piece written as its own body frame, then the body ends.
+    Raw {
+        status: u16,
+        headers: Vec<(String, String)>,
+        chunks: Vec<Vec<u8>>,
+    },
+}
+
+/// A request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased; repeated headers joined with ", ".
+    pub headers: BTreeMap<String, String>,
+    /// The parsed JSON body (`Value::Null` when the body was not JSON).
+    pub body: Value,
+}
+
+/// A running fake; the server stops when this is dropped.
+pub struct FakeOpenAi {
+    addr: SocketAddr,
+    state: Arc<FakeState>,
+    shutdown: CancellationToken,
+}
+
+struct FakeState {
+    replies: Mutex<VecDeque<FakeReply>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    disconnects: watch::Sender<usize>,
+    next_id: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+type FakeBody = BoxBody<Bytes, Infallible>;
+
+impl FakeOpenAi {
+    /// Binds 127.0.0.1 on a free port and serves on the current runtime.
+    pub async fn start() -> FakeOpenAi {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake OpenAI on loopback");
+        let addr = listener.local_addr().expect("listener has an address");
+        let shutdown = CancellationToken::new();
+        let state = Arc::new(FakeState {
+            replies: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(Vec::new()),
+            disconnects: watch::Sender::new(0),
+            next_id: AtomicU64::new(1),
+            shutdown: shutdown.clone(),
+        });
+        tokio::spawn(accept_loop(listener, Arc::clone(&state)));
+        FakeOpenAi {
+            addr,
+            state,
+            shutdown,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, what a provider config's `baseUrl` holds.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues a reply for the next request (first in, first out).
+    pub fn push_reply(&self, reply: FakeReply) {
+        self.state
+            .replies
+            .lock()
+            .expect("replies lock")
+            .push_back(reply);
+    }
+
+    /// Every request seen so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state.requests.lock().expect("requests lock").clone()
+    }
+
+    /// How many streams the client dropped before their end.
+    pub fn disconnects(&self) -> usize {
+        *self.state.disconnects.borrow()
+    }
+
+    /// Resolves once at least `count` streams were dropped by the client.
+    pub async fn wait_for_disconnects(&self, count: usize) {
+        let mut seen = self.state.disconnects.subscribe();
+        seen.wait_for(|n| *n >= count)
+            .await
+            .expect("fake state outlives its watchers");
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<FakeState>) {
+    loop {
+        let stream = tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service = service_fn(|request| handle(Arc::clone(&state), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = state.shutdown.cancelled() => {}
+                _ = connection => {}
+            }
+        });
+    }
+}
+
+async fn handle(
+    state: Arc<FakeState>,
+    request: Request<Incoming>,
+) -> Result<Response<FakeBody>, Infallible> {
+    let recorded = record(request).await;
+    state
+        .requests
+        .lock()
+        .expect("requests lock")
+        .push(recorded.clone());
+    if recorded.method != "POST" || recorded.path != "/v1/chat/completions" {
+        let message = format!("Invalid URL ({} {})", recorded.method, recorded.path);
+        return Ok(error_response(404, &message, None));
+    }
+    if !recorded.body.is_object() {
+        return Ok(error_response(
+            400,
+            "We could not parse the JSON body of your request.",
+            None,
+        ));
+    }
+    let queued = state.replies.lock().expect("replies lock").pop_front();
+    let reply = queued.unwrap_or_else(|| echo_reply(&recorded.body));
+    let streaming = recorded.body["stream"].as_bool().unwrap_or(false);
+    Ok(match reply {
+        FakeReply::Error {
+            status,
+            message,
+            retry_after_secs,
+        } => error_response(status, &message, retry_after_secs),
+        FakeReply::Raw {
+            status,
+            headers,
+            chunks,
+        } => raw_response(&state, status, headers, chunks),
+        FakeReply::Text { chunks, delay_ms } if streaming => {
+            stream_text(&state, &recorded.body, chunks, delay_ms)
+        }
+        FakeReply::Text { chunks, .. } => completion_response(&state, &recorded.body, &chunks),
+        FakeReply::Hang { first_chunk } if streaming => {
+            stream_hang(&state, &recorded.body, first_chunk)
+        }
+        FakeReply::Hang { .. } => {
+            state.shutdown.cancelled().await;
+            error_response(503, "fake server shutting down", None)
+        }
+    })
+}
+
+async fn record(request: Request<Incoming>) -> RecordedRequest {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in request.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_ascii_lowercase())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let bytes = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+    }
+}
+
+/// The default reply: `echo: <last user message>` in 4-character pieces.
+fn echo_reply(body: &Value) -> FakeReply {
+    let last_user = body["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .map(|m| content_text(&m["content"]))
+        .unwrap_or_default();
+    let text: Vec<char> = format!("echo: {last_user}").chars().collect();
+    let chunks = text
+        .chunks(ECHO_CHUNK_CHARS)
+        .map(|piece| piece.iter().collect())
+        .collect();
+    FakeReply::Text {
+        chunks,
+        delay_ms: ECHO_CHUNK_DELAY_MS,
+    }
+}
+
+/// Message content as a string, or the text parts of a content-part array.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+fn prompt_tokens(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|m| content_text(&m["content"]).split_whitespace().count())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn usage_json(body: &Value, completion_tokens: usize) -> Value {
+    let prompt = prompt_tokens(body);
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt + completion_tokens,
+    })
+}
+
+/// The fields every chunk and completion object of one reply shares.
+struct ReplyIdentity {
+    id: String,
+    created: u64,
+    model: Value,
+}
+
+impl ReplyIdentity {
+    fn new(state: &FakeState, body: &Value) -> Self {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        ReplyIdentity {
+            id: format!(
+                "chatcmpl-fake{}",
+                state.next_id.fetch_add(1, Ordering::Relaxed)
+            ),
+            created,
+            model: body["model"].clone(),
+        }
+    }
+
+    /// One `data: {chunk}\n\n` event; `usage` is `null` on ordinary chunks
+    /// when the request asked for usage, as OpenAI sends it.
+    fn chunk_event(&self, choices: Value, usage: Option<Value>) -> Bytes {
+        let mut chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": choices,
+        });
+        if let Some(usage) = usage {
+            chunk["usage"] = usage;
+        }
+        Bytes::from(format!("data: {chunk}\n\n"))
+    }
+
+    fn delta_event(&self, delta: Value, finish_reason: Option<&str>, with_usage: bool) -> Bytes {
+        let choices = json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }]);
+        self.chunk_event(choices, with_usage.then_some(Value::Null))
+    }
+}
+
+fn wants_usage(body: &Value) -> bool {
+    body["stream_options"]["include_usage"]
+        .as_bool()
+        .unwrap_or(false)
+}
+
+fn stream_text(
+    state: &Arc<FakeState>,
+    body: &Value,
+    chunks: Vec<String>,
+    delay_ms: u64,
+) -> Response<FakeBody> {
+    let identity = ReplyIdentity::new(state, body);
+    let with_usage = wants_usage(body);
+    let usage = usage_json(body, chunks.len());
+    let mut events = vec![identity.delta_event(
+        json!({"role": "assistant", "content": ""}),
+        None,
+        with_usage,
+    )];
+    let first_content = events.len();
+    for piece in &chunks {
+        events.push(identity.delta_event(json!({ "content": piece }), None, with_usage));
+    }
+    events.push(identity.delta_event(json!({}), Some("stop"), with_usage));
+    if with_usage {
+        events.push(identity.chunk_event(json!([]), Some(usage)));
+    }
+    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    let (sender, response) = sse_response();
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        for (index, event) in events.into_iter().enumerate() {
+            if index > first_content && delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
+            if !send_or_count(&state, &sender, event).await {
+                return;
+            }
+        }
+    });
+    response
+}
+
+fn stream_hang(state: &Arc<FakeState>, body: &Value, first_chunk: String) -> Response<FakeBody> {
+    let identity = ReplyIdentity::new(state, body);
+    let with_usage = wants_usage(body);
+    let events = [
+        identity.delta_event(
+            json!({"role": "assistant", "content": ""}),
+            None,
+            with_usage,
+        ),
+        identity.delta_event(json!({ "content": first_chunk }), None, with_usage),
+    ];
+    let (sender, response) = sse_response();
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        for event in events {
+            if !send_or_count(&state, &sender, event).await {
+                return;
+            }
+        }
+        tokio::select! {
+            _ = state.shutdown.cancelled() => {}
+            _ = sender.closed() => count_disconnect(&state),
+        }
+    });
+    response
+}
+
+/// Sends one body frame; a gone client is counted as a disconnect.
+async fn send_or_count(state: &FakeState, sender: &mpsc::Sender<Bytes>, event: Bytes) -> bool {
+    tokio::select! {
+        _ = state.shutdown.cancelled() => false,
+        sent = sender.send(event) => {
+            if sent.is_err() {
+                count_disconnect(state);
+            }
+            sent.is_ok()
+        }
+    }
+}
+
+fn count_disconnect(state: &FakeState) {
+    state.disconnects.send_modify(|n| *n += 1);
+}
+
+/// A streaming `text/event-stream` response fed by the returned sender.
+fn sse_response() -> (mpsc::Sender<Bytes>, Response<FakeBody>) {
+    let (sender, receiver) = mpsc::channel::<Bytes>(1);
+    let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let bytes = receiver.recv().await?;
+        Some((Ok::<_, Infallible>(Frame::data(bytes)), receiver))
+    });
+    let response = Response::builder()
+        .header("content-type", "text/event-stream; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .body(StreamBody::new(frames).boxed())
+        .expect("static response parts are valid");
+    (sender, response)
+}
+
+fn raw_response(
+    state: &Arc<FakeState>,
+    status: u16,
+    headers: Vec<(String, String)>,
+    chunks: Vec<Vec<u8>>,
+) -> Response<FakeBody> {
+    let (sender, mut response) = sse_response();
+    *response.status_mut() = StatusCode::from_u16(status).expect("test passes a valid status");
+    response.headers_mut().remove("content-type");
+    for (name, value) in headers {
+        let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
+            .expect("test passes a valid header name");
+        let value =
+            hyper::header::HeaderValue::from_str(&value).expect("test passes a valid header value");
+        response.headers_mut().append(name, value);
+    }
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        for chunk in chunks {
+            if !send_or_count(&state, &sender, Bytes::from(chunk)).await {
+                return;
+            }
+        }
+    });
+    response
+}
+
+fn completion_response(state: &FakeState, body: &Value, chunks: &[String]) -> Response<FakeBody> {
+    let identity = ReplyIdentity::new(state, body);
+    let completion = json!({
+        "id": identity.id,
+        "object": "chat.completion",
+        "created": identity.created,
+        "model": identity.model,
+        "system_fingerprint": "fp_fake",
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": chunks.concat(), "refusal": null },
+            "logprobs": null,
+            "finish_reason": "stop",
+        }],
+        "usage": usage_json(body, chunks.len()),
+    });
+    json_response(200, &completion, None)
+}
+
+/// OpenAI's error body: `{"error":{"message","type","param","code"}}`.
+fn error_response(status: u16, message: &str, retry_after_secs: Option<u64>) -> Response<FakeBody> {
+    let (kind, code) = match status {
+        401 => ("invalid_request_error", Value::from("invalid_api_key")),
+        404 => ("invalid_request_error", Value::Null),
+        429 => ("requests", Value::from("rate_limit_exceeded")),
+        400..=499 => ("invalid_request_error", Value::Null),
+        _ => ("server_error", Value::Null),
+    };
+    let body =
+        json!({ "error": { "message": message, "type": kind, "param": null, "code": code } });
+    json_response(status, &body, retry_after_secs)
+}
+
+fn json_response(status: u16, body: &Value, retry_after_secs: Option<u64>) -> Response<FakeBody> {
+    let mut builder = Response::builder()
+        .status(StatusCode::from_u16(status).expect("test passes a valid status"))
+        .header("content-type", "application/json");
+    if let Some(seconds) = retry_after_secs {
+        builder = builder.header("retry-after", seconds.to_string());
+    }
+    builder
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .expect("static response parts are valid")
+}

@@ -1,0 +1,9 @@
+//! Fakes of external services for integration tests, each speaking the real
+//! wire format of the service it stands in for.
+//!
+//! Test files include this with `mod support;`. Nothing here may be used by
+//! product code, and every fake binds 127.0.0.1 only. Each test binary uses
+//! only some of the helpers, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+pub mod fake_openai;
