@@ -1,0 +1,358 @@
+//! The LMDB environment behind `Store`: opening it with its named databases, running each read and each write
+//! as one short transaction, and growing the memory map when a write finds it full.
+//!
+//! This is the only file that begins transactions; `map.rs` sizes the map. It must not know record shapes (the
+//! operation files do) and must not hand heed types to anything outside `store/`.
+//!
+//! Concurrency design:
+//! - Reads use `MDB_NOTLS` read transactions (`read_txn_without_tls`), so a reader slot belongs to the
+//!   transaction, not the thread: any thread (tokio's blocking pool included) may read. The reader table has
+//!   `MAX_READERS` slots; a read transaction lives only for the duration of one store call, so slots in use
+//!   equal the store calls running at that instant. Past the limit LMDB answers `MDB_READERS_FULL`, surfaced as
+//!   `StoreError::Lmdb`. Slots left by a killed process are reclaimed at open (`mdb_reader_check`).
+//! - LMDB may only change the map size while this process has no transaction open. Every transaction therefore
+//!   runs under a shared `resize_gate` guard, and growing the map takes the gate exclusively. A thread never
+//!   asks for the gate while holding a transaction, so the gate cannot deadlock with LMDB's writer lock.
+//! - A write that meets `MDB_MAP_FULL` (in a put or in the commit) is aborted, the map grows (`map.rs` says how
+//!   far each kind of write may take it) and the write's closure runs again from the start.
+
+use std::path::Path;
+use std::sync::{PoisonError, RwLock};
+
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
+
+use super::map::{os_page_size, round_up, to_usize, MapLimits, Room};
+use super::meta;
+use super::StoreError;
+
+/// A named database: raw byte keys, versioned postcard values (see `codec`).
+pub(super) type RawDb = Database<'static, Bytes, Bytes>;
+
+/// Reader slots in the lock file (LMDB's own default). Each in-flight store call takes at most one.
+pub const MAX_READERS: u32 = 126;
+/// Named databases the environment may hold: the six used today plus room for the modules still to come
+/// (cron, subagents, memory, embedding cache) without a format change.
+const MAX_DBS: u32 = 32;
+/// LMDB keeps two meta pages at the start of the file; they count as used space.
+const META_PAGES: u64 = 2;
+/// Attempts at one write before giving up when the map keeps being resized under it by another process.
+const MAX_WRITE_ATTEMPTS: usize = 64;
+
+/// The store's named databases, opened once for the environment's lifetime.
+#[derive(Clone, Copy)]
+pub(super) struct Databases {
+    pub sessions: RawDb,
+    pub transcripts: RawDb,
+    pub devices: RawDb,
+    pub pair_requests: RawDb,
+    pub dedupe: RawDb,
+    pub meta: RawDb,
+}
+
+/// Database names, as they appear in errors and stats.
+pub(super) const SESSIONS_DB: &str = "sessions";
+pub(super) const TRANSCRIPTS_DB: &str = "transcripts";
+pub(super) const DEVICES_DB: &str = "devices";
+pub(super) const PAIR_REQUESTS_DB: &str = "pair_requests";
+pub(super) const DEDUPE_DB: &str = "dedupe";
+pub(super) const META_DB: &str = "meta";
+
+impl Databases {
+    /// Every database with its name.
+    pub fn all(&self) -> [(&'static str, RawDb); 6] {
+        [
+            (SESSIONS_DB, self.sessions),
+            (TRANSCRIPTS_DB, self.transcripts),
+            (DEVICES_DB, self.devices),
+            (PAIR_REQUESTS_DB, self.pair_requests),
+            (DEDUPE_DB, self.dedupe),
+            (META_DB, self.meta),
+        ]
+    }
+}
+
+/// The error of a transaction body: an LMDB error (inspected for map-full) or a store error.
+pub(super) enum TxnError {
+    Heed(heed::Error),
+    Store(StoreError),
+}
+
+impl From<heed::Error> for TxnError {
+    fn from(error: heed::Error) -> Self {
+        TxnError::Heed(error)
+    }
+}
+
+impl From<StoreError> for TxnError {
+    fn from(error: StoreError) -> Self {
+        TxnError::Store(error)
+    }
+}
+
+impl TxnError {
+    fn into_store(self, operation: &'static str) -> StoreError {
+        match self {
+            TxnError::Store(error) => error,
+            TxnError::Heed(error) => lmdb_error(operation, error),
+        }
+    }
+
+    fn mdb(&self) -> Option<MdbError> {
+        match self {
+            TxnError::Heed(heed::Error::Mdb(code)) => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+pub(super) fn lmdb_error(operation: &'static str, error: heed::Error) -> StoreError {
+    StoreError::Lmdb {
+        operation,
+        message: error.to_string(),
+    }
+}
+
+/// Map figures read from the environment.
+pub(super) struct EnvFigures {
+    pub map_size: u64,
+    pub reader_slots_used: u32,
+    pub max_readers: u32,
+}
+
+/// One open LMDB environment with the store's databases and the resize gate.
+pub(super) struct LmdbEnv {
+    pub(super) env: Env<WithoutTls>,
+    dbs: Databases,
+    pub(super) resize_gate: RwLock<()>,
+    pub(super) limits: MapLimits,
+}
+
+impl LmdbEnv {
+    /// Opens the environment in `dir` (which must exist), creates missing databases and checks the schema.
+    pub fn open(
+        dir: &Path,
+        initial_map_bytes: u64,
+        max_disk_bytes: u64,
+    ) -> Result<LmdbEnv, StoreError> {
+        let page = os_page_size();
+        let limits = MapLimits::new(max_disk_bytes, page);
+        let initial_map = round_up(to_usize(initial_map_bytes), page).min(limits.write_ceiling);
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options
+            .map_size(initial_map)
+            .max_readers(MAX_READERS)
+            .max_dbs(MAX_DBS);
+        // SAFETY: the environment lives on a local directory owned by pincer, opened once per process (heed
+        // refuses a second open of the same path), and its files are only ever touched through LMDB.
+        let env = unsafe { options.open(dir) }.map_err(|error| match error {
+            heed::Error::EnvAlreadyOpened => StoreError::AlreadyOpen {
+                path: dir.to_path_buf(),
+            },
+            other => lmdb_error("open", other),
+        })?;
+        let stale = env
+            .clear_stale_readers()
+            .map_err(|e| lmdb_error("clear stale readers", e))?;
+        if stale > 0 {
+            log::info!("store: cleared {stale} reader slots left by dead processes");
+        }
+        let dbs = create_databases(&env)?;
+        Ok(LmdbEnv {
+            env,
+            dbs,
+            resize_gate: RwLock::new(()),
+            limits,
+        })
+    }
+
+    /// Runs `body` in one read transaction.
+    pub fn read<R>(
+        &self,
+        operation: &'static str,
+        body: impl FnOnce(&RoTxn<'_>, &Databases) -> Result<R, TxnError>,
+    ) -> Result<R, StoreError> {
+        let txn = {
+            let gate = self
+                .resize_gate
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            match self.env.read_txn() {
+                Ok(txn) => Some((gate, txn)),
+                Err(heed::Error::Mdb(MdbError::MapResized)) => None,
+                Err(other) => return Err(lmdb_error(operation, other)),
+            }
+        };
+        let (_gate, txn) = match txn {
+            Some(open) => open,
+            None => {
+                self.adopt_foreign_resize(operation)?;
+                let gate = self
+                    .resize_gate
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let txn = self.env.read_txn().map_err(|e| lmdb_error(operation, e))?;
+                (gate, txn)
+            }
+        };
+        body(&txn, &self.dbs).map_err(|e| e.into_store(operation))
+    }
+
+    /// Runs `body` in one write transaction that adds data (`Room::Ordinary`); see `write_in`.
+    pub fn write<R>(
+        &self,
+        operation: &'static str,
+        body: impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError>,
+    ) -> Result<R, StoreError> {
+        self.write_in(Room::Ordinary, operation, body)
+    }
+
+    /// Runs `body` in one write transaction that removes data (`Room::Reserve`); see `write_in`.
+    pub fn delete<R>(
+        &self,
+        operation: &'static str,
+        body: impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError>,
+    ) -> Result<R, StoreError> {
+        let outcome = self.write_in(Room::Reserve, operation, body);
+        self.leave_reserve();
+        outcome
+    }
+
+    /// Runs `body` in one write transaction and commits it before returning. On a full map the transaction is
+    /// aborted, the map grows (up to `room`'s ceiling) and `body` runs again, so `body` must not have effects
+    /// outside the transaction.
+    fn write_in<R>(
+        &self,
+        room: Room,
+        operation: &'static str,
+        mut body: impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError>,
+    ) -> Result<R, StoreError> {
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let (outcome, observed_map) = self.try_write(&mut body);
+            let error = match outcome {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            match error.mdb() {
+                Some(MdbError::MapFull) => self.grow(observed_map, room)?,
+                Some(MdbError::MapResized) => self.adopt_foreign_resize(operation)?,
+                _ => return Err(error.into_store(operation)),
+            }
+        }
+        Err(StoreError::Lmdb {
+            operation,
+            message: "the map kept changing size; write abandoned".to_string(),
+        })
+    }
+
+    fn try_write<R>(
+        &self,
+        body: &mut impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError>,
+    ) -> (Result<R, TxnError>, usize) {
+        let _gate = self
+            .resize_gate
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let observed_map = self.env.info().map_size;
+        let outcome = (|| {
+            let mut txn = self.env.write_txn()?;
+            let value = body(&mut txn, &self.dbs)?;
+            txn.commit()?;
+            Ok(value)
+        })();
+        (outcome, observed_map)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.env.path()
+    }
+
+    pub fn map_size(&self) -> u64 {
+        self.env.info().map_size as u64
+    }
+
+    /// The hard cap (`max_disk_bytes` in whole pages).
+    pub fn max_map_bytes(&self) -> u64 {
+        self.limits.hard_cap as u64
+    }
+
+    /// The largest map ordinary (data-adding) writes may grow to.
+    pub fn write_ceiling_bytes(&self) -> u64 {
+        self.limits.write_ceiling as u64
+    }
+
+    pub fn info(&self) -> EnvFigures {
+        let info = self.env.info();
+        EnvFigures {
+            map_size: info.map_size as u64,
+            reader_slots_used: info.number_of_readers,
+            max_readers: info.maximum_number_of_readers,
+        }
+    }
+
+    pub fn file_bytes(&self) -> Result<u64, StoreError> {
+        self.env
+            .real_disk_size()
+            .map_err(|e| lmdb_error("file size", e))
+    }
+
+    pub fn page_size(&self) -> u32 {
+        self.env.unnamed_database_stat().page_size
+    }
+
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.env.force_sync().map_err(|e| lmdb_error("sync", e))
+    }
+}
+
+/// Bytes in pages holding live data as seen by `txn`: every named database's B-tree and overflow pages, the
+/// unnamed database (the catalogue of names) and the meta pages. Free pages are not counted.
+pub(super) fn used_bytes(env: &LmdbEnv, txn: &RoTxn<'_>, dbs: &Databases) -> Result<u64, TxnError> {
+    let catalogue = env.env.unnamed_database_stat();
+    let page = u64::from(catalogue.page_size);
+    let mut pages = META_PAGES + pages_of(&catalogue);
+    for (_, db) in dbs.all() {
+        pages += pages_of(&db.stat(txn)?);
+    }
+    Ok(pages * page)
+}
+
+fn pages_of(stat: &heed::DatabaseStat) -> u64 {
+    (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64
+}
+
+fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
+    let wtxn = env
+        .write_txn()
+        .map_err(|e| lmdb_error("open databases", e))?;
+    // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
+    // uncommitted, so a refused environment is left exactly as it was found.
+    let (sessions, transcripts, devices, pair_requests, dedupe, meta) = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
+            let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
+            let dbs = (
+                create(SESSIONS_DB)?,
+                create(TRANSCRIPTS_DB)?,
+                create(DEVICES_DB)?,
+                create(PAIR_REQUESTS_DB)?,
+                create(DEDUPE_DB)?,
+                create(META_DB)?,
+            );
+            meta::check_and_record_schema(wtxn, dbs.5)?;
+            Ok(CommitOrAbort::<_, ()>::Commit(dbs))
+        })
+        .map_err(|e| e.into_store("open databases"))?
+        .commit()
+        .ok_or(StoreError::Lmdb {
+            operation: "open databases",
+            message: "creation aborted".to_string(),
+        })?;
+    Ok(Databases {
+        sessions,
+        transcripts,
+        devices,
+        pair_requests,
+        dedupe,
+        meta,
+    })
+}

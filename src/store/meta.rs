@@ -1,0 +1,173 @@
+//! The `meta` database: free-form byte values for other modules, and the schema version of the environment.
+//!
+//! The schema version (a big-endian u32 under `SCHEMA_VERSION_KEY`) is checked when the store opens: an
+//! environment written by a newer pincer is refused before anything is written to it. The key is reserved:
+//! `put_meta` cannot overwrite it. This file must not interpret any other meta value.
+
+use heed::types::Bytes;
+use heed::{Database, RwTxn};
+
+use super::codec::{check_key, corrupt};
+use super::env::{TxnError, META_DB};
+use super::{Store, StoreError};
+
+/// The schema version this build writes and understands. Bump it (and add a migration) when a database's key
+/// layout or meaning changes; record shapes evolve through their own version byte instead.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Meta key holding the schema version.
+pub const SCHEMA_VERSION_KEY: &str = "schema_version";
+
+/// Reads the schema version in `meta`; writes ours into a fresh environment; refuses a newer one.
+pub(super) fn check_and_record_schema(
+    wtxn: &mut RwTxn<'_>,
+    meta: Database<'_, Bytes, Bytes>,
+) -> Result<(), TxnError> {
+    let found = match meta.get(wtxn, SCHEMA_VERSION_KEY.as_bytes())? {
+        None => None,
+        Some(bytes) => Some(parse_schema_version(bytes)?),
+    };
+    match found {
+        Some(found) if found > SCHEMA_VERSION => {
+            log::error!("store schema version {found} is newer than this pincer supports ({SCHEMA_VERSION})");
+            Err(StoreError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            }
+            .into())
+        }
+        Some(found) if found == SCHEMA_VERSION => Ok(()),
+        // Fresh environment (or, later, an older schema once migrations exist): record ours.
+        _ => {
+            meta.put(
+                wtxn,
+                SCHEMA_VERSION_KEY.as_bytes(),
+                &SCHEMA_VERSION.to_be_bytes(),
+            )?;
+            Ok(())
+        }
+    }
+}
+
+fn parse_schema_version(bytes: &[u8]) -> Result<u32, StoreError> {
+    let raw: [u8; 4] = bytes.try_into().map_err(|_| {
+        corrupt(
+            META_DB,
+            SCHEMA_VERSION_KEY,
+            format!("expected 4 bytes, found {}", bytes.len()),
+        )
+    })?;
+    Ok(u32::from_be_bytes(raw))
+}
+
+impl Store {
+    /// The value stored under a meta key, if any.
+    pub fn meta(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(META_DB, key)?;
+        self.env.read("meta", |txn, dbs| {
+            Ok(dbs.meta.get(txn, key.as_bytes())?.map(<[u8]>::to_vec))
+        })
+    }
+
+    /// Stores a meta value. The schema version key is reserved and refused.
+    pub fn put_meta(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        check_key(META_DB, key)?;
+        if key == SCHEMA_VERSION_KEY {
+            return Err(StoreError::InvalidKey {
+                db: META_DB,
+                reason: format!("`{SCHEMA_VERSION_KEY}` is reserved for the store itself"),
+            });
+        }
+        self.env.write("put_meta", |txn, dbs| {
+            Ok(dbs.meta.put(txn, key.as_bytes(), value)?)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+    use crate::store::StoreOptions;
+
+    #[test]
+    fn meta_values_round_trip_and_overwrite() {
+        let (_dir, store) = temp_store();
+        assert_eq!(store.meta("gateway.token").expect("meta"), None);
+        store.put_meta("gateway.token", b"one").expect("put");
+        store.put_meta("gateway.token", b"two").expect("put");
+        assert_eq!(
+            store.meta("gateway.token").expect("meta"),
+            Some(b"two".to_vec())
+        );
+    }
+
+    #[test]
+    fn fresh_store_records_the_current_schema_version() {
+        let (_dir, store) = temp_store();
+        let raw = store
+            .meta(SCHEMA_VERSION_KEY)
+            .expect("meta")
+            .expect("schema version present");
+        assert_eq!(raw, SCHEMA_VERSION.to_be_bytes().to_vec());
+    }
+
+    #[test]
+    fn schema_version_key_cannot_be_overwritten() {
+        let (_dir, store) = temp_store();
+        let error = store
+            .put_meta(SCHEMA_VERSION_KEY, &99u32.to_be_bytes())
+            .expect_err("reserved");
+        assert!(matches!(error, StoreError::InvalidKey { .. }), "{error:?}");
+    }
+
+    /// Writes a raw schema version, bypassing the reserved-key check as a newer pincer would.
+    fn write_schema_version(store: &Store, version: &[u8]) {
+        store
+            .env
+            .write("test", |txn, dbs| {
+                Ok(dbs.meta.put(txn, SCHEMA_VERSION_KEY.as_bytes(), version)?)
+            })
+            .expect("write schema version");
+    }
+
+    #[test]
+    fn environment_with_newer_schema_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let store = Store::open(dir.path(), StoreOptions::default()).expect("open");
+            write_schema_version(&store, &(SCHEMA_VERSION + 1).to_be_bytes());
+        }
+        let error = Store::open(dir.path(), StoreOptions::default()).expect_err("too new");
+        match &error {
+            StoreError::SchemaTooNew { found, supported } => {
+                assert_eq!(*found, SCHEMA_VERSION + 1);
+                assert_eq!(*supported, SCHEMA_VERSION);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let message = error.to_string();
+        assert!(
+            message.contains("newer pincer") && message.contains("do not downgrade"),
+            "{message}"
+        );
+        // Refusing twice proves the first refusal did not overwrite the version.
+        assert!(matches!(
+            Store::open(dir.path(), StoreOptions::default()),
+            Err(StoreError::SchemaTooNew { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_schema_version_is_a_corrupt_record_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let store = Store::open(dir.path(), StoreOptions::default()).expect("open");
+            write_schema_version(&store, b"xyz");
+        }
+        let error = Store::open(dir.path(), StoreOptions::default()).expect_err("corrupt");
+        assert!(
+            matches!(error, StoreError::Corrupt { db: "meta", .. }),
+            "{error:?}"
+        );
+    }
+}
