@@ -4,4 +4,5 @@
 //! `pincer` binary in `main.rs` only parses arguments and calls into it.
 
 pub mod agent;
+pub mod config;
 pub mod store;

@@ -1,0 +1,203 @@
+//! Small value shapes shared by several sections: reply chunking and
+//! coalescing, human delay, group chat, DM history, outbound retry, tool
+//! policies, identity, and the channel policy enums.
+//!
+//! Names follow OpenClaw's `types.base.ts` / `zod-schema.core.ts`. Shapes
+//! only: nothing here resolves layering between sections.
+
+use serde::{Deserialize, Serialize};
+
+/// Who may DM the bot on a channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DmPolicy {
+    /// Unknown senders get a pairing code the owner must approve.
+    #[default]
+    Pairing,
+    /// Only senders in `allowFrom` (or approved by pairing).
+    Allowlist,
+    /// Anyone (`allowFrom` must contain `"*"`).
+    Open,
+    /// DMs are ignored.
+    Disabled,
+}
+
+/// How group messages are admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    Open,
+    Disabled,
+    #[default]
+    Allowlist,
+}
+
+/// Threading of replies when reply tags are present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyToMode {
+    Off,
+    First,
+    All,
+    Batched,
+}
+
+/// How outbound text is split.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkMode {
+    /// Split by size.
+    #[default]
+    Length,
+    /// Split on every newline.
+    Newline,
+}
+
+/// When the typing indicator starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TypingMode {
+    Never,
+    Instant,
+    Thinking,
+    Message,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreakPreference {
+    Paragraph,
+    Newline,
+    Sentence,
+}
+
+/// Soft block chunking for streamed replies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BlockStreamingChunk {
+    pub min_chars: Option<u32>,
+    pub max_chars: Option<u32>,
+    pub break_preference: Option<BreakPreference>,
+}
+
+/// Merging of streamed blocks before sending.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BlockStreamingCoalesce {
+    pub min_chars: Option<u32>,
+    pub max_chars: Option<u32>,
+    /// Flush after this long without new text.
+    pub idle_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HumanDelayMode {
+    Off,
+    Natural,
+    Custom,
+}
+
+/// Human-like pause between block replies (upstream 800–2500 ms natural).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HumanDelayConfig {
+    pub mode: Option<HumanDelayMode>,
+    pub min_ms: Option<u64>,
+    pub max_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct GroupChatConfig {
+    /// Regex patterns that count as mentioning the bot.
+    pub mention_patterns: Vec<String>,
+    /// Group messages kept as context.
+    pub history_limit: Option<u32>,
+}
+
+/// Per-DM overrides keyed by sender id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct DmConfig {
+    pub history_limit: Option<u32>,
+}
+
+/// Default outbound API retry attempts.
+pub const DEFAULT_RETRY_ATTEMPTS: u32 = 3;
+/// Default first retry delay.
+pub const DEFAULT_RETRY_MIN_DELAY_MS: u64 = 400;
+/// Default cap on retry delays.
+pub const DEFAULT_RETRY_MAX_DELAY_MS: u64 = 30_000;
+/// Default jitter factor applied to retry delays.
+pub const DEFAULT_RETRY_JITTER: f64 = 0.1;
+
+/// Retry policy for outbound platform API calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RetryConfig {
+    pub attempts: u32,
+    pub min_delay_ms: u64,
+    pub max_delay_ms: u64,
+    /// 0..1.
+    pub jitter: f64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            attempts: DEFAULT_RETRY_ATTEMPTS,
+            min_delay_ms: DEFAULT_RETRY_MIN_DELAY_MS,
+            max_delay_ms: DEFAULT_RETRY_MAX_DELAY_MS,
+            jitter: DEFAULT_RETRY_JITTER,
+        }
+    }
+}
+
+/// Base tool profile applied before allow/deny lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolProfile {
+    Minimal,
+    Coding,
+    Messaging,
+    Full,
+}
+
+/// An allow/deny tool policy (deny wins).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ToolPolicy {
+    pub profile: Option<ToolProfile>,
+    pub allow: Vec<String>,
+    /// Additions to the profile's allowlist (not with `allow`).
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// An allow/deny policy without a profile (sandbox, subagents, groups).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AllowDeny {
+    pub allow: Vec<String>,
+    pub also_allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// Wrapper used by `tools.sandbox` and `tools.subagents`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ToolsScope {
+    pub tools: AllowDeny,
+}
+
+/// How an agent presents itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct IdentityConfig {
+    pub name: Option<String>,
+    pub theme: Option<String>,
+    pub emoji: Option<String>,
+    /// Workspace-relative path, http(s) URL or data URI.
+    pub avatar: Option<String>,
+}

@@ -1,0 +1,43 @@
+//! The typed config tree, one file per section. Every struct denies unknown
+//! keys and defaults to OpenClaw's values; JSON keys are upstream's
+//! camelCase names. Shapes and defaults only: loading, cross-field
+//! validation and reload live beside this folder.
+
+pub mod agents;
+pub mod automation;
+pub mod bindings;
+pub mod channels;
+pub mod common;
+pub mod cron;
+pub mod discord;
+pub mod gateway;
+pub mod infra;
+pub mod memory;
+pub mod messages;
+pub mod models;
+pub mod sandbox;
+pub mod session;
+pub mod slack;
+pub mod telegram;
+pub mod tools;
+
+pub use agents::*;
+pub use automation::*;
+pub use bindings::*;
+pub use channels::{
+    ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig, StreamingMode,
+    StreamingPreview, WebchatConfig, DEFAULT_ACCOUNT_ID,
+};
+pub use common::*;
+pub use cron::*;
+pub use discord::*;
+pub use gateway::*;
+pub use infra::*;
+pub use memory::*;
+pub use messages::*;
+pub use models::*;
+pub use sandbox::*;
+pub use session::*;
+pub use slack::*;
+pub use telegram::*;
+pub use tools::*;

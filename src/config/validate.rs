@@ -1,0 +1,637 @@
+//! Semantic checks that types cannot express: port 0, the custom bind
+//! host, trusted-proxy and Tailscale requirements, unique agent ids, model
+//! references, duration and size text, numeric ranges, tool policy
+//! conflicts and sandbox security refusals. Channel allow-list rules are in
+//! `validate_channels.rs`.
+//!
+//! Each failure is a [`ConfigError::Invalid`] naming the JSON path and the
+//! rule, with upstream's wording where upstream has one. Checks only read.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use super::duration::{parse_byte_size, parse_duration_ms, DurationUnit};
+use super::error::ConfigError;
+use super::schema::*;
+use super::validate_channels::check_channels;
+use super::Config;
+
+pub(crate) type Check = Result<(), ConfigError>;
+
+/// Names the file in every error.
+pub(crate) struct Validator<'a> {
+    pub origin: &'a str,
+}
+
+impl Validator<'_> {
+    pub fn fail(&self, path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(self.origin, path, message)
+    }
+
+    pub fn ensure(&self, ok: bool, path: impl Into<String>, message: impl Into<String>) -> Check {
+        if ok {
+            Ok(())
+        } else {
+            Err(self.fail(path, message))
+        }
+    }
+
+    fn duration(&self, text: Option<&str>, unit: DurationUnit, path: &str) -> Check {
+        match text {
+            Some(text) => parse_duration_ms(text, unit)
+                .map(|_| ())
+                .map_err(|e| self.fail(path, e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn size(&self, text: Option<&str>, path: &str) -> Check {
+        match text {
+            Some(text) => parse_byte_size(text)
+                .map(|_| ())
+                .map_err(|e| self.fail(path, e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn range<T: PartialOrd + Copy + std::fmt::Display>(
+        &self,
+        value: Option<T>,
+        min: T,
+        max: T,
+        path: &str,
+    ) -> Check {
+        match value {
+            Some(v) if v < min || v > max => {
+                Err(self.fail(path, format!("must be between {min} and {max}, got {v}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn one_of(&self, value: Option<&str>, allowed: &[&str], path: &str) -> Check {
+        match value {
+            Some(v) if !allowed.contains(&v) => Err(self.fail(
+                path,
+                format!("must be one of {}, got {v:?}", allowed.join(", ")),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs every semantic check; the first failure is returned.
+pub(crate) fn validate(config: &Config, origin: &str) -> Check {
+    let v = Validator { origin };
+    check_gateway(&v, &config.gateway)?;
+    check_agents(&v, config)?;
+    check_models(&v, &config.models)?;
+    check_session(&v, &config.session)?;
+    check_routing(&v, config)?;
+    check_cron(&v, &config.cron)?;
+    check_tools(&v, &config.tools)?;
+    check_memory_layer(&v, config.memory.search.as_ref(), "memory.search")?;
+    v.range(
+        Some(config.commands.bash_foreground_ms),
+        0,
+        30_000,
+        "commands.bashForegroundMs",
+    )?;
+    check_channels(&v, &config.channels)
+}
+
+fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
+    v.ensure(
+        gateway.port != 0,
+        "gateway.port",
+        "must be between 1 and 65535, got 0",
+    )?;
+    if gateway.bind == BindMode::Custom {
+        let host = gateway.custom_bind_host.as_deref().unwrap_or("").trim();
+        v.ensure(
+            !host.is_empty(),
+            "gateway.customBindHost",
+            "is required when gateway.bind is \"custom\"",
+        )?;
+        v.ensure(
+            host.parse::<Ipv4Addr>().is_ok(),
+            "gateway.customBindHost",
+            format!("must be an IPv4 address, got {host:?}"),
+        )?;
+    }
+    let auth = &gateway.auth;
+    if auth.effective_mode() == AuthMode::TrustedProxy {
+        v.ensure(
+            !gateway.trusted_proxies.is_empty(),
+            "gateway.trustedProxies",
+            "must list the proxy addresses when gateway.auth.mode is \"trusted-proxy\"",
+        )?;
+        let header = auth
+            .trusted_proxy
+            .as_ref()
+            .map(|p| p.user_header.trim())
+            .unwrap_or("");
+        v.ensure(
+            !header.is_empty(),
+            "gateway.auth.trustedProxy.userHeader",
+            "userHeader is required for trusted-proxy mode",
+        )?;
+        v.ensure(
+            auth.token.as_deref().is_none_or(|t| t.trim().is_empty()),
+            "gateway.auth.token",
+            "must not be set with trusted-proxy auth (the two are mutually exclusive)",
+        )?;
+    }
+    if gateway.tailscale.mode != TailscaleMode::Off {
+        v.ensure(
+            gateway.bind == BindMode::Loopback,
+            "gateway.bind",
+            "must be \"loopback\" when gateway.tailscale.mode is serve or funnel",
+        )?;
+    }
+    if gateway.tailscale.mode == TailscaleMode::Funnel {
+        v.ensure(
+            auth.effective_mode() == AuthMode::Password,
+            "gateway.auth.mode",
+            "must be \"password\" when gateway.tailscale.mode is \"funnel\"",
+        )?;
+    }
+    if let Some(url) = gateway.remote.as_ref().and_then(|r| r.url.as_deref()) {
+        v.ensure(
+            url.starts_with("ws://") || url.starts_with("wss://"),
+            "gateway.remote.url",
+            format!("must be a ws:// or wss:// URL, got {url:?}"),
+        )?;
+    }
+    v.range(
+        gateway.webchat.chat_history_max_chars,
+        1,
+        500_000,
+        "gateway.webchat.chatHistoryMaxChars",
+    )
+}
+
+const THINKING_LEVELS: [&str; 7] = [
+    "off", "minimal", "low", "medium", "high", "xhigh", "adaptive",
+];
+
+fn check_agents(v: &Validator, config: &Config) -> Check {
+    let agents = &config.agents;
+    let defaults = &agents.defaults;
+    let refs = ModelRefs::new(config);
+    refs.check_model(v, defaults.model.as_ref(), "agents.defaults.model")?;
+    v.one_of(
+        defaults.thinking_default.as_deref(),
+        &THINKING_LEVELS,
+        "agents.defaults.thinkingDefault",
+    )?;
+    v.one_of(
+        defaults.block_streaming_default.as_deref(),
+        &["off", "on"],
+        "agents.defaults.blockStreamingDefault",
+    )?;
+    v.one_of(
+        defaults.block_streaming_break.as_deref(),
+        &["text_end", "message_end"],
+        "agents.defaults.blockStreamingBreak",
+    )?;
+    v.range(
+        defaults.max_concurrent,
+        1,
+        u32::MAX,
+        "agents.defaults.maxConcurrent",
+    )?;
+    check_heartbeat(
+        v,
+        &refs,
+        defaults.heartbeat.as_ref(),
+        "agents.defaults.heartbeat",
+    )?;
+    check_memory_layer(
+        v,
+        defaults.memory_search.as_ref(),
+        "agents.defaults.memorySearch",
+    )?;
+    check_sandbox(v, defaults.sandbox.as_ref(), "agents.defaults.sandbox")?;
+    if let Some(sub) = &defaults.subagents {
+        v.range(
+            sub.max_spawn_depth,
+            1,
+            5,
+            "agents.defaults.subagents.maxSpawnDepth",
+        )?;
+        v.range(
+            sub.max_children_per_agent,
+            1,
+            20,
+            "agents.defaults.subagents.maxChildrenPerAgent",
+        )?;
+        v.range(
+            sub.max_concurrent,
+            1,
+            u32::MAX,
+            "agents.defaults.subagents.maxConcurrent",
+        )?;
+        refs.check_model(v, sub.model.as_ref(), "agents.defaults.subagents.model")?;
+    }
+    if let Some(compaction) = &defaults.compaction {
+        v.range(
+            compaction.max_history_share,
+            0.1,
+            0.9,
+            "agents.defaults.compaction.maxHistoryShare",
+        )?;
+        v.range(
+            compaction.recent_turns_preserve,
+            0,
+            12,
+            "agents.defaults.compaction.recentTurnsPreserve",
+        )?;
+        refs.check_ref(
+            v,
+            compaction.model.as_deref(),
+            "agents.defaults.compaction.model",
+        )?;
+    }
+    if let Some(pruning) = &defaults.context_pruning {
+        v.duration(
+            pruning.ttl.as_deref(),
+            DurationUnit::Minutes,
+            "agents.defaults.contextPruning.ttl",
+        )?;
+        v.range(
+            pruning.soft_trim_ratio,
+            0.0,
+            1.0,
+            "agents.defaults.contextPruning.softTrimRatio",
+        )?;
+        v.range(
+            pruning.hard_clear_ratio,
+            0.0,
+            1.0,
+            "agents.defaults.contextPruning.hardClearRatio",
+        )?;
+    }
+    let mut seen = HashSet::new();
+    for (i, agent) in agents.list.iter().enumerate() {
+        let path = format!("agents.list[{i}]");
+        let id = agent.id.trim();
+        v.ensure(!id.is_empty(), format!("{path}.id"), "must not be empty")?;
+        v.ensure(
+            seen.insert(id),
+            format!("{path}.id"),
+            format!("duplicate agent id {id:?}"),
+        )?;
+        refs.check_model(v, agent.model.as_ref(), &format!("{path}.model"))?;
+        v.one_of(
+            agent.thinking_default.as_deref(),
+            &THINKING_LEVELS,
+            &format!("{path}.thinkingDefault"),
+        )?;
+        check_heartbeat(
+            v,
+            &refs,
+            agent.heartbeat.as_ref(),
+            &format!("{path}.heartbeat"),
+        )?;
+        check_memory_layer(
+            v,
+            agent.memory_search.as_ref(),
+            &format!("{path}.memorySearch"),
+        )?;
+        check_sandbox(v, agent.sandbox.as_ref(), &format!("{path}.sandbox"))?;
+        if let Some(sub) = &agent.subagents {
+            refs.check_model(v, sub.model.as_ref(), &format!("{path}.subagents.model"))?;
+        }
+        if let Some(tools) = &agent.tools {
+            check_policy(v, &tools.allow, &tools.also_allow, &format!("{path}.tools"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Model references must be `provider/model` or an alias from
+/// `agents.defaults.models`.
+struct ModelRefs {
+    aliases: HashSet<String>,
+}
+
+impl ModelRefs {
+    fn new(config: &Config) -> Self {
+        let aliases = config
+            .agents
+            .defaults
+            .models
+            .values()
+            .filter_map(|entry| entry.alias.clone())
+            .collect();
+        ModelRefs { aliases }
+    }
+
+    fn check_ref(&self, v: &Validator, model: Option<&str>, path: &str) -> Check {
+        let Some(model) = model else { return Ok(()) };
+        let well_formed = model
+            .split_once('/')
+            .is_some_and(|(provider, id)| !provider.trim().is_empty() && !id.trim().is_empty());
+        v.ensure(
+            well_formed || self.aliases.contains(model),
+            path,
+            format!("model reference {model:?} must look like \"provider/model\" (or be an alias from agents.defaults.models)"),
+        )
+    }
+
+    fn check_model(&self, v: &Validator, model: Option<&AgentModelConfig>, path: &str) -> Check {
+        let Some(model) = model else { return Ok(()) };
+        match model {
+            AgentModelConfig::Ref(model) => self.check_ref(v, Some(model), path),
+            AgentModelConfig::Chain(chain) => {
+                self.check_ref(v, chain.primary.as_deref(), &format!("{path}.primary"))?;
+                chain.fallbacks.iter().enumerate().try_for_each(|(i, f)| {
+                    self.check_ref(v, Some(f), &format!("{path}.fallbacks[{i}]"))
+                })
+            }
+        }
+    }
+}
+
+fn check_heartbeat(
+    v: &Validator,
+    refs: &ModelRefs,
+    heartbeat: Option<&HeartbeatConfig>,
+    path: &str,
+) -> Check {
+    let Some(heartbeat) = heartbeat else {
+        return Ok(());
+    };
+    v.duration(
+        heartbeat.every.as_deref(),
+        DurationUnit::Minutes,
+        &format!("{path}.every"),
+    )?;
+    refs.check_ref(v, heartbeat.model.as_deref(), &format!("{path}.model"))?;
+    if let Some(hours) = &heartbeat.active_hours {
+        check_clock(
+            v,
+            hours.start.as_deref(),
+            false,
+            &format!("{path}.activeHours.start"),
+        )?;
+        check_clock(
+            v,
+            hours.end.as_deref(),
+            true,
+            &format!("{path}.activeHours.end"),
+        )?;
+    }
+    Ok(())
+}
+
+/// "HH:MM" 24-hour time; "24:00" only where `allow_24` (window end).
+fn check_clock(v: &Validator, time: Option<&str>, allow_24: bool, path: &str) -> Check {
+    let Some(time) = time else { return Ok(()) };
+    let parsed = time
+        .split_once(':')
+        .filter(|(h, m)| h.len() == 2 && m.len() == 2)
+        .and_then(|(h, m)| Some((h.parse::<u32>().ok()?, m.parse::<u32>().ok()?)));
+    let valid = match parsed {
+        Some((24, 0)) => allow_24,
+        Some((h, m)) => h < 24 && m < 60,
+        None => false,
+    };
+    v.ensure(
+        valid,
+        path,
+        format!("invalid time {time:?} (use \"HH:MM\" 24h format)"),
+    )
+}
+
+fn check_memory_layer(v: &Validator, layer: Option<&MemorySearchConfig>, path: &str) -> Check {
+    let Some(query) = layer.and_then(|l| l.query.as_ref()) else {
+        return Ok(());
+    };
+    v.range(query.min_score, 0.0, 1.0, &format!("{path}.query.minScore"))?;
+    if let Some(hybrid) = &query.hybrid {
+        v.range(
+            hybrid.vector_weight,
+            0.0,
+            1.0,
+            &format!("{path}.query.hybrid.vectorWeight"),
+        )?;
+        v.range(
+            hybrid.text_weight,
+            0.0,
+            1.0,
+            &format!("{path}.query.hybrid.textWeight"),
+        )?;
+        let lambda = hybrid.mmr.as_ref().and_then(|m| m.lambda);
+        v.range(lambda, 0.0, 1.0, &format!("{path}.query.hybrid.mmr.lambda"))?;
+    }
+    Ok(())
+}
+
+fn check_sandbox(v: &Validator, sandbox: Option<&SandboxConfig>, path: &str) -> Check {
+    let Some(limits) = sandbox.and_then(|s| s.docker.as_ref()) else {
+        return Ok(());
+    };
+    for (i, bind) in limits.binds.iter().enumerate() {
+        let source = bind.split(':').next().unwrap_or("").trim();
+        v.ensure(
+            source.starts_with('/'),
+            format!("{path}.docker.binds[{i}]"),
+            format!("Sandbox security: bind mount {bind:?} needs an absolute source path"),
+        )?;
+    }
+    let network = limits
+        .network
+        .as_deref()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    v.ensure(
+        network != "host" && !network.starts_with("container:"),
+        format!("{path}.docker.network"),
+        format!(
+            "Sandbox security: network mode {network:?} is blocked (use \"none\" or \"bridge\")"
+        ),
+    )?;
+    v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))
+}
+
+fn check_models(v: &Validator, models: &ModelsConfig) -> Check {
+    v.one_of(models.mode.as_deref(), &["merge", "replace"], "models.mode")?;
+    for (name, provider) in &models.providers {
+        let path = format!("models.providers.{name}");
+        v.ensure(
+            !provider.base_url.trim().is_empty(),
+            format!("{path}.baseUrl"),
+            "is required",
+        )?;
+        v.one_of(
+            provider.auth.as_deref(),
+            &["api-key", "aws-sdk", "oauth", "token"],
+            &format!("{path}.auth"),
+        )?;
+        for (i, model) in provider.models.iter().enumerate() {
+            let model_path = format!("{path}.models[{i}]");
+            v.ensure(
+                !model.id.trim().is_empty(),
+                format!("{model_path}.id"),
+                "must not be empty",
+            )?;
+            for (j, input) in model.input.iter().enumerate() {
+                v.one_of(
+                    Some(input),
+                    &["text", "image"],
+                    &format!("{model_path}.input[{j}]"),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_session(v: &Validator, session: &SessionConfig) -> Check {
+    v.one_of(
+        session.scope.as_deref(),
+        &["per-sender", "global"],
+        "session.scope",
+    )?;
+    v.ensure(
+        !session.main_key.trim().is_empty(),
+        "session.mainKey",
+        "must not be empty",
+    )?;
+    let resets = session
+        .reset
+        .iter()
+        .map(|r| ("session.reset".to_string(), r))
+        .chain(
+            session
+                .reset_by_channel
+                .iter()
+                .map(|(k, r)| (format!("session.resetByChannel.{k}"), r)),
+        );
+    for (path, reset) in resets {
+        v.range(reset.at_hour, 0, 23, &format!("{path}.atHour"))?;
+    }
+    let maintenance = &session.maintenance;
+    v.one_of(
+        maintenance.mode.as_deref(),
+        &["enforce", "warn"],
+        "session.maintenance.mode",
+    )?;
+    v.duration(
+        maintenance.prune_after.as_deref(),
+        DurationUnit::Days,
+        "session.maintenance.pruneAfter",
+    )?;
+    v.ensure(
+        maintenance.max_entries > 0,
+        "session.maintenance.maxEntries",
+        "must be at least 1",
+    )?;
+    v.size(
+        maintenance.max_disk_bytes.as_deref(),
+        "session.maintenance.maxDiskBytes",
+    )?;
+    v.size(
+        maintenance.high_water_bytes.as_deref(),
+        "session.maintenance.highWaterBytes",
+    )
+}
+
+fn check_routing(v: &Validator, config: &Config) -> Check {
+    for (i, binding) in config.bindings.iter().enumerate() {
+        let path = format!("bindings[{i}]");
+        v.ensure(
+            !binding.agent_id.trim().is_empty(),
+            format!("{path}.agentId"),
+            "is required",
+        )?;
+        v.ensure(
+            !binding.r#match.channel.trim().is_empty(),
+            format!("{path}.match.channel"),
+            "is required",
+        )?;
+    }
+    let known: HashSet<&str> = config.agents.list.iter().map(|a| a.id.as_str()).collect();
+    if known.is_empty() {
+        return Ok(());
+    }
+    for (peer, agents) in &config.broadcast.peers {
+        for (i, agent) in agents.iter().enumerate() {
+            v.ensure(
+                known.contains(agent.as_str()),
+                format!("broadcast.{peer}[{i}]"),
+                format!("Unknown agent id {agent:?} (not in agents.list)."),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
+    v.ensure(
+        cron.max_concurrent_runs > 0,
+        "cron.maxConcurrentRuns",
+        "must be at least 1",
+    )?;
+    if let Some(Retention::After(text)) = &cron.session_retention {
+        v.duration(Some(text), DurationUnit::Hours, "cron.sessionRetention")?;
+    }
+    v.size(cron.run_log.max_bytes.as_deref(), "cron.runLog.maxBytes")?;
+    if let Some(retry) = &cron.retry {
+        v.range(retry.max_attempts, 0, 10, "cron.retry.maxAttempts")?;
+        for (i, reason) in retry.retry_on.iter().flatten().enumerate() {
+            v.one_of(
+                Some(reason),
+                &[
+                    "rate_limit",
+                    "overloaded",
+                    "network",
+                    "timeout",
+                    "server_error",
+                ],
+                &format!("cron.retry.retryOn[{i}]"),
+            )?;
+        }
+    }
+    if let Some(url) = &cron.webhook {
+        v.ensure(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "cron.webhook",
+            "Expected http:// or https:// URL",
+        )?;
+    }
+    Ok(())
+}
+
+fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
+    check_policy(v, &tools.allow, &tools.also_allow, "tools")?;
+    for (key, policy) in &tools.by_provider {
+        check_policy(
+            v,
+            &policy.allow,
+            &policy.also_allow,
+            &format!("tools.byProvider.{key}"),
+        )?;
+    }
+    if let Some(loops) = &tools.loop_detection {
+        if let (Some(warn), Some(crit)) = (loops.warning_threshold, loops.critical_threshold) {
+            v.ensure(
+                warn < crit,
+                "tools.loopDetection.criticalThreshold",
+                "tools.loopDetection.warningThreshold must be lower than criticalThreshold.",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn check_policy(v: &Validator, allow: &[String], also_allow: &[String], path: &str) -> Check {
+    v.ensure(
+        allow.is_empty() || also_allow.is_empty(),
+        format!("{path}.alsoAllow"),
+        "cannot set both allow and alsoAllow in the same scope (merge alsoAllow into allow, or remove allow and use profile + alsoAllow)",
+    )
+}
