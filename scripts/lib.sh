@@ -1,0 +1,69 @@
+# shellcheck shell=bash disable=SC2034 # variables here are used by the scripts that source this file
+# Shared helpers for pincer's scripts: sourced, never run. Owns logging, the
+# repository paths and the pinned tool locations; it installs nothing itself.
+
+PINCER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PINCER_ROOT
+
+# Tools installed by scripts/setup live under .tools/ (gitignored).
+PINCER_TOOLS="$PINCER_ROOT/.tools"
+NODE24_VERSION="24.21.0"
+NODE24_BIN="$PINCER_TOOLS/node24/node_modules/.bin/node"
+OPENCLAW_CLI_DIR="$PINCER_TOOLS/openclaw-cli"
+OPENCLAW_CLI_ENTRY="$OPENCLAW_CLI_DIR/node_modules/openclaw/openclaw.mjs"
+CLIENTS_DIR="$PINCER_ROOT/tests/clients"
+
+# Where cargo puts binaries; honours CARGO_TARGET_DIR like cargo does.
+PINCER_TARGET_DIR="${CARGO_TARGET_DIR:-$PINCER_ROOT/target}"
+
+# The Pi targets this project cross-builds, and their Debian toolchain names.
+PINCER_CROSS_TARGETS=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf aarch64-unknown-linux-musl)
+
+log() { printf '==> %s\n' "$*" >&2; }
+warn() { printf 'warning: %s\n' "$*" >&2; }
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+# `sudo` only when not already root (CI and the target machines run as root).
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		die "need root for: $*"
+	fi
+}
+
+# Debian triple prefix of the cross gcc/binutils for a Rust target.
+cross_gcc_prefix() {
+	case "$1" in
+	aarch64-unknown-linux-gnu | aarch64-unknown-linux-musl) echo aarch64-linux-gnu ;;
+	armv7-unknown-linux-gnueabihf) echo arm-linux-gnueabihf ;;
+	*) return 1 ;;
+	esac
+}
+
+# qemu-user binary and sysroot for running a cross-built binary on x86_64.
+qemu_for_target() {
+	case "$1" in
+	aarch64-unknown-linux-gnu) echo "qemu-aarch64-static -L /usr/aarch64-linux-gnu" ;;
+	aarch64-unknown-linux-musl) echo "qemu-aarch64-static" ;;
+	armv7-unknown-linux-gnueabihf) echo "qemu-arm-static -L /usr/arm-linux-gnueabihf" ;;
+	*) return 1 ;;
+	esac
+}
+
+is_cross_target() {
+	local t
+	for t in "${PINCER_CROSS_TARGETS[@]}"; do
+		[ "$t" = "$1" ] && return 0
+	done
+	return 1
+}
+
+# Seconds since the epoch with a fraction, for step timings in summaries.
+now_s() { date +%s.%N; }
+elapsed_since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.0f", b - a }'; }
