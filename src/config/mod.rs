@@ -17,6 +17,7 @@ pub mod patch;
 pub mod redact;
 mod reload;
 pub mod schema;
+mod strict;
 mod validate;
 mod validate_channels;
 
