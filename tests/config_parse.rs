@@ -146,8 +146,14 @@ fn root_that_is_not_an_object_is_refused() {
 
 #[test]
 fn array_or_null_in_place_of_a_section_is_refused() {
-    assert_eq!(error("{ gateway: [18789] }"), "pincer.json5: gateway: expected an object, got an array");
-    assert_eq!(error("{ gateway: { tls: null } }"), "pincer.json5: gateway.tls: expected an object, got null");
+    assert_eq!(
+        error("{ gateway: [18789] }"),
+        "pincer.json5: gateway: expected an object, got an array"
+    );
+    assert_eq!(
+        error("{ gateway: { tls: null } }"),
+        "pincer.json5: gateway.tls: expected an object, got null"
+    );
 }
 
 #[test]
