@@ -19,6 +19,7 @@ mod reload;
 pub mod schema;
 mod strict;
 mod validate;
+mod validate_agents;
 mod validate_channels;
 
 use serde::{Deserialize, Serialize};
