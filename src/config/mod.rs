@@ -7,7 +7,7 @@
 //! variables (config path, `OPENCLAW_GATEWAY_*` overrides, `${VAR}`
 //! substitution). It never starts services: callers get values and events.
 
-pub mod de;
+mod de;
 pub mod duration;
 mod env;
 mod error;
