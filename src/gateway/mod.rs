@@ -23,6 +23,7 @@ pub mod runs;
 pub mod scopes;
 pub mod secret;
 pub mod state;
+pub mod tailscale;
 pub mod tls;
 pub mod ws;
 
@@ -88,6 +89,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     let bind_mode = options.bind.unwrap_or(config.gateway.bind);
     let plan = bind::resolve(&bind_mode, config.gateway.custom_bind_host.as_deref(), port)
         .map_err(GatewayError::Refused)?;
+    tailscale::check(&config, plan.loopback_only).map_err(GatewayError::Refused)?;
     let resolved = secret::resolve(&config, options.token.as_deref(), &options.data_dir)
         .map_err(GatewayError::Refused)?;
     if !plan.loopback_only && !resolved.owner_set {
@@ -133,8 +135,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     spawn_background(&state);
     state.set_ready();
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
+    let tailscale = config.gateway.tailscale.clone();
+    tailscale::expose(tailscale.mode, local.port()).await;
     wait_for_signal().await;
     drain(&state).await;
+    if tailscale.reset_on_exit {
+        tailscale::reset(tailscale.mode).await;
+    }
     Ok(())
 }
 
