@@ -53,42 +53,55 @@ fn command(dir: &Path, config: &str, args: &[&str]) -> Command {
     command
 }
 
+fn spawn_ready(dir: &Path, config: &str, args: &[&str]) -> (Child, u16) {
+    let stderr = File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join("gateway.stderr"))
+        .expect("stderr file");
+    let mut child = command(dir, config, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .expect("spawn pincer gateway");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(READY_PREFIX) {
+                let port = rest
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.trim().parse::<u16>().ok());
+                let _ = tx.send(port);
+            }
+        }
+    });
+    match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(Some(port)) => (child, port),
+        _ => {
+            let _ = child.kill();
+            let log = std::fs::read_to_string(dir.join("gateway.stderr")).unwrap_or_default();
+            panic!("gateway did not become ready; stderr:\n{log}")
+        }
+    }
+}
+
 impl GatewayProcess {
     /// Starts a gateway with `config` (JSON5) and extra CLI args; waits until ready.
     pub fn start(config: &str, args: &[&str]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir for the gateway");
-        let stderr = File::create(dir.path().join("gateway.stderr")).expect("stderr file");
-        let mut child = command(dir.path(), config, args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .expect("spawn pincer gateway");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                    let port = rest
-                        .rsplit(':')
-                        .next()
-                        .and_then(|p| p.trim().parse::<u16>().ok());
-                    let _ = tx.send(port);
-                }
-            }
-        });
-        let mut gateway = GatewayProcess {
-            child,
-            port: 0,
-            dir,
-        };
-        match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Some(port)) => gateway.port = port,
-            _ => panic!(
-                "gateway did not become ready; stderr:\n{}",
-                gateway.stderr()
-            ),
-        }
-        gateway
+        let (child, port) = spawn_ready(dir.path(), config, args);
+        GatewayProcess { child, port, dir }
+    }
+
+    /// Kills the gateway with SIGKILL and starts it again on the same data dir.
+    pub fn crash_and_restart(&mut self, config: &str, args: &[&str]) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, port) = spawn_ready(self.dir.path(), config, args);
+        self.child = child;
+        self.port = port;
     }
 
     /// Runs a gateway that is expected to refuse to start; returns its exit status and stderr.
