@@ -141,10 +141,25 @@ impl GatewayProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The config file the gateway was started with (and watches).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("pincer.json5")
+    }
+
+    /// The config file's current text.
+    pub fn read_config(&self) -> String {
+        std::fs::read_to_string(self.config_path()).expect("read the gateway's config file")
+    }
+
+    /// Sends SIGTERM without waiting (the test keeps reading its sockets).
+    pub fn sigterm(&self) {
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.sigterm();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -161,6 +176,10 @@ impl GatewayProcess {
 
 impl Drop for GatewayProcess {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The gateway's side of a failing test.
+            eprintln!("--- gateway stderr ---\n{}", self.stderr());
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
