@@ -4,3 +4,4 @@
 //! `pincer` binary in `main.rs` only parses arguments and calls into it.
 
 pub mod agent;
+pub mod sandbox;
