@@ -15,8 +15,11 @@ pub mod output;
 pub mod probe;
 
 mod child;
+mod mounts;
 mod namespaces;
 mod plan;
+mod report;
+mod request;
 mod runner;
 mod seccomp;
 

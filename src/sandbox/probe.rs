@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::child::{ChildReport, Step};
 use super::landlock::kernel_abi;
 use super::limits::CgroupDelegation;
 use super::plan::{prepare, LayerSet};
+use super::report::{ChildReport, Step};
 use super::runner::trial;
 use super::seccomp::SeccompPlan;
 use super::{Layer, SandboxError, SandboxSpec};

@@ -11,14 +11,17 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use tokio::io::AsyncRead;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::child::{ChildExit, ChildReport, Step, StepFailure, FLAG_TIMED_OUT, RECORD_BYTES};
-use super::output;
+use super::limits::RunCgroup;
+use super::output::{self, CapturedStream};
 use super::plan::Prepared;
+use super::report::{ChildExit, ChildReport, Step, StepFailure, FLAG_TIMED_OUT, RECORD_BYTES};
 use super::{Outcome, SandboxError, Termination};
 
 /// How long past the child's own deadline the parent waits before killing the relay itself.
@@ -137,90 +140,110 @@ pub(crate) async fn run_prepared(mut prepared: Prepared) -> Result<Outcome, Sand
         Err(error) => return Err(spawn_error(&prepared, error, &report.collect())),
     };
     let stop_draining = CancellationToken::new();
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("stdout was not piped"))?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| io::Error::other("stderr was not piped"))?;
-    let stdout = tokio::spawn(output::drain(
-        stdout,
-        prepared.output,
-        stop_draining.clone(),
-    ));
-    let stderr = tokio::spawn(output::drain(
-        stderr,
-        prepared.output,
-        stop_draining.clone(),
-    ));
-
-    let mut backstop_fired = false;
-    let relay_status =
-        match tokio::time::timeout(prepared.timeout + BACKSTOP_GRACE, child.wait()).await {
-            Ok(status) => status?,
-            Err(_) => {
-                backstop_fired = true;
-                if let Some(pid) = child.id() {
-                    // SAFETY: the relay leads its own session and process group; kill has no memory effects.
-                    unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
-                }
-                if let Some(cgroup) = &prepared.cgroup {
-                    cgroup.kill();
-                }
-                child.start_kill().ok();
-                child.wait().await?
-            }
-        };
+    let stdout = spawn_drain(child.stdout.take(), "stdout", &prepared, &stop_draining)?;
+    let stderr = spawn_drain(child.stderr.take(), "stderr", &prepared, &stop_draining)?;
+    let (relay_status, backstop_fired) = wait_with_backstop(&mut child, &prepared).await?;
     let duration = started.elapsed();
     if let Some(cgroup) = &prepared.cgroup {
         cgroup.kill();
     }
-    let drain_deadline = tokio::time::sleep(OUTPUT_DRAIN_GRACE);
-    tokio::pin!(drain_deadline);
-    let stop = stop_draining.clone();
-    let both = async { (stdout.await, stderr.await) };
-    tokio::pin!(both);
-    let (stdout, stderr) = tokio::select! {
-        streams = &mut both => streams,
-        () = &mut drain_deadline => {
-            stop.cancel();
-            both.await
-        }
-    };
-    let (stdout, stdout_cut) = stdout.map_err(|e| SandboxError::Io(io::Error::other(e)))?;
-    let (stderr, stderr_cut) = stderr.map_err(|e| SandboxError::Io(io::Error::other(e)))?;
-
+    let ((stdout, stdout_cut), (stderr, stderr_cut)) =
+        finish_draining(stdout, stderr, stop_draining).await?;
     let child_report = report.collect();
     if let Some(failure) = child_report.setup_failure {
         return Err(setup_error(&prepared, failure));
     }
-    let termination = match (child_report.exit, backstop_fired) {
-        _ if child_report.flags & FLAG_TIMED_OUT != 0 => Termination::TimedOut,
-        (_, true) => Termination::TimedOut,
-        (Some(ChildExit::Exited(code)), false) => Termination::Exited(code),
-        (Some(ChildExit::Signaled(signal)), false) => Termination::Signaled(signal),
-        (None, false) => relay_termination(relay_status),
-    };
-    let oom_killed = prepared.cgroup.take().is_some_and(|cgroup| cgroup.finish());
     let mut confinement = prepared.confinement;
     confinement.landlock = child_report.landlock;
     confinement.pid_max = child_report.pid_max;
     drop(prepared.run_tmp.take());
     Ok(Outcome {
-        termination,
+        termination: termination(&child_report, backstop_fired, relay_status),
         stdout,
         stderr,
         duration,
         confinement,
-        oom_killed,
+        oom_killed: prepared.cgroup.take().is_some_and(RunCgroup::finish),
         output_incomplete: stdout_cut || stderr_cut,
     })
 }
 
+/// Starts draining one of the child's output pipes into a capped buffer.
+fn spawn_drain<R: AsyncRead + Unpin + Send + 'static>(
+    stream: Option<R>,
+    name: &str,
+    prepared: &Prepared,
+    stop: &CancellationToken,
+) -> io::Result<JoinHandle<Drained>> {
+    let stream = stream.ok_or_else(|| io::Error::other(format!("{name} was not piped")))?;
+    Ok(tokio::spawn(output::drain(
+        stream,
+        prepared.output,
+        stop.clone(),
+    )))
+}
+
+/// Waits for the relay; past the child's own deadline plus a grace, kills the whole run.
+/// Returns the relay's status and whether the backstop had to act.
+async fn wait_with_backstop(
+    child: &mut tokio::process::Child,
+    prepared: &Prepared,
+) -> Result<(ExitStatus, bool), SandboxError> {
+    if let Ok(status) = tokio::time::timeout(prepared.timeout + BACKSTOP_GRACE, child.wait()).await
+    {
+        return Ok((status?, false));
+    }
+    if let Some(pid) = child.id() {
+        // SAFETY: the relay leads its own session and process group; kill has no memory effects.
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+    }
+    if let Some(cgroup) = &prepared.cgroup {
+        cgroup.kill();
+    }
+    child.start_kill().ok();
+    Ok((child.wait().await?, true))
+}
+
+type Drained = (CapturedStream, bool);
+
+/// Collects both streams, cutting them off when a process outside the killed tree keeps a pipe
+/// open past the grace period.
+async fn finish_draining(
+    stdout: JoinHandle<Drained>,
+    stderr: JoinHandle<Drained>,
+    stop: CancellationToken,
+) -> Result<(Drained, Drained), SandboxError> {
+    let both = async { (stdout.await, stderr.await) };
+    tokio::pin!(both);
+    let (stdout, stderr) = tokio::select! {
+        streams = &mut both => streams,
+        () = tokio::time::sleep(OUTPUT_DRAIN_GRACE) => {
+            stop.cancel();
+            both.await
+        }
+    };
+    let joined = |r: Result<Drained, tokio::task::JoinError>| {
+        r.map_err(|e| SandboxError::Io(io::Error::other(e)))
+    };
+    Ok((joined(stdout)?, joined(stderr)?))
+}
+
+fn termination(
+    report: &ChildReport,
+    backstop_fired: bool,
+    relay_status: ExitStatus,
+) -> Termination {
+    match (report.exit, backstop_fired) {
+        _ if report.flags & FLAG_TIMED_OUT != 0 => Termination::TimedOut,
+        (_, true) => Termination::TimedOut,
+        (Some(ChildExit::Exited(code)), false) => Termination::Exited(code),
+        (Some(ChildExit::Signaled(signal)), false) => Termination::Signaled(signal),
+        (None, false) => relay_termination(relay_status),
+    }
+}
+
 /// Without a record from init (it was killed), the relay's status is the best evidence.
-fn relay_termination(status: std::process::ExitStatus) -> Termination {
+fn relay_termination(status: ExitStatus) -> Termination {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) if code > 128 => Termination::Signaled(code - 128),
