@@ -5,12 +5,13 @@
 mod sandbox_support;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use pincer::sandbox::exec::{run_command, ExecRequest};
 use pincer::sandbox::{Layer, SandboxError, SandboxMode, SessionScope};
 use sandbox_support::{
-    capabilities, confined_modes, path_text, report, rerun_as_unprivileged, unconfined, Fixture,
-    Mode,
+    capabilities, confined_modes, path_text, processes_with_marker, rand_u64, report,
+    rerun_as_unprivileged, unconfined, Fixture, Mode,
 };
 
 #[test]
@@ -311,6 +312,44 @@ async fn concurrent_runs_keep_their_outputs_apart() {
             outcome.stdout,
             format!("run-{index}\n").repeat(500),
             "run {index} output mixed up"
+        );
+    }
+}
+
+/// Polls `condition` for up to `POLL_LIMIT` (an upper bound for slow machines, not a timing claim).
+async fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    const POLL_LIMIT: Duration = Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    while started.elapsed() < POLL_LIMIT {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    condition()
+}
+
+#[tokio::test]
+async fn dropping_a_run_kills_its_whole_process_tree() {
+    for mode in confined_modes("dropping_a_run_kills_its_whole_process_tree") {
+        let marker = format!("dropped-{:x}", rand_u64());
+        let fixture = Fixture::new();
+        let script = format!("(while :; do sleep 1; done) & while :; do sleep 1; done # {marker}");
+        let run = tokio::spawn(run_command(fixture.request(&script, mode.policy())));
+        let started = eventually(|| processes_with_marker(&marker).len() >= 2).await;
+        if !started {
+            panic!("[{mode:?}] the command never started: {:?}", run.await);
+        }
+        run.abort();
+        assert!(
+            run.await.is_err_and(|e| e.is_cancelled()),
+            "[{mode:?}] the run was not cancelled"
+        );
+        let gone = eventually(|| processes_with_marker(&marker).is_empty()).await;
+        assert!(
+            gone,
+            "[{mode:?}] processes survived the dropped run: {:?}",
+            processes_with_marker(&marker)
         );
     }
 }

@@ -105,10 +105,7 @@ fn canonical_workspace(workspace: &Path) -> Result<PathBuf, SandboxError> {
 }
 
 /// Checks that the workdir stays inside the workspace; returns it relative to the workspace.
-fn validate_workdir(
-    workspace: &Path,
-    workdir: Option<&Path>,
-) -> Result<PathBuf, SandboxError> {
+fn validate_workdir(workspace: &Path, workdir: Option<&Path>) -> Result<PathBuf, SandboxError> {
     let Some(workdir) = workdir else {
         return Ok(PathBuf::new());
     };
