@@ -503,20 +503,19 @@ fn write_all(path: &CString, contents: &[u8]) -> Result<(), i32> {
 }
 
 fn monotonic_now() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    // SAFETY: an all-zero timespec is valid (some targets add private padding fields).
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: clock_gettime writes into a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 fn to_timespec(duration: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: duration.as_secs() as libc::time_t,
-        tv_nsec: duration.subsec_nanos() as libc::c_long,
-    }
+    // SAFETY: as in monotonic_now.
+    let mut timespec: libc::timespec = unsafe { std::mem::zeroed() };
+    timespec.tv_sec = duration.as_secs() as _;
+    timespec.tv_nsec = duration.subsec_nanos() as _;
+    timespec
 }
 
 #[cfg(test)]

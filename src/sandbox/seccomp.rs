@@ -31,6 +31,11 @@ const SECCOMP_DATA_ARCH_OFFSET: u32 = 4;
 const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+/// `kexec_file_load`, which the libc crate does not name for aarch64 musl.
+#[cfg(all(target_arch = "aarch64", target_env = "musl"))]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = 294;
+#[cfg(not(all(target_arch = "aarch64", target_env = "musl")))]
+const SYS_KEXEC_FILE_LOAD: libc::c_long = libc::SYS_kexec_file_load;
 /// Syscall numbers at or above this on x86_64 are the x32 ABI.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
@@ -123,6 +128,7 @@ fn guard_program(native_arch: u32) -> BpfProgram {
 
 /// Syscalls denied outright (EPERM).
 fn unconditional_denials() -> Vec<libc::c_long> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut denied = vec![
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
@@ -139,7 +145,7 @@ fn unconditional_denials() -> Vec<libc::c_long> {
         libc::SYS_mount_setattr,
         libc::SYS_setns,
         libc::SYS_kexec_load,
-        libc::SYS_kexec_file_load,
+        SYS_KEXEC_FILE_LOAD,
         libc::SYS_bpf,
         libc::SYS_perf_event_open,
         libc::SYS_keyctl,
@@ -169,10 +175,16 @@ fn unconditional_denials() -> Vec<libc::c_long> {
     denied
 }
 
+/// A syscall number as seccompiler's rule key (`c_long` is 32 bits on 32-bit ARM).
+#[allow(clippy::useless_conversion)]
+fn syscall_key(nr: libc::c_long) -> i64 {
+    i64::from(nr)
+}
+
 fn deny_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompBuildError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = unconditional_denials()
         .into_iter()
-        .map(|nr| (nr, Vec::new()))
+        .map(|nr| (syscall_key(nr), Vec::new()))
         .collect();
     // A new user namespace would hand the command a fresh set of capabilities.
     let new_user_ns = libc::CLONE_NEWUSER as u64;
@@ -185,11 +197,11 @@ fn deny_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompBuildError> {
         )
     };
     rules.insert(
-        libc::SYS_unshare,
+        syscall_key(libc::SYS_unshare),
         vec![SeccompRule::new(vec![flags_have_new_user_ns()?])?],
     );
     rules.insert(
-        libc::SYS_clone,
+        syscall_key(libc::SYS_clone),
         vec![SeccompRule::new(vec![flags_have_new_user_ns()?])?],
     );
     // Personality changes such as ADDR_NO_RANDOMIZE or READ_IMPLIES_EXEC weaken the process.
@@ -198,7 +210,7 @@ fn deny_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompBuildError> {
         .map(|&value| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value))
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(
-        libc::SYS_personality,
+        syscall_key(libc::SYS_personality),
         vec![SeccompRule::new(unsafe_personality)?],
     );
     Ok(rules)
@@ -238,13 +250,13 @@ mod tests {
         let rules = deny_rules().expect("rules");
         for nr in unconditional_denials() {
             assert!(
-                rules.get(&nr).is_some_and(Vec::is_empty),
+                rules.get(&syscall_key(nr)).is_some_and(Vec::is_empty),
                 "syscall {nr} denied outright"
             );
         }
         for nr in [libc::SYS_unshare, libc::SYS_clone, libc::SYS_personality] {
             assert_eq!(
-                rules.get(&nr).map(Vec::len),
+                rules.get(&syscall_key(nr)).map(Vec::len),
                 Some(1),
                 "syscall {nr} has one conditional rule"
             );
