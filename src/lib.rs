@@ -10,3 +10,4 @@ pub mod gateway;
 pub mod sandbox;
 pub mod store;
 pub mod system;
+pub mod tools;

@@ -493,7 +493,7 @@ async fn http_health_ready_and_limits() {
     let unknown = http
         .post(gateway.http("/tools/invoke"))
         .bearer_auth(TOKEN)
-        .json(&json!({"tool": "read"}))
+        .json(&json!({"tool": "no_such_tool"}))
         .send()
         .await
         .expect("404");

@@ -8,4 +8,5 @@ pub mod models;
 pub mod openai;
 pub mod provider;
 pub mod runs;
+pub mod tool_loop;
 pub mod turn;

@@ -68,6 +68,15 @@ pub enum RunEvent {
         text: String,
         delta: String,
     },
+    /// A tool call starting (`phase` "start") or finished ("result").
+    Tool {
+        phase: &'static str,
+        call_id: String,
+        name: String,
+        args: serde_json::Value,
+        result: Option<String>,
+        is_error: bool,
+    },
     Finished(Box<RunOutcome>),
 }
 

@@ -6,7 +6,6 @@
 //! [`RunOutcome`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -14,11 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::store::{SessionEntry, Store, TranscriptEntry};
 
-use super::models::{resolve_chain, ResolvedModel};
-use super::provider::{
-    ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, Usage,
-};
+use super::models::resolve_chain;
+use super::provider::{ChatMessage, Role, Usage};
 use super::runs::{RunEvent, RunOutcome, RunStatus};
+use super::tool_loop::{self, LoopInput, LoopResult};
 
 /// How many earlier transcript entries go into the prompt at most.
 pub const MAX_HISTORY_MESSAGES: usize = 40;
@@ -47,6 +45,9 @@ pub struct TurnEnv {
     pub store: Store,
     pub config: Arc<Config>,
     pub http: reqwest::Client,
+    pub tools: Arc<crate::tools::ToolRegistry>,
+    /// The agent's workspace (file tools and `exec` are confined to it).
+    pub workspace: std::path::PathBuf,
 }
 
 fn now_ms() -> u64 {
@@ -93,17 +94,32 @@ pub async fn run_turn(
         Ok(models) => models,
         Err(e) => return fail(outcome, e.to_string()),
     };
-    let result = stream_with_fallbacks(&models, spec, history, &cancel, &events).await;
+    let allowed_tools =
+        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names());
+    let input = LoopInput {
+        env,
+        spec,
+        session_id: &session.session_id,
+        models: &models,
+        allowed_tools,
+        cancel: &cancel,
+        events: &events,
+    };
+    let result = tool_loop::run(input, history).await;
     outcome.ended_at_ms = now_ms();
     match result {
-        StreamResult::Done { completion, model } => {
-            outcome.text = completion.text;
+        LoopResult::Done {
+            completion,
+            model,
+            text,
+        } => {
+            outcome.text = text;
             outcome.usage = completion.usage;
             outcome.stop_reason = completion.stop_reason;
             outcome.provider = Some(model.provider_id);
             outcome.model = Some(model.model_id);
         }
-        StreamResult::Stopped { partial, status } => {
+        LoopResult::Stopped { partial, status } => {
             outcome.text = partial;
             outcome.status = status;
             outcome.stop_reason = Some(status.as_str().to_string());
@@ -111,7 +127,7 @@ pub async fn run_turn(
                 outcome.error = Some(format!("run timed out after {} ms", spec.timeout_ms));
             }
         }
-        StreamResult::Failed { partial, message } => {
+        LoopResult::Failed { partial, message } => {
             outcome.text = partial;
             outcome.status = RunStatus::Error;
             outcome.error = Some(message);
@@ -192,150 +208,92 @@ fn history_messages(entries: impl DoubleEndedIterator<Item = TranscriptEntry>) -
     let mut budget = MAX_HISTORY_CHARS;
     let mut kept = Vec::new();
     for entry in entries.rev() {
-        let role = match entry.role.as_str() {
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
+        let extra: serde_json::Value = entry
+            .extra_json
+            .as_deref()
+            .and_then(|e| serde_json::from_str(e).ok())
+            .unwrap_or_default();
+        let message = match entry.role.as_str() {
+            "user" => ChatMessage::user(entry.text),
+            "assistant" => ChatMessage {
+                role: Role::Assistant,
+                content: entry.text,
+                tool_calls: tool_calls_of(&extra),
+                tool_call_id: None,
+            },
+            "tool" => match extra["toolCallId"].as_str() {
+                Some(id) => ChatMessage::tool_result(id, entry.text),
+                None => continue,
+            },
             _ => continue,
         };
-        if entry.text.is_empty() {
+        if message.content.is_empty() && message.tool_calls.is_empty() && message.role != Role::Tool
+        {
             continue;
         }
-        if entry.text.len() > budget {
+        let size = message.content.len()
+            + message
+                .tool_calls
+                .iter()
+                .map(|c| c.arguments.len())
+                .sum::<usize>();
+        if size > budget {
             break;
         }
-        budget -= entry.text.len();
-        kept.push(ChatMessage {
-            role,
-            content: entry.text,
-            ..Default::default()
-        });
+        budget -= size;
+        kept.push(message);
     }
     kept.reverse();
-    kept
+    pair_tool_calls(kept)
 }
 
-enum StreamResult {
-    Done {
-        completion: Completion,
-        model: ResolvedModel,
-    },
-    Stopped {
-        partial: String,
-        status: RunStatus,
-    },
-    Failed {
-        partial: String,
-        message: String,
-    },
+fn tool_calls_of(extra: &serde_json::Value) -> Vec<super::provider::ToolCall> {
+    extra["toolCalls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| super::provider::ToolCall {
+                    id: c["id"].as_str().unwrap_or_default().to_string(),
+                    name: c["name"].as_str().unwrap_or_default().to_string(),
+                    arguments: c["arguments"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-async fn stream_with_fallbacks(
-    models: &[ResolvedModel],
-    spec: &TurnSpec,
-    messages: Vec<ChatMessage>,
-    cancel: &CancellationToken,
-    events: &mpsc::Sender<RunEvent>,
-) -> StreamResult {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(spec.timeout_ms);
-    let mut last_error = String::from("no model answered");
-    for model in models {
-        let request = ProviderRequest {
-            model: model.model_id.clone(),
-            messages: messages.clone(),
-            max_tokens: model.max_tokens,
-            tools: Vec::new(),
-        };
-        let mut text = String::new();
-        match stream_one(model, request, cancel, deadline, events, &mut text).await {
-            Ok(completion) => {
-                return StreamResult::Done {
-                    completion,
-                    model: model.clone(),
+/// Keeps the prompt well-formed where the history window cut through a tool
+/// round: results without their call are dropped, calls without their result
+/// are removed from the assistant message.
+fn pair_tool_calls(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let answered: std::collections::HashSet<String> = messages
+        .iter()
+        .filter_map(|m| m.tool_call_id.clone())
+        .collect();
+    let mut called = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(messages.len());
+    for mut message in messages {
+        match message.role {
+            Role::Tool => {
+                if message
+                    .tool_call_id
+                    .as_ref()
+                    .is_some_and(|id| called.contains(id))
+                {
+                    out.push(message);
                 }
             }
-            Err(Stop::Aborted) => {
-                return StreamResult::Stopped {
-                    partial: text,
-                    status: RunStatus::Aborted,
-                }
-            }
-            Err(Stop::TimedOut) => {
-                return StreamResult::Stopped {
-                    partial: text,
-                    status: RunStatus::Timeout,
-                }
-            }
-            Err(Stop::Failed(e)) => {
-                last_error = format!("{}/{}: {e}", model.provider_id, model.model_id);
-                log::warn!("run {}: {last_error}", spec.run_id);
-                // Text already shown to the user cannot be taken back: no fallback then.
-                if !text.is_empty() {
-                    return StreamResult::Failed {
-                        partial: text,
-                        message: last_error,
-                    };
+            _ => {
+                message.tool_calls.retain(|c| answered.contains(&c.id));
+                called.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+                if !message.content.is_empty() || !message.tool_calls.is_empty() {
+                    out.push(message);
                 }
             }
         }
     }
-    StreamResult::Failed {
-        partial: String::new(),
-        message: last_error,
-    }
-}
-
-enum Stop {
-    Aborted,
-    TimedOut,
-    Failed(ProviderError),
-}
-
-async fn stream_one(
-    model: &ResolvedModel,
-    request: ProviderRequest,
-    cancel: &CancellationToken,
-    deadline: tokio::time::Instant,
-    events: &mpsc::Sender<RunEvent>,
-    text: &mut String,
-) -> Result<Completion, Stop> {
-    let call_cancel = cancel.child_token();
-    let (delta_tx, mut delta_rx) = mpsc::channel::<StreamEvent>(64);
-    let call = model
-        .provider
-        .stream(request, delta_tx, call_cancel.clone());
-    tokio::pin!(call);
-    let mut timed_out = false;
-    let result = loop {
-        tokio::select! {
-            biased;
-            Some(StreamEvent::TextDelta(delta)) = delta_rx.recv() => {
-                text.push_str(&delta);
-                let _ = events.send(RunEvent::Delta { text: text.clone(), delta }).await;
-            }
-            result = &mut call => break result,
-            _ = tokio::time::sleep_until(deadline), if !timed_out => {
-                timed_out = true;
-                call_cancel.cancel();
-            }
-        }
-    };
-    // Deltas sent just before the call returned.
-    while let Ok(StreamEvent::TextDelta(delta)) = delta_rx.try_recv() {
-        text.push_str(&delta);
-        let _ = events
-            .send(RunEvent::Delta {
-                text: text.clone(),
-                delta,
-            })
-            .await;
-    }
-    match result {
-        Ok(completion) => Ok(completion),
-        Err(ProviderError::Cancelled) if timed_out => Err(Stop::TimedOut),
-        Err(ProviderError::Cancelled) => Err(Stop::Aborted),
-        Err(_) if cancel.is_cancelled() => Err(Stop::Aborted),
-        Err(e) => Err(Stop::Failed(e)),
-    }
+    out
 }
 
 /// Appends the reply to the transcript and updates the session's counters.
@@ -375,4 +333,58 @@ fn record_reply(
     session.total_tokens = session.input_tokens + session.output_tokens;
     session.aborted_last_run = outcome.status == RunStatus::Aborted;
     env.store.put_session(&spec.session_key, &session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(role: &str, text: &str, extra: Option<serde_json::Value>) -> TranscriptEntry {
+        TranscriptEntry {
+            role: role.into(),
+            text: text.into(),
+            timestamp_ms: 0,
+            run_id: None,
+            stop_reason: None,
+            input_tokens: None,
+            output_tokens: None,
+            extra_json: extra.map(|e| e.to_string()),
+        }
+    }
+
+    #[test]
+    fn tool_rounds_are_rebuilt_and_cut_rounds_are_repaired() {
+        let call =
+            serde_json::json!({"toolCalls": [{"id": "c1", "name": "read", "arguments": "{}"}]});
+        let entries = vec![
+            entry(
+                "tool",
+                "orphan result",
+                Some(serde_json::json!({"toolCallId": "c0"})),
+            ),
+            entry("user", "read it", None),
+            entry("assistant", "", Some(call)),
+            entry(
+                "tool",
+                "file text",
+                Some(serde_json::json!({"toolCallId": "c1"})),
+            ),
+            entry("assistant", "done", None),
+            entry(
+                "assistant",
+                "",
+                Some(
+                    serde_json::json!({"toolCalls": [{"id": "c2", "name": "x", "arguments": "{}"}]}),
+                ),
+            ),
+        ];
+        let messages = history_messages(entries.into_iter());
+        let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+        assert_eq!(messages[1].tool_calls[0].id, "c1");
+        assert_eq!(messages[2].tool_call_id.as_deref(), Some("c1"));
+    }
 }

@@ -211,6 +211,13 @@ impl ClientRegistry {
         self.len() == 0
     }
 
+    /// Whether a connection advertised a capability (e.g. `tool-events`).
+    pub fn has_cap(&self, conn_id: &str, cap: &str) -> bool {
+        self.lock()
+            .get(conn_id)
+            .is_some_and(|e| e.info.caps.iter().any(|c| c == cap))
+    }
+
     pub fn infos(&self) -> Vec<ClientInfo> {
         self.lock().values().map(|e| e.info.clone()).collect()
     }

@@ -332,9 +332,64 @@ async fn tools_invoke(
             &json!({"ok": false, "error": {"type": "forbidden", "message": format!("tool {tool} is not available over HTTP (gateway.tools.allow)")}}),
         );
     }
-    // No tool is registered in this build yet (the agent runtime brings them).
-    json_response(
-        StatusCode::NOT_FOUND,
-        &json!({"ok": false, "error": {"type": "not_found", "message": format!("unknown tool: {tool}")}}),
-    )
+    let Some(tool_impl) = state.tools.get(tool) else {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"ok": false, "error": {"type": "not_found", "message": format!("unknown tool: {tool}")}}),
+        );
+    };
+    let agent_id = body
+        .get("agentId")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| config.agents.default_agent_id());
+    if !crate::tools::policy::allowed_tools(&config, &agent_id, &[tool])
+        .iter()
+        .any(|t| t == tool)
+    {
+        return json_response(
+            StatusCode::FORBIDDEN,
+            &json!({"ok": false, "error": {"type": "tool_call_blocked", "message": format!("tool {tool} is not allowed for agent {agent_id}")}}),
+        );
+    }
+    let session_key = super::methods::sessions::canonical_key(
+        &config,
+        Some(&agent_id),
+        body.get("sessionKey").and_then(Value::as_str),
+    );
+    let workspace = state.workspace_for(&config, &agent_id);
+    if let Err(e) = std::fs::create_dir_all(&workspace) {
+        return json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &json!({"ok": false, "error": {"type": "tool_error", "message": format!("workspace: {e}")}}),
+        );
+    }
+    let ctx = crate::tools::ToolContext {
+        agent_id,
+        session_key,
+        workspace,
+        store: state.store.clone(),
+        http: state.http.clone(),
+        cancel: state.shutdown.child_token(),
+        config: config.clone(),
+    };
+    let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
+    match tool_impl.execute(args, &ctx).await {
+        Ok(output) => json_response(
+            StatusCode::OK,
+            &json!({"ok": true, "result": {"text": output.text, "details": output.details}}),
+        ),
+        Err(crate::tools::ToolError::InvalidArguments(m)) => json_response(
+            StatusCode::BAD_REQUEST,
+            &json!({"ok": false, "error": {"type": "invalid_request", "message": m}}),
+        ),
+        Err(crate::tools::ToolError::Denied(m)) => json_response(
+            StatusCode::FORBIDDEN,
+            &json!({"ok": false, "error": {"type": "forbidden", "message": m}}),
+        ),
+        Err(e) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &json!({"ok": false, "error": {"type": "tool_error", "message": e.to_string()}}),
+        ),
+    }
 }

@@ -283,7 +283,7 @@ fn streaming(rx: mpsc::Receiver<RunEvent>, run_id: String, model: String) -> Res
                             (rx, run_id, model, None, true),
                         ));
                     }
-                    Some(RunEvent::Started { .. }) => continue,
+                    Some(RunEvent::Started { .. } | RunEvent::Tool { .. }) => continue,
                     None => return None,
                 }
             }

@@ -65,10 +65,20 @@ pub fn start(
         )));
     };
     let state = state.clone();
+    let config = state.config();
+    let workspace = state.workspace_for(&config, &spec.agent_id);
+    if let Err(e) = std::fs::create_dir_all(&workspace) {
+        return Err(ErrorShape::unavailable(format!(
+            "cannot create the workspace {}: {e}",
+            workspace.display()
+        )));
+    }
     let env = TurnEnv {
         store: state.store.clone(),
-        config: state.config(),
+        config,
         http: state.http.clone(),
+        tools: state.tools.clone(),
+        workspace,
     };
     state.clone().tasks.spawn(async move {
         let (tx, rx) = mpsc::channel(64);
@@ -268,6 +278,30 @@ async fn forward(
                 } else if flush_at.is_none() {
                     let wait = CHAT_DELTA_THROTTLE_MS - now.saturating_sub(chat.last_sent_ms);
                     flush_at = Some(tokio::time::Instant::now() + Duration::from_millis(wait));
+                }
+            }
+            RunEvent::Tool {
+                phase,
+                call_id,
+                name,
+                args,
+                result,
+                is_error,
+            } => {
+                // Tool events go only to clients that asked for them, and the
+                // result itself only as a summary flag unless verbose.
+                let wants = requester
+                    .as_deref()
+                    .is_some_and(|c| state.clients.has_cap(c, "tool-events"));
+                if wants {
+                    let mut data = json!({"phase": phase, "name": name, "toolCallId": call_id});
+                    if phase == "start" {
+                        data["args"] = args;
+                    } else {
+                        data["isError"] = json!(is_error);
+                        data["meta"] = json!({"chars": result.as_ref().map(|r| r.len())});
+                    }
+                    agent_event("tool", data);
                 }
             }
             RunEvent::Finished(outcome) => {

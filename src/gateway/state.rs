@@ -70,6 +70,7 @@ pub struct GatewayState {
     pub runs: Arc<RunRegistry>,
     pub idempotency: IdempotencyCache,
     pub http: reqwest::Client,
+    pub tools: Arc<crate::tools::ToolRegistry>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -119,6 +120,7 @@ impl GatewayState {
             clients: ClientRegistry::new(),
             runs: Arc::new(RunRegistry::new(parts.limits.max_concurrent_runs)),
             http,
+            tools: Arc::new(crate::tools::ToolRegistry::builtin()),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),
@@ -177,6 +179,22 @@ impl GatewayState {
         self.ready.store(true, Ordering::Release);
     }
 
+    /// The agent's workspace: its own `workspace`, else
+    /// `agents.defaults.workspace`, else `<data dir>/workspace` (`~` expanded).
+    pub fn workspace_for(&self, config: &Config, agent_id: &str) -> PathBuf {
+        let configured = config
+            .agents
+            .list
+            .iter()
+            .find(|a| a.id == agent_id)
+            .and_then(|a| a.workspace.clone())
+            .or_else(|| config.agents.defaults.workspace.clone());
+        match configured {
+            Some(path) => expand_home(&path),
+            None => self.data_dir.join("workspace"),
+        }
+    }
+
     /// Where the LMDB environment lives (shown in session listings).
     pub fn store_path(&self) -> String {
         store_dir(&self.data_dir).display().to_string()
@@ -229,4 +247,11 @@ impl GatewayState {
 /// The LMDB environment's directory inside the data dir.
 pub fn store_dir(data_dir: &std::path::Path) -> PathBuf {
     data_dir.join("store")
+}
+
+fn expand_home(path: &std::path::Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
+    }
 }

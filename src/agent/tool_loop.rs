@@ -1,0 +1,347 @@
+//! The tool loop: stream a reply; when the model calls tools, run them
+//! (policy-checked, through the tool registry), give the results back and
+//! stream again — until a final answer, the iteration cap, the deadline or an
+//! abort.
+//!
+//! Tool calls and results are appended to the transcript as they happen, so
+//! a crash mid-run loses nothing that was done.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::TranscriptEntry;
+use crate::tools::{cap_result, ToolContext, ToolError};
+
+use super::models::ResolvedModel;
+use super::provider::{
+    ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall, ToolSpec,
+};
+use super::runs::{RunEvent, RunStatus};
+use super::turn::{TurnEnv, TurnSpec};
+
+/// Model calls one run may make at most (each tool round is one).
+pub const MAX_TOOL_ITERATIONS: usize = 24;
+
+/// How the loop ended.
+pub enum LoopResult {
+    Done {
+        completion: Completion,
+        model: ResolvedModel,
+        text: String,
+    },
+    Stopped {
+        partial: String,
+        status: RunStatus,
+    },
+    Failed {
+        partial: String,
+        message: String,
+    },
+}
+
+/// Everything the loop needs besides the prompt.
+pub struct LoopInput<'a> {
+    pub env: &'a TurnEnv,
+    pub spec: &'a TurnSpec,
+    pub session_id: &'a str,
+    pub models: &'a [ResolvedModel],
+    pub allowed_tools: Vec<String>,
+    pub cancel: &'a CancellationToken,
+    pub events: &'a mpsc::Sender<RunEvent>,
+}
+
+/// Runs the loop to its end.
+pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopResult {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(input.spec.timeout_ms);
+    let specs: Vec<ToolSpec> = input.env.tools.specs(&input.allowed_tools);
+    let mut text = String::new();
+    for _ in 0..MAX_TOOL_ITERATIONS {
+        if !text.is_empty() && !text.ends_with("\n\n") {
+            // Keep the steps of a multi-step answer apart in the cumulative text.
+            text.push_str("\n\n");
+        }
+        let before = text.len();
+        let (completion, model) =
+            match stream_with_fallbacks(&input, &messages, &specs, deadline, &mut text).await {
+                Ok(done) => done,
+                Err(result) => return result,
+            };
+        if completion.tool_calls.is_empty() {
+            text.truncate(text.trim_end().len().max(before.min(text.len())));
+            return LoopResult::Done {
+                completion,
+                model,
+                text: text.trim_end().to_string(),
+            };
+        }
+        let step_text = text[before..].to_string();
+        messages.push(ChatMessage {
+            role: Role::Assistant,
+            content: step_text.clone(),
+            tool_calls: completion.tool_calls.clone(),
+            tool_call_id: None,
+        });
+        record(
+            &input,
+            "assistant",
+            &step_text,
+            json!({"toolCalls": calls_json(&completion.tool_calls)}),
+        );
+        for call in &completion.tool_calls {
+            let result = run_tool(&input, call, deadline).await;
+            if input.cancel.is_cancelled() {
+                return LoopResult::Stopped {
+                    partial: text,
+                    status: RunStatus::Aborted,
+                };
+            }
+            record(
+                &input,
+                "tool",
+                &result,
+                json!({"toolCallId": call.id, "name": call.name}),
+            );
+            messages.push(ChatMessage::tool_result(call.id.clone(), result));
+        }
+    }
+    LoopResult::Failed {
+        partial: text,
+        message: format!(
+            "the model kept calling tools: stopped after {MAX_TOOL_ITERATIONS} rounds"
+        ),
+    }
+}
+
+fn calls_json(calls: &[ToolCall]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            .collect(),
+    )
+}
+
+fn record(input: &LoopInput<'_>, role: &str, text: &str, extra: Value) {
+    let entry = TranscriptEntry {
+        role: role.into(),
+        text: text.to_string(),
+        timestamp_ms: crate::system::clock::now_ms(),
+        run_id: Some(input.spec.run_id.clone()),
+        stop_reason: None,
+        input_tokens: None,
+        output_tokens: None,
+        extra_json: Some(extra.to_string()),
+    };
+    let stored =
+        tokio::task::block_in_place(|| input.env.store.append_transcript(input.session_id, &entry));
+    if let Err(e) = stored {
+        log::error!(
+            "run {}: could not record a {role} step: {e}",
+            input.spec.run_id
+        );
+    }
+}
+
+/// Runs one tool call and returns the text the model will read.
+async fn run_tool(
+    input: &LoopInput<'_>,
+    call: &ToolCall,
+    deadline: tokio::time::Instant,
+) -> String {
+    let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() {
+        "{}"
+    } else {
+        &call.arguments
+    }) {
+        Ok(args) => args,
+        Err(e) => {
+            return format!(
+                "Error: the arguments for {} are not valid JSON: {e}",
+                call.name
+            )
+        }
+    };
+    let _ = input
+        .events
+        .send(RunEvent::Tool {
+            phase: "start",
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            args: args.clone(),
+            result: None,
+            is_error: false,
+        })
+        .await;
+    let tool = match input.env.tools.get(&call.name) {
+        Some(tool) if input.allowed_tools.iter().any(|t| t == &call.name) => tool,
+        Some(_) => {
+            return finish_tool(
+                input,
+                call,
+                Err(ToolError::Denied(format!(
+                    "tool {} is not allowed for this agent",
+                    call.name
+                ))),
+            )
+            .await
+        }
+        None => {
+            return finish_tool(
+                input,
+                call,
+                Err(ToolError::Denied(format!(
+                    "there is no tool named {}",
+                    call.name
+                ))),
+            )
+            .await
+        }
+    };
+    let ctx = ToolContext {
+        agent_id: input.spec.agent_id.clone(),
+        session_key: input.spec.session_key.clone(),
+        workspace: input.env.workspace.clone(),
+        store: input.env.store.clone(),
+        http: input.env.http.clone(),
+        cancel: input.cancel.child_token(),
+        config: input.env.config.clone(),
+    };
+    let outcome = tokio::select! {
+        outcome = tool.execute(args, &ctx) => outcome,
+        _ = tokio::time::sleep_until(deadline) => {
+            ctx.cancel.cancel();
+            Err(ToolError::Failed("the run's time ran out while this tool was running".into()))
+        }
+        _ = input.cancel.cancelled() => Err(ToolError::Cancelled),
+    };
+    finish_tool(input, call, outcome.map(|o| o.text)).await
+}
+
+async fn finish_tool(
+    input: &LoopInput<'_>,
+    call: &ToolCall,
+    outcome: Result<String, ToolError>,
+) -> String {
+    let (text, is_error) = match outcome {
+        Ok(text) => (cap_result(text), false),
+        Err(e) => (format!("Error: {e}"), true),
+    };
+    let _ = input
+        .events
+        .send(RunEvent::Tool {
+            phase: "result",
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            args: Value::Null,
+            result: Some(text.clone()),
+            is_error,
+        })
+        .await;
+    text
+}
+
+/// One model call with the fallback chain: the next model is tried only when
+/// nothing of this step was shown yet.
+async fn stream_with_fallbacks(
+    input: &LoopInput<'_>,
+    messages: &[ChatMessage],
+    tools: &[ToolSpec],
+    deadline: tokio::time::Instant,
+    text: &mut String,
+) -> Result<(Completion, ResolvedModel), LoopResult> {
+    let mut last_error = String::from("no model answered");
+    let before = text.len();
+    for model in input.models {
+        let request = ProviderRequest {
+            model: model.model_id.clone(),
+            messages: messages.to_vec(),
+            max_tokens: model.max_tokens,
+            tools: tools.to_vec(),
+        };
+        match stream_one(model, request, input.cancel, deadline, input.events, text).await {
+            Ok(completion) => return Ok((completion, model.clone())),
+            Err(Stop::Aborted) => {
+                return Err(LoopResult::Stopped {
+                    partial: text.clone(),
+                    status: RunStatus::Aborted,
+                })
+            }
+            Err(Stop::TimedOut) => {
+                return Err(LoopResult::Stopped {
+                    partial: text.clone(),
+                    status: RunStatus::Timeout,
+                })
+            }
+            Err(Stop::Failed(e)) => {
+                last_error = format!("{}/{}: {e}", model.provider_id, model.model_id);
+                log::warn!("run {}: {last_error}", input.spec.run_id);
+                if text.len() > before {
+                    return Err(LoopResult::Failed {
+                        partial: text.clone(),
+                        message: last_error,
+                    });
+                }
+            }
+        }
+    }
+    Err(LoopResult::Failed {
+        partial: text.clone(),
+        message: last_error,
+    })
+}
+
+enum Stop {
+    Aborted,
+    TimedOut,
+    Failed(ProviderError),
+}
+
+async fn stream_one(
+    model: &ResolvedModel,
+    request: ProviderRequest,
+    cancel: &CancellationToken,
+    deadline: tokio::time::Instant,
+    events: &mpsc::Sender<RunEvent>,
+    text: &mut String,
+) -> Result<Completion, Stop> {
+    let call_cancel = cancel.child_token();
+    let (delta_tx, mut delta_rx) = mpsc::channel::<StreamEvent>(64);
+    let call = model
+        .provider
+        .stream(request, delta_tx, call_cancel.clone());
+    tokio::pin!(call);
+    let mut timed_out = false;
+    let result = loop {
+        tokio::select! {
+            biased;
+            Some(StreamEvent::TextDelta(delta)) = delta_rx.recv() => {
+                text.push_str(&delta);
+                let _ = events.send(RunEvent::Delta { text: text.clone(), delta }).await;
+            }
+            result = &mut call => break result,
+            _ = tokio::time::sleep_until(deadline), if !timed_out => {
+                timed_out = true;
+                call_cancel.cancel();
+            }
+        }
+    };
+    while let Ok(StreamEvent::TextDelta(delta)) = delta_rx.try_recv() {
+        text.push_str(&delta);
+        let _ = events
+            .send(RunEvent::Delta {
+                text: text.clone(),
+                delta,
+            })
+            .await;
+    }
+    match result {
+        Ok(completion) => Ok(completion),
+        Err(ProviderError::Cancelled) if timed_out => Err(Stop::TimedOut),
+        Err(ProviderError::Cancelled) => Err(Stop::Aborted),
+        Err(_) if cancel.is_cancelled() => Err(Stop::Aborted),
+        Err(e) => Err(Stop::Failed(e)),
+    }
+}

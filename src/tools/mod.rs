@@ -1,0 +1,166 @@
+//! Tools the agent can call: the `Tool` trait, the registry, the policy that
+//! decides which tools a run may see, and the built-in tools.
+//!
+//! Tools never spawn processes themselves: `exec` goes through `sandbox/`.
+//! File tools are confined to the agent's workspace (`workspace.rs`).
+
+pub mod exec;
+pub mod fs;
+pub mod patch;
+pub mod policy;
+pub mod sessions;
+pub mod web_fetch;
+pub mod workspace;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::provider::ToolSpec;
+use crate::store::Store;
+
+/// The most characters of one tool result given back to the model.
+pub const MAX_TOOL_RESULT_CHARS: usize = 64 * 1024;
+
+/// A boxed future for `dyn Tool`.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+/// What a tool run may use.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub agent_id: String,
+    pub session_key: String,
+    pub workspace: PathBuf,
+    pub store: Store,
+    pub http: reqwest::Client,
+    pub cancel: CancellationToken,
+    pub config: Arc<crate::config::Config>,
+}
+
+/// A tool's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub text: String,
+    /// Structured details for clients (not sent to the model).
+    pub details: Option<Value>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            details: None,
+        }
+    }
+}
+
+/// Why a tool failed; the message is shown to the model, so it says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    Denied(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// One tool.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// One or two sentences for the model.
+    fn description(&self) -> &'static str;
+    /// JSON schema of the arguments (a top-level object).
+    fn parameters(&self) -> Value;
+    /// Runs the tool; must return promptly once `ctx.cancel` fires.
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a>;
+}
+
+/// The tools a gateway knows, by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// Every built-in tool.
+    pub fn builtin() -> Self {
+        let mut registry = ToolRegistry::default();
+        for tool in [
+            Arc::new(fs::ReadTool) as Arc<dyn Tool>,
+            Arc::new(fs::WriteTool),
+            Arc::new(fs::EditTool),
+            Arc::new(patch::ApplyPatchTool),
+            Arc::new(exec::ExecTool),
+            Arc::new(sessions::SessionsListTool),
+            Arc::new(sessions::SessionsHistoryTool),
+            Arc::new(sessions::SessionStatusTool),
+            Arc::new(web_fetch::WebFetchTool),
+        ] {
+            registry.register(tool);
+        }
+        registry
+    }
+
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.name(), tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.keys().copied().collect()
+    }
+
+    /// The specs of the named tools, in name order.
+    pub fn specs(&self, allowed: &[String]) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .filter(|t| allowed.iter().any(|a| a == t.name()))
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                parameters: t.parameters(),
+            })
+            .collect()
+    }
+}
+
+/// Cuts a tool result to what the model may read, saying how much was cut.
+pub fn cap_result(text: String) -> String {
+    if text.len() <= MAX_TOOL_RESULT_CHARS {
+        return text;
+    }
+    let mut end = MAX_TOOL_RESULT_CHARS;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n…[{} more bytes cut]", &text[..end], text.len() - end)
+}
+
+/// Reads a required string argument.
+pub fn arg_str<'a>(args: &'a Value, name: &str) -> Result<&'a str, ToolError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::InvalidArguments(format!("{name} (string) is required")))
+}
+
+/// Reads an optional non-negative integer argument.
+pub fn arg_u64(args: &Value, name: &str) -> Result<Option<u64>, ToolError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ToolError::InvalidArguments(format!("{name} must be a non-negative integer"))
+        }),
+    }
+}
