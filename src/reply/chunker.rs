@@ -83,16 +83,27 @@ enum BreakKind {
 }
 
 impl BreakKind {
-    fn matches(self, bytes: &[u8], p: usize) -> bool {
+    /// True when a block may end at byte `p`: just after this kind of
+    /// separator, and only at the end of a whitespace run, so the next block
+    /// starts with text. A break at the very end of the buffer is allowed only
+    /// when `at_end_ok` (a full buffer): while streaming, the run may go on.
+    fn matches(self, bytes: &[u8], p: usize, at_end_ok: bool) -> bool {
+        let next = bytes.get(p).copied();
+        if next.is_none() && !at_end_ok {
+            return false;
+        }
         let before = bytes[p - 1];
+        let next_is_space = next.is_some_and(|b| b.is_ascii_whitespace());
         match self {
-            BreakKind::Newline => before == b'\n',
-            BreakKind::Whitespace => before.is_ascii_whitespace(),
+            BreakKind::Newline => before == b'\n' && next != Some(b'\n'),
+            BreakKind::Whitespace => before.is_ascii_whitespace() && !next_is_space,
             BreakKind::Sentence => {
-                p >= 2 && before.is_ascii_whitespace() && matches!(bytes[p - 2], b'.' | b'!' | b'?')
+                let text_end = bytes[..p].iter().rposition(|b| !b.is_ascii_whitespace());
+                !next_is_space
+                    && text_end.is_some_and(|i| i + 1 < p && matches!(bytes[i], b'.' | b'!' | b'?'))
             }
             BreakKind::Paragraph => {
-                if before != b'\n' || bytes.get(p) == Some(&b'\n') {
+                if before != b'\n' || next == Some(b'\n') {
                     return false;
                 }
                 let mut i = p - 1;
@@ -180,7 +191,7 @@ impl BlockChunker {
             };
             let newline = usize::from(!self.buffer.ends_with('\n'));
             let closed_chars = self.buffered_chars + newline + open.close_line.chars().count();
-            if closed_chars <= self.limits.max_chars || !self.split_fence(&open, &mut out) {
+            if closed_chars <= self.limits.max_chars || !self.split_fence(&open, true, &mut out) {
                 let mut rest = std::mem::take(&mut self.buffer);
                 self.buffered_chars = 0;
                 if newline == 1 {
@@ -203,8 +214,9 @@ impl BlockChunker {
         while self.buffered_chars >= self.limits.min_chars {
             let spans = parse_fence_spans(&self.buffer);
             let (min, max) = (self.limits.min_chars, self.limits.max_chars);
-            if let Some(p) = self.find_break(&spans, min, soft_kinds(self.limits.break_preference))
-            {
+            let soft = soft_kinds(self.limits.break_preference);
+            let full = self.buffered_chars >= max;
+            if let Some(p) = self.find_break(&spans, min, soft, full) {
                 self.emit(p, out);
                 return;
             }
@@ -216,21 +228,30 @@ impl BlockChunker {
     }
 
     /// The buffer is full: break at whitespace, then at a soft break below the
-    /// low mark, then cut hard (splitting a fence if the cut falls in one).
+    /// low mark, then cut hard — splitting a fence if the cut falls in one, or
+    /// ending the block before a fence whose opening line fills the buffer.
     fn force_break(&mut self, spans: &[FenceSpan], out: &mut Vec<String>) {
         let min = self.limits.min_chars;
         let soft = soft_kinds(self.limits.break_preference);
         let found = self
-            .find_break(spans, min, &[BreakKind::Whitespace])
-            .or_else(|| self.find_break(spans, 1, soft))
-            .or_else(|| self.find_break(spans, 1, &[BreakKind::Whitespace]));
+            .find_break(spans, min, &[BreakKind::Whitespace], true)
+            .or_else(|| self.find_break(spans, 1, soft, true))
+            .or_else(|| self.find_break(spans, 1, &[BreakKind::Whitespace], true));
         if let Some(p) = found {
             self.emit(p, out);
             return;
         }
         let cut = byte_at_char(&self.buffer, self.limits.max_chars);
         if let Some(span) = span_at(spans, cut) {
-            if self.split_fence(span, out) {
+            if self.split_fence(span, false, out) {
+                return;
+            }
+            // No whole code line fits: end the block before the fence instead.
+            if span.start > 0 && !self.buffer[..span.start].trim().is_empty() {
+                self.emit(span.start, out);
+                return;
+            }
+            if self.split_fence(span, true, out) {
                 return;
             }
         }
@@ -244,6 +265,7 @@ impl BlockChunker {
         spans: &[FenceSpan],
         lo_chars: usize,
         kinds: &[BreakKind],
+        at_end_ok: bool,
     ) -> Option<usize> {
         if lo_chars > self.buffered_chars {
             return None;
@@ -254,7 +276,7 @@ impl BlockChunker {
         kinds.iter().find_map(|kind| {
             (lo..=hi)
                 .rev()
-                .find(|&p| kind.matches(bytes, p) && span_at(spans, p).is_none())
+                .find(|&p| kind.matches(bytes, p, at_end_ok) && span_at(spans, p).is_none())
                 .filter(|&p| !self.buffer[..p].trim().is_empty())
         })
     }
@@ -268,9 +290,10 @@ impl BlockChunker {
     }
 
     /// Cuts inside `span`: the block gets the fence's closing line, the buffer
-    /// starts again with its opening line. Prefers a cut at a line start.
-    /// Returns false (and changes nothing) when no cut makes progress.
-    fn split_fence(&mut self, span: &FenceSpan, out: &mut Vec<String>) -> bool {
+    /// starts again with its opening line. Cuts at a line start, or mid-line
+    /// (adding a line break) only when `mid_line_ok`. Returns false (and
+    /// changes nothing) when no such cut makes progress.
+    fn split_fence(&mut self, span: &FenceSpan, mid_line_ok: bool, out: &mut Vec<String>) -> bool {
         let max = self.limits.max_chars;
         let close_chars = span.close_line.chars().count();
         let budget = byte_at_char(&self.buffer, max.saturating_sub(close_chars));
@@ -280,6 +303,7 @@ impl BlockChunker {
             .find(|&q| bytes[q - 1] == b'\n');
         let (cut, newline) = match line_cut {
             Some(q) => (q, ""),
+            None if !mid_line_ok => return false,
             None => {
                 let mid = byte_at_char(&self.buffer, max.saturating_sub(close_chars + 1));
                 if mid <= span.content_start {

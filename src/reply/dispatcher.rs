@@ -166,9 +166,12 @@ impl Shared {
         }
     }
 
-    /// Runs once per dispatcher, outside the state lock.
+    /// Runs once per dispatcher, outside the state lock: the hook first, then
+    /// the registry, then waiters — so a waiter that wakes sees all of it done.
     fn signal_idle(&self) {
-        self.idle_tx.send_replace(true);
+        if let Some(on_idle) = &self.on_idle {
+            on_idle();
+        }
         let registration = self
             .registration
             .lock()
@@ -179,9 +182,7 @@ impl Shared {
                 registry.unregister(id);
             }
         }
-        if let Some(on_idle) = &self.on_idle {
-            on_idle();
-        }
+        self.idle_tx.send_replace(true);
     }
 }
 
@@ -310,8 +311,8 @@ async fn wait_idle(shared: &Shared) {
 }
 
 fn pending_replies(shared: &Shared) -> usize {
-    let state = shared.lock();
-    state.pending - usize::from(!state.complete && !state.idle)
+    // Until idle, `pending` includes the run's reservation.
+    shared.lock().pending.saturating_sub(1)
 }
 
 /// The dispatcher's single sending task: one job at a time, in queue order.
