@@ -145,23 +145,20 @@ async fn dropping_every_handle_completes_the_run_and_queued_replies_still_go_out
     assert_eq!(*seen.lock().expect("probe"), vec![2]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_enqueue_and_mark_complete_signal_idle_exactly_once() {
-    const ROUNDS: u64 = 150;
-    const PRODUCERS: usize = 3;
-    const PER_PRODUCER: usize = 8;
-    let (mut rounds_all_queued, mut rounds_some_refused) = (0, 0);
-    for round in 0..ROUNDS {
-        let mut rng = StdRng::seed_from_u64(round);
-        let yields: Vec<usize> = (0..64).map(|_| rng.gen_range(0..4)).collect();
-        let sink = RecordingSink::with_latency(Box::new(move |i| SendTime::Yields(yields[i % 64])));
-        let (options, calls, seen) = idle_probe(&sink);
-        let dispatcher = ReplyDispatcher::new(sink.clone(), options);
-        let mut producers = Vec::new();
-        for producer in 0..PRODUCERS {
+const PRODUCERS: usize = 3;
+const PER_PRODUCER: usize = 8;
+
+/// Producers that enqueue labelled blocks with random pauses; returns the
+/// labels that were accepted, in each producer's order.
+fn spawn_producers(
+    dispatcher: &ReplyDispatcher,
+    rng: &mut StdRng,
+) -> Vec<tokio::task::JoinHandle<Vec<String>>> {
+    (0..PRODUCERS)
+        .map(|producer| {
             let dispatcher = dispatcher.clone();
             let pause = rng.gen_range(0..3);
-            producers.push(tokio::spawn(async move {
+            tokio::spawn(async move {
                 let mut queued = Vec::new();
                 for seq in 0..PER_PRODUCER {
                     for _ in 0..pause {
@@ -175,66 +172,92 @@ async fn concurrent_enqueue_and_mark_complete_signal_idle_exactly_once() {
                     }
                 }
                 queued
-            }));
-        }
-        let completers: Vec<_> = (0..2)
-            .map(|i| {
-                let dispatcher = dispatcher.clone();
-                let wait = rng.gen_range(0..6) + i;
-                tokio::spawn(async move {
-                    for _ in 0..wait {
-                        tokio::task::yield_now().await;
-                    }
-                    dispatcher.mark_complete();
-                })
             })
+        })
+        .collect()
+}
+
+/// Two tasks that each call `mark_complete` after a random number of yields.
+fn spawn_completers(
+    dispatcher: &ReplyDispatcher,
+    rng: &mut StdRng,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..2)
+        .map(|i| {
+            let dispatcher = dispatcher.clone();
+            let wait = rng.gen_range(0..6) + i;
+            tokio::spawn(async move {
+                for _ in 0..wait {
+                    tokio::task::yield_now().await;
+                }
+                dispatcher.mark_complete();
+            })
+        })
+        .collect()
+}
+
+/// One racing round; returns how many replies were accepted.
+async fn race_round(round: u64) -> usize {
+    let mut rng = StdRng::seed_from_u64(round);
+    let yields: Vec<usize> = (0..64).map(|_| rng.gen_range(0..4)).collect();
+    let sink = RecordingSink::with_latency(Box::new(move |i| SendTime::Yields(yields[i % 64])));
+    let (options, calls, seen) = idle_probe(&sink);
+    let dispatcher = ReplyDispatcher::new(sink.clone(), options);
+    let producers = spawn_producers(&dispatcher, &mut rng);
+    let completers = spawn_completers(&dispatcher, &mut rng);
+    let mut queued = Vec::new();
+    for producer in producers {
+        queued.extend(producer.await.expect("producer"));
+    }
+    for completer in completers {
+        completer.await.expect("completer");
+    }
+    tokio::time::timeout(Duration::from_secs(10), dispatcher.wait_idle())
+        .await
+        .expect("idle must come");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "round {round}: idle exactly once"
+    );
+    assert_eq!(
+        *seen.lock().expect("probe"),
+        vec![queued.len()],
+        "round {round}: idle after the last send"
+    );
+    let delivered = sink.texts();
+    let mut sorted_delivered = delivered.clone();
+    sorted_delivered.sort();
+    queued.sort();
+    assert_eq!(
+        sorted_delivered, queued,
+        "round {round}: every queued reply, nothing else"
+    );
+    for producer in 0..PRODUCERS {
+        let prefix = format!("p{producer}-");
+        let own: Vec<&String> = delivered
+            .iter()
+            .filter(|t| t.starts_with(&prefix))
             .collect();
-        let mut queued = Vec::new();
-        for producer in producers {
-            queued.extend(producer.await.expect("producer"));
-        }
-        for completer in completers {
-            completer.await.expect("completer");
-        }
-        tokio::time::timeout(Duration::from_secs(10), dispatcher.wait_idle())
-            .await
-            .expect("idle must come");
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            1,
-            "round {round}: idle exactly once"
-        );
-        let delivered = sink.texts();
-        assert_eq!(
-            *seen.lock().expect("probe"),
-            vec![queued.len()],
-            "round {round}: idle after the last send"
-        );
-        let mut sorted_delivered = delivered.clone();
-        sorted_delivered.sort();
-        queued.sort();
-        assert_eq!(
-            sorted_delivered, queued,
-            "round {round}: every queued reply, nothing else"
-        );
-        for producer in 0..PRODUCERS {
-            let prefix = format!("p{producer}-");
-            let own: Vec<&String> = delivered
-                .iter()
-                .filter(|t| t.starts_with(&prefix))
-                .collect();
-            assert!(
-                own.windows(2).all(|w| w[0] < w[1]),
-                "round {round}: producer order kept: {own:?}"
-            );
-        }
         assert!(
-            sink.max_in_flight() <= 1,
-            "round {round}: one send at a time"
+            own.windows(2).all(|w| w[0] < w[1]),
+            "round {round}: producer order kept: {own:?}"
         );
-        let offered = PRODUCERS * PER_PRODUCER;
-        rounds_all_queued += usize::from(queued.len() == offered);
-        rounds_some_refused += usize::from(queued.len() < offered);
+    }
+    assert!(
+        sink.max_in_flight() <= 1,
+        "round {round}: one send at a time"
+    );
+    queued.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_enqueue_and_mark_complete_signal_idle_exactly_once() {
+    let (mut rounds_all_queued, mut rounds_some_refused) = (0, 0);
+    for round in 0..150 {
+        let queued = race_round(round).await;
+        rounds_all_queued += usize::from(queued == PRODUCERS * PER_PRODUCER);
+        rounds_some_refused += usize::from(queued < PRODUCERS * PER_PRODUCER);
     }
     // Both interleavings happened: completion after all enqueues, and
     // completion racing ahead of some of them (those were refused, not lost).
