@@ -7,6 +7,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod reply;
 pub mod sandbox;
 pub mod store;
 pub mod system;
