@@ -7,5 +7,8 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod pipeline;
+pub mod queue;
+pub mod routing;
 pub mod store;
 pub mod system;
