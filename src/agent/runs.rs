@@ -1,18 +1,20 @@
 //! The run registry: every agent run in flight, how to abort it, and the
 //! recent outcomes that `agent.wait` and repeated requests read.
 //!
-//! Runs of one session execute one at a time (a minimal session lane), and at
-//! most `max_concurrent` run at once across the gateway. Finished outcomes
-//! are kept for a while in a bounded table.
+//! Admission goes through the queue's lanes (`queue::LaneGate`): runs of one
+//! session execute one at a time, FIFO, and at most `max_concurrent` run at
+//! once in the main lane. Finished outcomes are kept for a while in a
+//! bounded table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::Usage;
+use crate::queue::{LaneGate, LaneKind, LaneLimits, LanePass};
 
 /// How many finished outcomes are remembered.
 pub const MAX_FINISHED_RUNS: usize = 1000;
@@ -91,13 +93,12 @@ struct Tables {
     active: HashMap<String, ActiveRun>,
     finished: HashMap<String, (u64, RunOutcome)>,
     finished_order: VecDeque<String>,
-    session_locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
 }
 
 /// The registry; cheap to share behind an `Arc`.
 pub struct RunRegistry {
     tables: Mutex<Tables>,
-    global: Arc<Semaphore>,
+    lanes: LaneGate,
 }
 
 /// A registered run: what its task needs to report back.
@@ -111,7 +112,10 @@ impl RunRegistry {
     pub fn new(max_concurrent: usize) -> Self {
         RunRegistry {
             tables: Mutex::new(Tables::default()),
-            global: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            lanes: LaneGate::new(LaneLimits {
+                main: max_concurrent.max(1),
+                ..LaneLimits::default()
+            }),
         }
     }
 
@@ -142,47 +146,16 @@ impl RunRegistry {
         })
     }
 
-    /// Waits for this session's turn and a global slot, in that order.
-    pub async fn admit(
-        &self,
-        session_key: &str,
-    ) -> (
-        tokio::sync::OwnedMutexGuard<()>,
-        tokio::sync::OwnedSemaphorePermit,
-    ) {
-        let lock = {
-            let mut tables = self.lock();
-            tables
-                .session_locks
-                .entry(session_key.to_string())
-                .or_default()
-                .clone()
-        };
-        let session = lock.lock_owned().await;
-        let permit = self
-            .global
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the run semaphore is never closed");
-        (session, permit)
+    /// Waits for this session's turn (session lane) and a main-lane slot.
+    pub async fn admit(&self, session_key: &str) -> LanePass {
+        self.lanes.admit(session_key, LaneKind::Main).await
     }
 
     /// Records a run's outcome and wakes its waiters.
     pub fn finish(&self, ticket: RunTicket, outcome: RunOutcome, now_ms: u64) {
         let mut tables = self.lock();
         tables.active.remove(&ticket.run_id);
-        let still_used = tables
-            .active
-            .values()
-            .any(|r| r.session_key == outcome.session_key);
-        if !still_used {
-            if let Some(lock) = tables.session_locks.get(&outcome.session_key) {
-                if Arc::strong_count(lock) == 1 {
-                    tables.session_locks.remove(&outcome.session_key);
-                }
-            }
-        }
+        self.lanes.prune_idle_sessions();
         prune_finished(&mut tables, now_ms);
         tables.finished_order.push_back(ticket.run_id.clone());
         tables
@@ -305,6 +278,7 @@ fn prune_finished(tables: &mut Tables, now_ms: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn outcome(run_id: &str, session: &str) -> RunOutcome {
         RunOutcome {

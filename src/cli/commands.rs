@@ -60,6 +60,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Status(connect) => status(&cli.global, &connect),
         Command::Doctor => doctor(&cli.global),
         Command::Devices(command) => devices(&cli.global, command),
+        Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
     }
 }
 
@@ -128,7 +129,7 @@ fn import(path: Option<PathBuf>, output: Option<PathBuf>) -> Result<(), String> 
     Ok(())
 }
 
-fn client(global: &GlobalArgs, connect: &ConnectArgs) -> Result<GatewayClient, String> {
+pub(super) fn client(global: &GlobalArgs, connect: &ConnectArgs) -> Result<GatewayClient, String> {
     let loaded = load(global)?;
     let dir = data_dir(global);
     let url = connect

@@ -1,8 +1,9 @@
 //! Command-line interface: `pincer gateway`, `config`, `status`, `doctor`,
-//! `devices`. Parsing and printing only; the work happens in the library.
+//! `devices`, `pairing`. Parsing and printing only; the work happens in the library.
 
 mod client;
 mod commands;
+mod pairing;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,9 @@ pub enum Command {
     /// List, approve or reject devices asking to pair with a running gateway.
     #[command(subcommand)]
     Devices(DevicesCommand),
+    /// List or approve DM pairing codes of chat senders (asks a running gateway).
+    #[command(subcommand)]
+    Pairing(PairingCommand),
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +113,23 @@ pub enum DevicesCommand {
     /// Reject a pending request.
     Reject {
         request_id: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PairingCommand {
+    /// Pending DM pairing codes (of one channel, or all).
+    List {
+        channel: Option<String>,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+    /// Approve a sender's pairing code on a channel.
+    Approve {
+        channel: String,
+        code: String,
         #[command(flatten)]
         connect: ConnectArgs,
     },

@@ -85,7 +85,7 @@ pub fn start(
         let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
         let cancel = ticket.cancel.clone();
         let outcome = {
-            let (_session, _slot) = tokio::select! {
+            let _pass = tokio::select! {
                 admitted = state.runs.admit(&spec.session_key) => admitted,
                 _ = cancel.cancelled() => {
                     let outcome = aborted_before_start(&spec);

@@ -63,6 +63,8 @@ const WRITE_METHODS: &[&str] = &[
 ];
 
 const PAIRING_METHODS: &[&str] = &[
+    "pairing.list",
+    "pairing.approve",
     "device.pair.list",
     "device.pair.approve",
     "device.pair.reject",

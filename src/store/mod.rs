@@ -13,6 +13,7 @@
 mod codec;
 mod dedupe;
 mod devices;
+mod dm_pairing;
 mod env;
 mod maintenance;
 mod map;
@@ -27,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use devices::{DeviceRecord, DeviceToken, PairRequest, PAIR_REQUEST_TTL_MS};
+pub use dm_pairing::{
+    ApprovedDmSender, DmApproval, DmPairingLimits, DmPairingRequest, PendingDmPairing,
+};
 pub use env::MAX_READERS;
 pub use maintenance::{
     MaintenancePolicy, MaintenanceReport, DEFAULT_MAX_SESSION_ENTRIES, DEFAULT_PRUNE_AFTER_MS,

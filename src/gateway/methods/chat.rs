@@ -12,6 +12,7 @@ use crate::gateway::frames::{self, ErrorShape};
 use crate::gateway::idempotency::{Seen, Waiter};
 use crate::gateway::runs::{self, FinalReply, RunOrigin};
 use crate::gateway::state::GatewayState;
+use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
 use crate::system::clock::now_ms;
 
 use super::params::Params;
@@ -206,11 +207,13 @@ pub fn send(
     let timeout_ms = p
         .opt_u64("timeoutMs", 1, 86_400_000)?
         .unwrap_or_else(|| run_timeout_ms(state, None));
+    // The web chat is channel `webchat`: its text gets the pipeline's
+    // finalisation (newlines, neutralised prompt markers) like any channel.
     let spec = TurnSpec {
         run_id: key.to_string(),
         agent_id,
         session_key,
-        message: message.to_string(),
+        message: sanitize_user_text(&normalize_newlines(message)),
         timeout_ms,
         model_override: None,
         extra_system_prompt: None,

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod config;
 pub mod devices;
 pub mod health;
+pub mod pairing;
 pub mod params;
 pub mod sessions;
 
@@ -39,6 +40,8 @@ pub const METHODS: &[&str] = &[
     "agent",
     "agent.wait",
     "send",
+    "pairing.list",
+    "pairing.approve",
     "device.pair.list",
     "device.pair.approve",
     "device.pair.reject",
@@ -154,6 +157,8 @@ fn dispatch_sync(
         "chat.send" => chat::send(state, info, &params).into(),
         "agent" => chat::agent(state, info, request_id, &params),
         "send" => catalog::send(&params).into(),
+        "pairing.list" => pairing::list(state, &params).into(),
+        "pairing.approve" => pairing::approve(state, &params).into(),
         "device.pair.list" => devices::list(state).into(),
         "device.pair.approve" => devices::approve(state, &params).into(),
         "device.pair.reject" => devices::reject(state, &params).into(),

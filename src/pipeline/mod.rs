@@ -1,0 +1,268 @@
+//! Layer 1's channel-agnostic half: everything between a normalised
+//! platform event and a queued run. A message is finalised (`context.rs`),
+//! dropped if it is our own echo (`echo.rs`) or a duplicate delivery
+//! (`dedupe.rs`), checked against the DM and group policies with DM pairing
+//! (`access.rs`), recognised as a command (`commands.rs`), routed, checked
+//! against the send policy, and debounced (`debounce.rs`) before the
+//! caller hands it to the queue. Channel abilities the pipeline uses are
+//! small optional traits (typing indicator, ack reaction) and hooks.
+//!
+//! The pipeline must not talk to a platform API: it returns decisions.
+
+pub mod access;
+pub mod commands;
+pub mod context;
+pub mod debounce;
+pub mod dedupe;
+pub mod echo;
+
+use std::sync::{Arc, Mutex};
+
+use crate::routing::{Route, RouteInput, Router};
+use crate::store::{Store, StoreError};
+
+use access::{check_dm, check_group, pairing_reply, AccessPolicy, Refusal};
+use commands::{parse_command, CommandInvocation};
+use context::InboundMessage;
+use debounce::{DebounceStep, InboundDebouncer};
+use dedupe::{DeliveryKey, InboundDedupe};
+use echo::EchoTracker;
+
+/// Errors of the pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("pipeline store access failed: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A channel that can show "typing…".
+pub trait TypingIndicator: Send + Sync {
+    fn start_typing(&self);
+    fn stop_typing(&self);
+}
+
+/// A channel that can react to a message (the ack reaction).
+pub trait AckReaction: Send + Sync {
+    fn react(&self, message_id: &str, emoji: &str);
+}
+
+/// Told about every admitted message; its outcome is never awaited.
+pub trait MessageReceivedHook: Send + Sync {
+    fn message_received(&self, message: &InboundMessage);
+}
+
+/// Started at enqueue time; stops typing at the first block sent or when
+/// dropped (the run ended).
+pub struct TypingGuard {
+    indicator: Option<Arc<dyn TypingIndicator>>,
+}
+
+impl TypingGuard {
+    pub fn start(indicator: Arc<dyn TypingIndicator>) -> TypingGuard {
+        indicator.start_typing();
+        TypingGuard {
+            indicator: Some(indicator),
+        }
+    }
+
+    /// The first block of the reply went out.
+    pub fn first_block_sent(&mut self) {
+        if let Some(indicator) = self.indicator.take() {
+            indicator.stop_typing();
+        }
+    }
+}
+
+impl Drop for TypingGuard {
+    fn drop(&mut self) {
+        self.first_block_sent();
+    }
+}
+
+/// Whether replies may be sent for a session or channel (`allow` unless a
+/// rule denies it; a session rule beats a channel rule).
+#[derive(Debug, Clone, Default)]
+pub struct SendPolicy {
+    pub deny_sessions: Vec<String>,
+    pub deny_channels: Vec<String>,
+    pub allow_sessions: Vec<String>,
+}
+
+impl SendPolicy {
+    pub fn allows(&self, session_key: &str, channel: &str) -> bool {
+        if self.allow_sessions.iter().any(|s| s == session_key) {
+            return true;
+        }
+        !self.deny_sessions.iter().any(|s| s == session_key)
+            && !self.deny_channels.iter().any(|c| c == channel)
+    }
+}
+
+/// Why a message gets nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IgnoreReason {
+    Echo,
+    Duplicate,
+    Refused(Refusal),
+    SendDenied,
+    Empty,
+}
+
+/// What the caller does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Queue a run with `message.body_for_agent` on `route`.
+    Run {
+        message: Box<InboundMessage>,
+        route: Route,
+    },
+    /// Handle a command (never given to the agent).
+    Command {
+        command: CommandInvocation,
+        route: Route,
+    },
+    /// Send this text back (the pairing code), no run.
+    Reply(String),
+    /// Held by the inbound debounce; `flush_due` releases it later.
+    Held {
+        flush_at_ms: u64,
+    },
+    Ignored(IgnoreReason),
+}
+
+/// Per-call inputs besides the message.
+pub struct Inbound<'a> {
+    pub policy: &'a AccessPolicy,
+    pub route_input: RouteInput,
+    pub bot_username: Option<&'a str>,
+    pub bot_mentioned: bool,
+    pub debounce_ms: u64,
+    pub now_ms: u64,
+}
+
+/// The pipeline of one gateway; share it behind an `Arc`.
+pub struct InboundPipeline {
+    store: Store,
+    router: Arc<Router>,
+    pub dedupe: InboundDedupe,
+    pub echo: EchoTracker,
+    debouncer: Mutex<InboundDebouncer>,
+    pub send_policy: SendPolicy,
+    pub hook: Option<Arc<dyn MessageReceivedHook>>,
+}
+
+impl InboundPipeline {
+    pub fn new(store: Store, router: Arc<Router>) -> InboundPipeline {
+        InboundPipeline {
+            dedupe: InboundDedupe::new(Some(store.clone())),
+            store,
+            router,
+            echo: EchoTracker::new(),
+            debouncer: Mutex::new(InboundDebouncer::new()),
+            send_policy: SendPolicy::default(),
+            hook: None,
+        }
+    }
+
+    /// Runs one message through every check. Blocks on the store.
+    pub fn process(
+        &self,
+        raw: InboundMessage,
+        inbound: Inbound<'_>,
+    ) -> Result<Decision, PipelineError> {
+        let msg = raw.finalize();
+        let route = self.router.resolve(&inbound.route_input);
+        if self.echo.is_echo(&route.session_key, &msg.raw_body) {
+            return Ok(Decision::Ignored(IgnoreReason::Echo));
+        }
+        if let Some(message_id) = msg.message_id.as_deref() {
+            let key = DeliveryKey {
+                channel: &inbound.policy.channel,
+                account_id: &inbound.policy.account_id,
+                peer_id: inbound
+                    .route_input
+                    .peer
+                    .as_ref()
+                    .map_or("", |p| p.id.as_str()),
+                session_key: &route.session_key,
+                message_id,
+            };
+            if self.dedupe.check_and_record(&key, inbound.now_ms)? {
+                return Ok(Decision::Ignored(IgnoreReason::Duplicate));
+            }
+        }
+        let refusal = if msg.chat().is_group() {
+            check_group(inbound.policy, &msg, inbound.bot_mentioned)
+        } else {
+            check_dm(inbound.policy, &msg, &self.store, inbound.now_ms)?
+        };
+        match refusal {
+            Some(Refusal::PairingCode(code)) => {
+                return Ok(Decision::Reply(pairing_reply(
+                    &inbound.policy.channel,
+                    &msg.sender_id,
+                    &code,
+                )))
+            }
+            Some(refusal) => return Ok(Decision::Ignored(IgnoreReason::Refused(refusal))),
+            None => {}
+        }
+        if let Some(hook) = &self.hook {
+            hook.message_received(&msg);
+        }
+        if let Some(command) = parse_command(&msg.body_for_commands, inbound.bot_username) {
+            return Ok(Decision::Command { command, route });
+        }
+        if !self.send_policy.allows(&route.session_key, &route.channel) {
+            return Ok(Decision::Ignored(IgnoreReason::SendDenied));
+        }
+        if msg.body_for_agent.trim().is_empty() {
+            return Ok(Decision::Ignored(IgnoreReason::Empty));
+        }
+        self.debounce(msg, route, &inbound)
+    }
+
+    fn debounce(
+        &self,
+        mut msg: InboundMessage,
+        route: Route,
+        inbound: &Inbound<'_>,
+    ) -> Result<Decision, PipelineError> {
+        let key = format!("{}\u{1f}{}", route.channel, route.session_key);
+        let step = self
+            .debouncer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .offer(
+                &key,
+                &msg.body_for_agent,
+                !msg.media.is_empty(),
+                false,
+                inbound.debounce_ms,
+                inbound.now_ms,
+            );
+        match step {
+            DebounceStep::Held { flush_at_ms } => Ok(Decision::Held { flush_at_ms }),
+            DebounceStep::Release(text) => {
+                msg.body_for_agent = text;
+                Ok(Decision::Run {
+                    message: Box::new(msg),
+                    route,
+                })
+            }
+        }
+    }
+
+    /// Bursts whose quiet period ended: `(channel\u{1f}sessionKey, merged text)`.
+    pub fn flush_due(&self, now_ms: u64) -> Vec<(String, String)> {
+        self.debouncer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .due(now_ms)
+    }
+
+    /// Remembers an outbound text so its echo is ignored.
+    pub fn record_outbound(&self, session_key: &str, text: &str) {
+        self.echo.record(session_key, text);
+    }
+}

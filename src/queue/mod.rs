@@ -1,0 +1,383 @@
+//! Layer 3 of the message path: when a message is answered. Each session
+//! key has one drain task at a time (the session lane: one run per session),
+//! every run also takes a slot in its global lane (`lanes.rs`), and messages
+//! that arrive while the session is busy follow the session's queue mode:
+//! collect (merge into one follow-up turn), followup (one turn each), steer
+//! (hand to the running turn at its next model call, else follow up),
+//! steer-backlog (both), interrupt (abort and start anew). The waiting list
+//! is bounded by `cap` with a drop policy (`pending.rs`), and a session's
+//! state is forgotten once it is idle, so memory stays bounded.
+//!
+//! The queue must not know about channels: what a turn does is the
+//! [`TurnRunner`]'s business, and per-message extras (a typing indicator)
+//! ride along as opaque attachments dropped when their turn ends.
+
+pub mod lanes;
+pub mod pending;
+
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::schema::messages::{QueueConfig, QueueDrop, QueueMode};
+
+pub use lanes::{LaneGate, LaneKind, LaneLimits, LanePass};
+pub use pending::{PendingQueue, PushOutcome, QueuedTurn};
+
+/// One message waiting for (or given to) a turn.
+pub struct QueuedMessage {
+    pub id: String,
+    pub text: String,
+    /// Kept alive until the turn that answers the message ends.
+    pub attachment: Option<Box<dyn Any + Send>>,
+}
+
+impl QueuedMessage {
+    pub fn new(id: impl Into<String>, text: impl Into<String>) -> QueuedMessage {
+        QueuedMessage {
+            id: id.into(),
+            text: text.into(),
+            attachment: None,
+        }
+    }
+
+    fn text_copy(&self) -> QueuedMessage {
+        QueuedMessage::new(self.id.clone(), self.text.clone())
+    }
+}
+
+impl std::fmt::Debug for QueuedMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuedMessage")
+            .field("id", &self.id)
+            .field("text", &self.text)
+            .finish()
+    }
+}
+
+/// A session's queue behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    pub mode: QueueMode,
+    pub debounce_ms: u64,
+    pub cap: usize,
+    pub drop: QueueDrop,
+}
+
+impl QueueSettings {
+    /// The settings `messages.queue` gives a channel.
+    pub fn for_channel(config: &QueueConfig, channel: &str) -> QueueSettings {
+        QueueSettings {
+            mode: config.mode_for(channel),
+            debounce_ms: config.debounce_ms_for(channel),
+            cap: config.cap.max(1) as usize,
+            drop: config.drop,
+        }
+    }
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings::for_channel(&QueueConfig::default(), "")
+    }
+}
+
+/// What `enqueue` did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// The session was idle: a turn starts with this message.
+    Started,
+    /// Waiting for the running turn to end.
+    Queued,
+    /// Waiting, after older messages were dropped for the cap.
+    QueuedDroppingOld(usize),
+    /// Refused: full queue with drop policy `new`.
+    Dropped,
+    /// Handed to the running turn.
+    Steered,
+    /// Handed to the running turn and kept for a follow-up turn.
+    SteeredWithBacklog,
+    /// The running turn was aborted; this message starts the next one.
+    Interrupted,
+}
+
+/// Messages handed to a running turn; it takes them at its next model call.
+#[derive(Clone, Default)]
+pub struct SteerInbox {
+    items: Arc<Mutex<VecDeque<QueuedMessage>>>,
+}
+
+impl SteerInbox {
+    /// Takes every steered message so far.
+    pub fn take(&self) -> Vec<QueuedMessage> {
+        self.items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect()
+    }
+
+    fn push(&self, message: QueuedMessage, cap: usize) -> bool {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        if items.len() >= cap {
+            return false;
+        }
+        items.push_back(message);
+        true
+    }
+}
+
+/// One turn for the runner.
+pub struct Turn {
+    pub session_key: String,
+    pub prompt: String,
+    pub messages: Vec<QueuedMessage>,
+}
+
+/// What a running turn can observe: abort, and steered messages.
+pub struct TurnContext {
+    pub cancel: CancellationToken,
+    pub steer: SteerInbox,
+}
+
+/// Executes turns (the agent run, in production).
+pub trait TurnRunner: Send + Sync + 'static {
+    fn run(&self, turn: Turn, ctx: TurnContext) -> BoxFuture<'static, ()>;
+}
+
+struct ActiveTurn {
+    cancel: CancellationToken,
+    steer: SteerInbox,
+}
+
+struct SessionSlot {
+    pending: PendingQueue,
+    settings: QueueSettings,
+    lane: LaneKind,
+    active: Option<ActiveTurn>,
+    last_enqueued: tokio::time::Instant,
+}
+
+struct QueueInner {
+    gate: Arc<LaneGate>,
+    runner: Arc<dyn TurnRunner>,
+    sessions: Mutex<HashMap<String, SessionSlot>>,
+}
+
+/// The command queue; cheap to clone.
+#[derive(Clone)]
+pub struct CommandQueue {
+    inner: Arc<QueueInner>,
+}
+
+impl CommandQueue {
+    pub fn new(gate: Arc<LaneGate>, runner: Arc<dyn TurnRunner>) -> CommandQueue {
+        CommandQueue {
+            inner: Arc::new(QueueInner {
+                gate,
+                runner,
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionSlot>> {
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands a message to its session. Must be called inside a Tokio runtime.
+    pub fn enqueue(
+        &self,
+        session_key: &str,
+        lane: LaneKind,
+        settings: QueueSettings,
+        message: QueuedMessage,
+    ) -> EnqueueOutcome {
+        let mut sessions = self.sessions();
+        let now = tokio::time::Instant::now();
+        let Some(slot) = sessions.get_mut(session_key) else {
+            let mut pending = PendingQueue::default();
+            pending.push(message, settings.cap, settings.drop);
+            sessions.insert(
+                session_key.to_string(),
+                SessionSlot {
+                    pending,
+                    settings,
+                    lane,
+                    active: None,
+                    last_enqueued: now,
+                },
+            );
+            drop(sessions);
+            tokio::spawn(drain(self.clone(), session_key.to_string()));
+            return EnqueueOutcome::Started;
+        };
+        slot.settings = settings;
+        slot.last_enqueued = now;
+        busy_enqueue(slot, message)
+    }
+
+    /// Aborts the session's running turn and drops what waits; returns
+    /// whether anything was running or waiting.
+    pub fn abort(&self, session_key: &str) -> bool {
+        let mut sessions = self.sessions();
+        let Some(slot) = sessions.get_mut(session_key) else {
+            return false;
+        };
+        let dropped = slot.pending.clear();
+        match &slot.active {
+            Some(active) => {
+                active.cancel.cancel();
+                true
+            }
+            None => dropped > 0,
+        }
+    }
+
+    /// Messages waiting in a session (not counting the running turn's).
+    pub fn pending_len(&self, session_key: &str) -> usize {
+        self.sessions()
+            .get(session_key)
+            .map_or(0, |s| s.pending.len())
+    }
+
+    /// Summary lines held for a session's dropped messages.
+    pub fn summary_len(&self, session_key: &str) -> usize {
+        self.sessions()
+            .get(session_key)
+            .map_or(0, |s| s.pending.summary_len())
+    }
+
+    /// Whether a turn of this session is running.
+    pub fn is_running(&self, session_key: &str) -> bool {
+        self.sessions()
+            .get(session_key)
+            .is_some_and(|s| s.active.is_some())
+    }
+
+    /// Sessions with a running or waiting turn.
+    pub fn session_count(&self) -> usize {
+        self.sessions().len()
+    }
+}
+
+/// A message for a session that is already draining.
+fn busy_enqueue(slot: &mut SessionSlot, message: QueuedMessage) -> EnqueueOutcome {
+    let (cap, drop) = (slot.settings.cap, slot.settings.drop);
+    match slot.settings.mode {
+        QueueMode::Interrupt => {
+            if let Some(active) = &slot.active {
+                active.cancel.cancel();
+            }
+            slot.pending.clear();
+            slot.pending.push(message, cap, drop);
+            EnqueueOutcome::Interrupted
+        }
+        QueueMode::Steer | QueueMode::SteerBacklog => {
+            let backlog = slot.settings.mode == QueueMode::SteerBacklog;
+            let steered = match &slot.active {
+                Some(active) => active.steer.push(message.text_copy(), cap),
+                None => false,
+            };
+            match (steered, backlog) {
+                (true, false) => EnqueueOutcome::Steered,
+                (true, true) => {
+                    push_outcome(slot.pending.push(message, cap, drop));
+                    EnqueueOutcome::SteeredWithBacklog
+                }
+                (false, _) => push_outcome(slot.pending.push(message, cap, drop)),
+            }
+        }
+        QueueMode::Collect | QueueMode::Followup | QueueMode::Queue => {
+            push_outcome(slot.pending.push(message, cap, drop))
+        }
+    }
+}
+
+fn push_outcome(outcome: PushOutcome) -> EnqueueOutcome {
+    match outcome {
+        PushOutcome::Queued => EnqueueOutcome::Queued,
+        PushOutcome::QueuedDroppingOld(n) => EnqueueOutcome::QueuedDroppingOld(n),
+        PushOutcome::Refused => EnqueueOutcome::Dropped,
+    }
+}
+
+/// Runs a session's turns one after another until nothing waits, then
+/// forgets the session.
+async fn drain(queue: CommandQueue, session_key: String) {
+    let mut first = true;
+    loop {
+        if !first {
+            wait_for_quiet(&queue, &session_key).await;
+        }
+        first = false;
+        let Some((turn, lane, ctx)) = begin_turn(&queue, &session_key) else {
+            return;
+        };
+        let slot = queue.inner.gate.lane_slot(lane).await;
+        let steer = ctx.steer.clone();
+        if !ctx.cancel.is_cancelled() {
+            queue.inner.runner.run(turn, ctx).await;
+        }
+        drop(slot);
+        let mut sessions = queue.sessions();
+        if let Some(slot) = sessions.get_mut(&session_key) {
+            slot.active = None;
+            // Steered messages the turn never took become a follow-up.
+            slot.pending.push_front_all(steer.take());
+        }
+    }
+}
+
+/// Takes the next turn and marks it active; `None` (and the session
+/// forgotten) when nothing waits.
+fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind, TurnContext)> {
+    let mut sessions = queue.sessions();
+    let slot = sessions.get_mut(session_key)?;
+    let collect = slot.settings.mode == QueueMode::Collect;
+    let Some(QueuedTurn { prompt, messages }) = slot.pending.take_turn(collect) else {
+        sessions.remove(session_key);
+        return None;
+    };
+    let ctx = TurnContext {
+        cancel: CancellationToken::new(),
+        steer: SteerInbox::default(),
+    };
+    slot.active = Some(ActiveTurn {
+        cancel: ctx.cancel.clone(),
+        steer: ctx.steer.clone(),
+    });
+    let turn = Turn {
+        session_key: session_key.to_string(),
+        prompt,
+        messages,
+    };
+    Some((turn, slot.lane, ctx))
+}
+
+/// Waits until `debounceMs` passed since the last enqueue (a burst settles).
+async fn wait_for_quiet(queue: &CommandQueue, session_key: &str) {
+    loop {
+        let deadline = {
+            let sessions = queue.sessions();
+            let Some(slot) = sessions.get(session_key) else {
+                return;
+            };
+            if slot.settings.mode == QueueMode::Interrupt {
+                return;
+            }
+            slot.last_enqueued + Duration::from_millis(slot.settings.debounce_ms)
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline).await;
+    }
+}
