@@ -530,3 +530,77 @@ async fn sigterm_sends_shutdown_and_exits_cleanly() {
     assert!(saw_shutdown, "shutdown event before the close");
     assert!(gateway.terminate().success(), "exit status 0");
 }
+
+#[tokio::test]
+async fn a_silent_socket_is_closed_after_the_handshake_timeout() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = TestClient::open(&gateway.url()).await;
+    let started = std::time::Instant::now();
+    let (code, reason) = client.closed().await;
+    assert_eq!((code, reason.as_str()), (1008, "handshake timeout"));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(5),
+        "not closed early"
+    );
+}
+
+#[tokio::test]
+async fn acknowledged_turns_and_idempotency_keys_survive_a_crash() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["kept ".into(), "safe".into()],
+        delay_ms: 1,
+    });
+    let config = config_with_provider(&fake.base_url());
+    let args = ["--port", "0", "--token", TOKEN];
+    let mut gateway = GatewayProcess::start(&config, &args);
+    let device = Device::new(9);
+    let params =
+        json!({"message": "remember this", "idempotencyKey": "durable-1", "sessionKey": "main"});
+    {
+        let (mut client, _) = TestClient::connect(
+            &gateway.url(),
+            Some(TOKEN),
+            &["operator.write"],
+            Some(&device),
+        )
+        .await;
+        let id = client.request("agent", params.clone()).await;
+        loop {
+            let res = client.response(&id).await;
+            if res["payload"]["status"] != "accepted" {
+                assert_eq!(res["ok"], true);
+                break;
+            }
+        }
+    }
+    gateway.crash_and_restart(&config, &args);
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(TOKEN),
+        &["operator.write"],
+        Some(&device),
+    )
+    .await;
+    let history = client
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    let texts: Vec<&str> = history["payload"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(texts, vec!["remember this", "kept safe"]);
+    let replay = client.call("agent", params).await;
+    assert_eq!(
+        replay["payload"]["result"]["payloads"][0]["text"], "kept safe",
+        "answered from the persisted key"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the retried key did not run the turn again after the restart"
+    );
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pincer::agent::openai::{OpenAiCompatProvider, MAX_SSE_EVENT_BYTES};
 use pincer::agent::provider::{
-    ChatMessage, Completion, Provider, ProviderError, ProviderRequest, Role, StreamEvent,
+    ChatMessage, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
 };
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use tokio::sync::mpsc;
@@ -36,16 +36,11 @@ fn request(text: &str) -> ProviderRequest {
     ProviderRequest {
         model: "gpt-test".to_string(),
         messages: vec![
-            ChatMessage {
-                role: Role::System,
-                content: "You are terse.".to_string(),
-            },
-            ChatMessage {
-                role: Role::User,
-                content: text.to_string(),
-            },
+            ChatMessage::system("You are terse."),
+            ChatMessage::user(text),
         ],
         max_tokens: None,
+        tools: Vec::new(),
     }
 }
 
@@ -481,4 +476,65 @@ async fn fake_answers_non_streaming_requests_with_a_chat_completion() {
     assert_eq!(completion["choices"][0]["message"]["content"], "echo: hey");
     assert_eq!(completion["choices"][0]["finish_reason"], "stop");
     assert_eq!(completion["usage"]["prompt_tokens"], 1);
+}
+
+#[tokio::test]
+async fn streamed_tool_calls_are_assembled_and_tools_are_offered() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![
+            (
+                "call_1".into(),
+                "read".into(),
+                r#"{"path":"notes/todo.md"}"#.into(),
+            ),
+            (
+                "call_2".into(),
+                "web_fetch".into(),
+                r#"{"url":"https://example.com/a?b=c"}"#.into(),
+            ),
+        ],
+    });
+    let provider = provider(&fake);
+    let mut req = request("what is on my list?");
+    req.tools = vec![pincer::agent::provider::ToolSpec {
+        name: "read".into(),
+        description: "Read a file".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    }];
+    req.messages.push(ChatMessage {
+        role: pincer::agent::provider::Role::Assistant,
+        content: String::new(),
+        tool_calls: vec![pincer::agent::provider::ToolCall {
+            id: "c0".into(),
+            name: "read".into(),
+            arguments: "{}".into(),
+        }],
+        tool_call_id: None,
+    });
+    req.messages
+        .push(ChatMessage::tool_result("c0", "earlier result"));
+    let (tx, _rx) = mpsc::channel(16);
+    let completion = provider
+        .stream(req, tx, CancellationToken::new())
+        .await
+        .expect("completion");
+    assert_eq!(completion.stop_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(completion.tool_calls.len(), 2);
+    assert_eq!(completion.tool_calls[0].id, "call_1");
+    assert_eq!(completion.tool_calls[0].name, "read");
+    assert_eq!(
+        completion.tool_calls[0].arguments,
+        r#"{"path":"notes/todo.md"}"#
+    );
+    assert_eq!(
+        completion.tool_calls[1].arguments,
+        r#"{"url":"https://example.com/a?b=c"}"#
+    );
+    let sent = &fake.requests()[0].body;
+    assert_eq!(sent["tools"][0]["type"], "function");
+    assert_eq!(sent["tools"][0]["function"]["name"], "read");
+    assert_eq!(sent["messages"][2]["tool_calls"][0]["id"], "c0");
+    assert_eq!(sent["messages"][3]["role"], "tool");
+    assert_eq!(sent["messages"][3]["tool_call_id"], "c0");
 }

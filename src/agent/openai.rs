@@ -19,7 +19,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::{
-    BoxFuture, Completion, Provider, ProviderError, ProviderRequest, StreamEvent, Usage,
+    BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
+    ToolCall, Usage,
 };
 pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
 
@@ -33,6 +34,10 @@ const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 /// The most bytes of assistant text one completion may accumulate.
 pub const MAX_COMPLETION_TEXT_BYTES: usize = 8 * 1024 * 1024;
+/// The most tool calls one reply may make.
+pub const MAX_TOOL_CALLS: usize = 32;
+/// The most bytes of arguments one tool call may carry.
+pub const MAX_TOOL_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// Status reported for an `{"error":…}` object inside a 200 stream whose
 /// `code` is not an HTTP status: the upstream failed mid-reply.
 const MID_STREAM_ERROR_STATUS: u16 = 502;
@@ -274,11 +279,51 @@ impl ReplyState {
         if let Some(reason) = choice.finish_reason {
             self.completion.stop_reason = Some(reason);
         }
-        match choice.delta.and_then(|delta| delta.content) {
+        let Some(delta) = choice.delta else {
+            return Ok(Flow::More);
+        };
+        for call in delta.tool_calls {
+            self.push_tool_call(call)?;
+        }
+        match delta.content {
             Some(text) if !text.is_empty() => self.push_text(text).await?,
             _ => {}
         }
         Ok(Flow::More)
+    }
+
+    /// Folds one streamed tool-call fragment into the call at its index.
+    fn push_tool_call(&mut self, fragment: ToolCallWire) -> Result<(), ProviderError> {
+        let calls = &mut self.completion.tool_calls;
+        let index = fragment
+            .index
+            .unwrap_or(calls.len().saturating_sub(1) as u32) as usize;
+        if index >= MAX_TOOL_CALLS {
+            return Err(ProviderError::Protocol(format!(
+                "more than {MAX_TOOL_CALLS} tool calls in one reply"
+            )));
+        }
+        while calls.len() <= index {
+            calls.push(ToolCall::default());
+        }
+        let call = &mut calls[index];
+        if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
+            call.id = id;
+        }
+        if let Some(function) = fragment.function {
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                call.name.push_str(&name);
+            }
+            if let Some(arguments) = function.arguments {
+                if call.arguments.len() + arguments.len() > MAX_TOOL_ARGUMENT_BYTES {
+                    return Err(ProviderError::Protocol(format!(
+                        "tool call arguments longer than {MAX_TOOL_ARGUMENT_BYTES} bytes"
+                    )));
+                }
+                call.arguments.push_str(&arguments);
+            }
+        }
+        Ok(())
     }
 
     async fn push_text(&mut self, text: String) -> Result<(), ProviderError> {
@@ -321,6 +366,26 @@ struct ChoiceWire {
 struct DeltaWire {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallWire>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallWire {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionWire>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionWire {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -370,11 +435,7 @@ impl ErrorWire {
 
 /// The request body: streaming on, usage requested in the final chunk.
 fn request_body(request: &ProviderRequest) -> serde_json::Value {
-    let messages: Vec<serde_json::Value> = request
-        .messages
-        .iter()
-        .map(|m| serde_json::json!({ "role": m.role.as_str(), "content": m.content }))
-        .collect();
+    let messages: Vec<serde_json::Value> = request.messages.iter().map(message_json).collect();
     let mut body = serde_json::json!({
         "model": request.model,
         "messages": messages,
@@ -384,7 +445,39 @@ fn request_body(request: &ProviderRequest) -> serde_json::Value {
     if let Some(max_tokens) = request.max_tokens {
         body["max_tokens"] = serde_json::Value::from(max_tokens);
     }
+    if !request.tools.is_empty() {
+        let tools: Vec<serde_json::Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                serde_json::json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        body["tools"] = serde_json::Value::Array(tools);
+    }
     body
+}
+
+/// One prompt message in chat-completions form (tool calls and results included).
+fn message_json(message: &ChatMessage) -> serde_json::Value {
+    let mut json = serde_json::json!({ "role": message.role.as_str(), "content": message.content });
+    if !message.tool_calls.is_empty() {
+        let calls: Vec<serde_json::Value> = message
+            .tool_calls
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+        json["tool_calls"] = serde_json::Value::Array(calls);
+        if message.content.is_empty() {
+            json["content"] = serde_json::Value::Null;
+        }
+    }
+    if let Some(id) = &message.tool_call_id {
+        json["tool_call_id"] = serde_json::Value::from(id.clone());
+    }
+    json
 }
 
 fn build_headers(
@@ -544,11 +637,9 @@ mod tests {
     fn request_body_asks_for_a_stream_with_usage() {
         let request = ProviderRequest {
             model: "gpt-4o-mini".to_string(),
-            messages: vec![super::super::provider::ChatMessage {
-                role: super::super::provider::Role::User,
-                content: "hi".to_string(),
-            }],
+            messages: vec![super::super::provider::ChatMessage::user("hi")],
             max_tokens: None,
+            tools: Vec::new(),
         };
         let body = request_body(&request);
         assert_eq!(body["stream"], true);

@@ -12,11 +12,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Who spoke a message in the prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Role {
     System,
+    #[default]
     User,
     Assistant,
+    /// A tool's result, answering one of the assistant's tool calls.
+    Tool,
 }
 
 impl Role {
@@ -26,15 +29,73 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 }
 
+/// One tool call the model asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text, possibly invalid).
+    pub arguments: String,
+}
+
+/// A tool the model may call: name, description and JSON-schema parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
 /// One message of the prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// For assistant messages: the tool calls it made.
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the call this result answers.
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::System,
+            content: content.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::User,
+            content: content.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Assistant,
+            content: content.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A tool result for the call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Tool,
+            content: content.into(),
+            tool_call_id: Some(call_id.into()),
+            ..Default::default()
+        }
+    }
 }
 
 /// Everything a provider needs for one streamed call.
@@ -44,6 +105,8 @@ pub struct ProviderRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
     pub max_tokens: Option<u32>,
+    /// Tools offered to the model (empty: none).
+    pub tools: Vec<ToolSpec>,
 }
 
 /// Token counts reported by the provider.
@@ -64,6 +127,8 @@ pub enum StreamEvent {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Completion {
     pub text: String,
+    /// Tool calls the model made, in order (empty for a final answer).
+    pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop_reason: Option<String>,
 }

@@ -180,16 +180,10 @@ fn prepare(
         .as_ref()
         .filter(|s| !s.trim().is_empty())
     {
-        messages.push(ChatMessage {
-            role: Role::System,
-            content: system.clone(),
-        });
+        messages.push(ChatMessage::system(system.clone()));
     }
     messages.extend(history_messages(history.into_iter().map(|(_, e)| e)));
-    messages.push(ChatMessage {
-        role: Role::User,
-        content: spec.message.clone(),
-    });
+    messages.push(ChatMessage::user(spec.message.clone()));
     Ok((session, messages))
 }
 
@@ -213,6 +207,7 @@ fn history_messages(entries: impl DoubleEndedIterator<Item = TranscriptEntry>) -
         kept.push(ChatMessage {
             role,
             content: entry.text,
+            ..Default::default()
         });
     }
     kept.reverse();
@@ -248,6 +243,7 @@ async fn stream_with_fallbacks(
             model: model.model_id.clone(),
             messages: messages.clone(),
             max_tokens: model.max_tokens,
+            tools: Vec::new(),
         };
         let mut text = String::new();
         match stream_one(model, request, cancel, deadline, events, &mut text).await {

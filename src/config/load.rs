@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::env::substitute_env;
 use super::error::{self, ConfigError};
+use super::strict::Strict;
 use super::validate::validate;
 use super::Config;
 
@@ -212,8 +213,8 @@ pub fn parse_str_with_env(
 
 /// Types and validates already-parsed JSON (no `${VAR}` substitution).
 pub fn parse_value(value: Value, origin: &str) -> Result<Config, ConfigError> {
-    let config: Config =
-        serde_path_to_error::deserialize(value).map_err(|err| error::from_serde(origin, err))?;
+    let config: Config = serde_path_to_error::deserialize(Strict(value))
+        .map_err(|err| error::from_serde(origin, err))?;
     validate(&config, origin)?;
     Ok(config)
 }

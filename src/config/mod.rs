@@ -7,7 +7,7 @@
 //! variables (config path, `OPENCLAW_GATEWAY_*` overrides, `${VAR}`
 //! substitution). It never starts services: callers get values and events.
 
-pub mod de;
+mod de;
 pub mod duration;
 mod env;
 mod error;
@@ -17,7 +17,9 @@ pub mod patch;
 pub mod redact;
 mod reload;
 pub mod schema;
+mod strict;
 mod validate;
+mod validate_agents;
 mod validate_channels;
 
 use serde::{Deserialize, Serialize};

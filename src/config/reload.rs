@@ -77,7 +77,10 @@ async fn watch(
     mode: ReloadMode,
     tx: mpsc::Sender<ReloadEvent>,
 ) {
-    let mut last_stamp = stamp(&path).await;
+    // Unknown at start: the first tick re-reads once and, if the content
+    // still hashes to `current`, stays quiet. No edit made between loading
+    // and spawning is missed.
+    let mut last_stamp: Option<FileStamp> = None;
     let mut ticker = tokio::time::interval(Duration::from_millis(POLL_INTERVAL_MS));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -1,8 +1,8 @@
 //! Semantic checks that types cannot express: port 0, the custom bind
 //! host, trusted-proxy and Tailscale requirements, unique agent ids, model
-//! references, duration and size text, numeric ranges, tool policy
-//! conflicts and sandbox security refusals. Channel allow-list rules are in
-//! `validate_channels.rs`.
+//! references, duration and size text, numeric ranges and tool policy
+//! conflicts. Agent rules (models, heartbeat, sandbox, memory) are in
+//! `validate_agents.rs`, channel allow-list rules in `validate_channels.rs`.
 //!
 //! Each failure is a [`ConfigError::Invalid`] naming the JSON path and the
 //! rule, with upstream's wording where upstream has one. Checks only read.
@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 use super::duration::{parse_byte_size, parse_duration_ms, DurationUnit};
 use super::error::ConfigError;
 use super::schema::*;
+use super::validate_agents::{check_agents, check_memory_layer};
 use super::validate_channels::check_channels;
 use super::Config;
 
@@ -36,7 +37,7 @@ impl Validator<'_> {
         }
     }
 
-    fn duration(&self, text: Option<&str>, unit: DurationUnit, path: &str) -> Check {
+    pub fn duration(&self, text: Option<&str>, unit: DurationUnit, path: &str) -> Check {
         match text {
             Some(text) => parse_duration_ms(text, unit)
                 .map(|_| ())
@@ -45,7 +46,7 @@ impl Validator<'_> {
         }
     }
 
-    fn size(&self, text: Option<&str>, path: &str) -> Check {
+    pub fn size(&self, text: Option<&str>, path: &str) -> Check {
         match text {
             Some(text) => parse_byte_size(text)
                 .map(|_| ())
@@ -54,7 +55,7 @@ impl Validator<'_> {
         }
     }
 
-    fn range<T: PartialOrd + Copy + std::fmt::Display>(
+    pub fn range<T: PartialOrd + Copy + std::fmt::Display>(
         &self,
         value: Option<T>,
         min: T,
@@ -69,7 +70,7 @@ impl Validator<'_> {
         }
     }
 
-    fn one_of(&self, value: Option<&str>, allowed: &[&str], path: &str) -> Check {
+    pub fn one_of(&self, value: Option<&str>, allowed: &[&str], path: &str) -> Check {
         match value {
             Some(v) if !allowed.contains(&v) => Err(self.fail(
                 path,
@@ -119,6 +120,24 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
             format!("must be an IPv4 address, got {host:?}"),
         )?;
     }
+    check_gateway_auth(v, gateway)?;
+    if let Some(url) = gateway.remote.as_ref().and_then(|r| r.url.as_deref()) {
+        v.ensure(
+            url.starts_with("ws://") || url.starts_with("wss://"),
+            "gateway.remote.url",
+            format!("must be a ws:// or wss:// URL, got {url:?}"),
+        )?;
+    }
+    v.range(
+        gateway.webchat.chat_history_max_chars,
+        1,
+        500_000,
+        "gateway.webchat.chatHistoryMaxChars",
+    )
+}
+
+/// Trusted-proxy requirements and the Tailscale exposure rules.
+fn check_gateway_auth(v: &Validator, gateway: &GatewayConfig) -> Check {
     let auth = &gateway.auth;
     if auth.effective_mode() == AuthMode::TrustedProxy {
         v.ensure(
@@ -156,305 +175,7 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
             "must be \"password\" when gateway.tailscale.mode is \"funnel\"",
         )?;
     }
-    if let Some(url) = gateway.remote.as_ref().and_then(|r| r.url.as_deref()) {
-        v.ensure(
-            url.starts_with("ws://") || url.starts_with("wss://"),
-            "gateway.remote.url",
-            format!("must be a ws:// or wss:// URL, got {url:?}"),
-        )?;
-    }
-    v.range(
-        gateway.webchat.chat_history_max_chars,
-        1,
-        500_000,
-        "gateway.webchat.chatHistoryMaxChars",
-    )
-}
-
-const THINKING_LEVELS: [&str; 7] = [
-    "off", "minimal", "low", "medium", "high", "xhigh", "adaptive",
-];
-
-fn check_agents(v: &Validator, config: &Config) -> Check {
-    let agents = &config.agents;
-    let defaults = &agents.defaults;
-    let refs = ModelRefs::new(config);
-    refs.check_model(v, defaults.model.as_ref(), "agents.defaults.model")?;
-    v.one_of(
-        defaults.thinking_default.as_deref(),
-        &THINKING_LEVELS,
-        "agents.defaults.thinkingDefault",
-    )?;
-    v.one_of(
-        defaults.block_streaming_default.as_deref(),
-        &["off", "on"],
-        "agents.defaults.blockStreamingDefault",
-    )?;
-    v.one_of(
-        defaults.block_streaming_break.as_deref(),
-        &["text_end", "message_end"],
-        "agents.defaults.blockStreamingBreak",
-    )?;
-    v.range(
-        defaults.max_concurrent,
-        1,
-        u32::MAX,
-        "agents.defaults.maxConcurrent",
-    )?;
-    check_heartbeat(
-        v,
-        &refs,
-        defaults.heartbeat.as_ref(),
-        "agents.defaults.heartbeat",
-    )?;
-    check_memory_layer(
-        v,
-        defaults.memory_search.as_ref(),
-        "agents.defaults.memorySearch",
-    )?;
-    check_sandbox(v, defaults.sandbox.as_ref(), "agents.defaults.sandbox")?;
-    if let Some(sub) = &defaults.subagents {
-        v.range(
-            sub.max_spawn_depth,
-            1,
-            5,
-            "agents.defaults.subagents.maxSpawnDepth",
-        )?;
-        v.range(
-            sub.max_children_per_agent,
-            1,
-            20,
-            "agents.defaults.subagents.maxChildrenPerAgent",
-        )?;
-        v.range(
-            sub.max_concurrent,
-            1,
-            u32::MAX,
-            "agents.defaults.subagents.maxConcurrent",
-        )?;
-        refs.check_model(v, sub.model.as_ref(), "agents.defaults.subagents.model")?;
-    }
-    if let Some(compaction) = &defaults.compaction {
-        v.range(
-            compaction.max_history_share,
-            0.1,
-            0.9,
-            "agents.defaults.compaction.maxHistoryShare",
-        )?;
-        v.range(
-            compaction.recent_turns_preserve,
-            0,
-            12,
-            "agents.defaults.compaction.recentTurnsPreserve",
-        )?;
-        refs.check_ref(
-            v,
-            compaction.model.as_deref(),
-            "agents.defaults.compaction.model",
-        )?;
-    }
-    if let Some(pruning) = &defaults.context_pruning {
-        v.duration(
-            pruning.ttl.as_deref(),
-            DurationUnit::Minutes,
-            "agents.defaults.contextPruning.ttl",
-        )?;
-        v.range(
-            pruning.soft_trim_ratio,
-            0.0,
-            1.0,
-            "agents.defaults.contextPruning.softTrimRatio",
-        )?;
-        v.range(
-            pruning.hard_clear_ratio,
-            0.0,
-            1.0,
-            "agents.defaults.contextPruning.hardClearRatio",
-        )?;
-    }
-    let mut seen = HashSet::new();
-    for (i, agent) in agents.list.iter().enumerate() {
-        let path = format!("agents.list[{i}]");
-        let id = agent.id.trim();
-        v.ensure(!id.is_empty(), format!("{path}.id"), "must not be empty")?;
-        v.ensure(
-            seen.insert(id),
-            format!("{path}.id"),
-            format!("duplicate agent id {id:?}"),
-        )?;
-        refs.check_model(v, agent.model.as_ref(), &format!("{path}.model"))?;
-        v.one_of(
-            agent.thinking_default.as_deref(),
-            &THINKING_LEVELS,
-            &format!("{path}.thinkingDefault"),
-        )?;
-        check_heartbeat(
-            v,
-            &refs,
-            agent.heartbeat.as_ref(),
-            &format!("{path}.heartbeat"),
-        )?;
-        check_memory_layer(
-            v,
-            agent.memory_search.as_ref(),
-            &format!("{path}.memorySearch"),
-        )?;
-        check_sandbox(v, agent.sandbox.as_ref(), &format!("{path}.sandbox"))?;
-        if let Some(sub) = &agent.subagents {
-            refs.check_model(v, sub.model.as_ref(), &format!("{path}.subagents.model"))?;
-        }
-        if let Some(tools) = &agent.tools {
-            check_policy(v, &tools.allow, &tools.also_allow, &format!("{path}.tools"))?;
-        }
-    }
     Ok(())
-}
-
-/// Model references must be `provider/model` or an alias from
-/// `agents.defaults.models`.
-struct ModelRefs {
-    aliases: HashSet<String>,
-}
-
-impl ModelRefs {
-    fn new(config: &Config) -> Self {
-        let aliases = config
-            .agents
-            .defaults
-            .models
-            .values()
-            .filter_map(|entry| entry.alias.clone())
-            .collect();
-        ModelRefs { aliases }
-    }
-
-    fn check_ref(&self, v: &Validator, model: Option<&str>, path: &str) -> Check {
-        let Some(model) = model else { return Ok(()) };
-        let well_formed = model
-            .split_once('/')
-            .is_some_and(|(provider, id)| !provider.trim().is_empty() && !id.trim().is_empty());
-        v.ensure(
-            well_formed || self.aliases.contains(model),
-            path,
-            format!("model reference {model:?} must look like \"provider/model\" (or be an alias from agents.defaults.models)"),
-        )
-    }
-
-    fn check_model(&self, v: &Validator, model: Option<&AgentModelConfig>, path: &str) -> Check {
-        let Some(model) = model else { return Ok(()) };
-        match model {
-            AgentModelConfig::Ref(model) => self.check_ref(v, Some(model), path),
-            AgentModelConfig::Chain(chain) => {
-                self.check_ref(v, chain.primary.as_deref(), &format!("{path}.primary"))?;
-                chain.fallbacks.iter().enumerate().try_for_each(|(i, f)| {
-                    self.check_ref(v, Some(f), &format!("{path}.fallbacks[{i}]"))
-                })
-            }
-        }
-    }
-}
-
-fn check_heartbeat(
-    v: &Validator,
-    refs: &ModelRefs,
-    heartbeat: Option<&HeartbeatConfig>,
-    path: &str,
-) -> Check {
-    let Some(heartbeat) = heartbeat else {
-        return Ok(());
-    };
-    v.duration(
-        heartbeat.every.as_deref(),
-        DurationUnit::Minutes,
-        &format!("{path}.every"),
-    )?;
-    refs.check_ref(v, heartbeat.model.as_deref(), &format!("{path}.model"))?;
-    if let Some(hours) = &heartbeat.active_hours {
-        check_clock(
-            v,
-            hours.start.as_deref(),
-            false,
-            &format!("{path}.activeHours.start"),
-        )?;
-        check_clock(
-            v,
-            hours.end.as_deref(),
-            true,
-            &format!("{path}.activeHours.end"),
-        )?;
-    }
-    Ok(())
-}
-
-/// "HH:MM" 24-hour time; "24:00" only where `allow_24` (window end).
-fn check_clock(v: &Validator, time: Option<&str>, allow_24: bool, path: &str) -> Check {
-    let Some(time) = time else { return Ok(()) };
-    let parsed = time
-        .split_once(':')
-        .filter(|(h, m)| h.len() == 2 && m.len() == 2)
-        .and_then(|(h, m)| Some((h.parse::<u32>().ok()?, m.parse::<u32>().ok()?)));
-    let valid = match parsed {
-        Some((24, 0)) => allow_24,
-        Some((h, m)) => h < 24 && m < 60,
-        None => false,
-    };
-    v.ensure(
-        valid,
-        path,
-        format!("invalid time {time:?} (use \"HH:MM\" 24h format)"),
-    )
-}
-
-fn check_memory_layer(v: &Validator, layer: Option<&MemorySearchConfig>, path: &str) -> Check {
-    let Some(query) = layer.and_then(|l| l.query.as_ref()) else {
-        return Ok(());
-    };
-    v.range(query.min_score, 0.0, 1.0, &format!("{path}.query.minScore"))?;
-    if let Some(hybrid) = &query.hybrid {
-        v.range(
-            hybrid.vector_weight,
-            0.0,
-            1.0,
-            &format!("{path}.query.hybrid.vectorWeight"),
-        )?;
-        v.range(
-            hybrid.text_weight,
-            0.0,
-            1.0,
-            &format!("{path}.query.hybrid.textWeight"),
-        )?;
-        let lambda = hybrid.mmr.as_ref().and_then(|m| m.lambda);
-        v.range(lambda, 0.0, 1.0, &format!("{path}.query.hybrid.mmr.lambda"))?;
-    }
-    Ok(())
-}
-
-fn check_sandbox(v: &Validator, sandbox: Option<&SandboxConfig>, path: &str) -> Check {
-    let Some(limits) = sandbox.and_then(|s| s.docker.as_ref()) else {
-        return Ok(());
-    };
-    for (i, bind) in limits.binds.iter().enumerate() {
-        let source = bind.split(':').next().unwrap_or("").trim();
-        v.ensure(
-            source.starts_with('/'),
-            format!("{path}.docker.binds[{i}]"),
-            format!("Sandbox security: bind mount {bind:?} needs an absolute source path"),
-        )?;
-    }
-    let network = limits
-        .network
-        .as_deref()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    v.ensure(
-        network != "host" && !network.starts_with("container:"),
-        format!("{path}.docker.network"),
-        format!(
-            "Sandbox security: network mode {network:?} is blocked (use \"none\" or \"bridge\")"
-        ),
-    )?;
-    v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))
 }
 
 fn check_models(v: &Validator, models: &ModelsConfig) -> Check {
@@ -628,7 +349,12 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
     Ok(())
 }
 
-fn check_policy(v: &Validator, allow: &[String], also_allow: &[String], path: &str) -> Check {
+pub(crate) fn check_policy(
+    v: &Validator,
+    allow: &[String],
+    also_allow: &[String],
+    path: &str,
+) -> Check {
     v.ensure(
         allow.is_empty() || also_allow.is_empty(),
         format!("{path}.alsoAllow"),

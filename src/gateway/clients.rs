@@ -183,6 +183,17 @@ impl ClientRegistry {
         self.presence_version.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Queues a new connection's `hello-ok` and registers the connection in
+    /// one step: from the moment the client reads its hello it is listed in
+    /// presence and receives broadcasts, and no event is queued ahead of it.
+    pub fn insert_with_hello(&self, info: ClientInfo, sender: ClientSender, hello: String) {
+        let mut entries = self.lock();
+        sender.send(hello, false);
+        entries.insert(info.conn_id.clone(), Entry { info, sender });
+        drop(entries);
+        self.presence_version.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Removes a connection; returns whether it was there.
     pub fn remove(&self, conn_id: &str) -> bool {
         let removed = self.lock().remove(conn_id).is_some();

@@ -314,13 +314,16 @@ pub fn hello_ok(
         auth["issuedAtMs"] = json!(accepted.issued_at_ms);
     }
     let loaded = state.loaded();
+    // The snapshot lists the connecting client too, as upstream's does.
+    let mut presence = super::methods::health::presence_list(state);
+    presence.push(accepted.info.presence());
     json!({
         "type": "hello-ok",
         "protocol": accepted.info.protocol,
         "server": {"version": state.version, "connId": accepted.info.conn_id, "host": state.host_name},
         "features": {"methods": methods, "events": events},
         "snapshot": {
-            "presence": super::methods::health::presence_list(state),
+            "presence": presence,
             "health": super::methods::health::summary(state),
             "stateVersion": state.clients.state_version(),
             "uptimeMs": state.uptime_ms(),

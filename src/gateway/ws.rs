@@ -61,7 +61,6 @@ pub async fn serve<S>(
     if let Some(info) = accepted {
         gate.open();
         let info = Arc::new(info);
-        state.clients.insert((*info).clone(), sender.clone());
         broadcast_presence(&state);
         request_loop(&state, &mut stream, &sender, &info).await;
         state.clients.remove(&conn_id);
@@ -228,7 +227,11 @@ fn connect(
     match decision {
         Ok(accepted) => {
             let hello = handshake::hello_ok(state, &accepted, methods::METHODS, methods::EVENTS);
-            sender.send(frames::response_ok(&request.id, hello), false);
+            state.clients.insert_with_hello(
+                accepted.info.clone(),
+                sender.clone(),
+                frames::response_ok(&request.id, hello),
+            );
             log::info!(
                 "client {} ({} {}) connected from {ip} as {} with protocol {}",
                 conn_id,

@@ -49,6 +49,12 @@ pub enum FakeReply {
     /// Sends the role chunk and one content delta, then keeps the stream open
     /// until the client goes away (counted by [`FakeOpenAi::disconnects`]).
     Hang { first_chunk: String },
+    /// Tool calls streamed as OpenAI does: each call's id and name first,
+    /// then its arguments in small fragments, then `finish_reason:
+    /// "tool_calls"`. Each entry is `(id, name, arguments JSON text)`.
+    ToolCalls {
+        calls: Vec<(String, String, String)>,
+    },
     /// Exact bytes for malformed-stream tests: this status and these headers,
     /// then each piece written as its own body frame, then the body ends.
     Raw {
@@ -209,6 +215,7 @@ async fn handle(
             stream_text(&state, &recorded.body, chunks, delay_ms)
         }
         FakeReply::Text { chunks, .. } => completion_response(&state, &recorded.body, &chunks),
+        FakeReply::ToolCalls { calls } => stream_tool_calls(&state, &recorded.body, calls),
         FakeReply::Hang { first_chunk } if streaming => {
             stream_hang(&state, &recorded.body, first_chunk)
         }
@@ -380,6 +387,47 @@ fn stream_text(
             if index > first_content && delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }
+            if !send_or_count(&state, &sender, event).await {
+                return;
+            }
+        }
+    });
+    response
+}
+
+fn stream_tool_calls(
+    state: &Arc<FakeState>,
+    body: &Value,
+    calls: Vec<(String, String, String)>,
+) -> Response<FakeBody> {
+    let identity = ReplyIdentity::new(state, body);
+    let with_usage = wants_usage(body);
+    let mut events = vec![identity.delta_event(
+        json!({"role": "assistant", "content": null}),
+        None,
+        with_usage,
+    )];
+    for (index, (id, name, arguments)) in calls.iter().enumerate() {
+        let start = json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                           "function": {"name": name, "arguments": ""}}]});
+        events.push(identity.delta_event(start, None, with_usage));
+        let chars: Vec<char> = arguments.chars().collect();
+        for piece in chars.chunks(7) {
+            let fragment: String = piece.iter().collect();
+            let delta =
+                json!({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]});
+            events.push(identity.delta_event(delta, None, with_usage));
+        }
+    }
+    events.push(identity.delta_event(json!({}), Some("tool_calls"), with_usage));
+    if with_usage {
+        events.push(identity.chunk_event(json!([]), Some(usage_json(body, calls.len()))));
+    }
+    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    let (sender, response) = sse_response();
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        for event in events {
             if !send_or_count(&state, &sender, event).await {
                 return;
             }

@@ -53,42 +53,55 @@ fn command(dir: &Path, config: &str, args: &[&str]) -> Command {
     command
 }
 
+fn spawn_ready(dir: &Path, config: &str, args: &[&str]) -> (Child, u16) {
+    let stderr = File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join("gateway.stderr"))
+        .expect("stderr file");
+    let mut child = command(dir, config, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .expect("spawn pincer gateway");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(READY_PREFIX) {
+                let port = rest
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| p.trim().parse::<u16>().ok());
+                let _ = tx.send(port);
+            }
+        }
+    });
+    match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(Some(port)) => (child, port),
+        _ => {
+            let _ = child.kill();
+            let log = std::fs::read_to_string(dir.join("gateway.stderr")).unwrap_or_default();
+            panic!("gateway did not become ready; stderr:\n{log}")
+        }
+    }
+}
+
 impl GatewayProcess {
     /// Starts a gateway with `config` (JSON5) and extra CLI args; waits until ready.
     pub fn start(config: &str, args: &[&str]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir for the gateway");
-        let stderr = File::create(dir.path().join("gateway.stderr")).expect("stderr file");
-        let mut child = command(dir.path(), config, args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .expect("spawn pincer gateway");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                    let port = rest
-                        .rsplit(':')
-                        .next()
-                        .and_then(|p| p.trim().parse::<u16>().ok());
-                    let _ = tx.send(port);
-                }
-            }
-        });
-        let mut gateway = GatewayProcess {
-            child,
-            port: 0,
-            dir,
-        };
-        match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Some(port)) => gateway.port = port,
-            _ => panic!(
-                "gateway did not become ready; stderr:\n{}",
-                gateway.stderr()
-            ),
-        }
-        gateway
+        let (child, port) = spawn_ready(dir.path(), config, args);
+        GatewayProcess { child, port, dir }
+    }
+
+    /// Kills the gateway with SIGKILL and starts it again on the same data dir.
+    pub fn crash_and_restart(&mut self, config: &str, args: &[&str]) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, port) = spawn_ready(self.dir.path(), config, args);
+        self.child = child;
+        self.port = port;
     }
 
     /// Runs a gateway that is expected to refuse to start; returns its exit status and stderr.
@@ -128,10 +141,25 @@ impl GatewayProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The config file the gateway was started with (and watches).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("pincer.json5")
+    }
+
+    /// The config file's current text.
+    pub fn read_config(&self) -> String {
+        std::fs::read_to_string(self.config_path()).expect("read the gateway's config file")
+    }
+
+    /// Sends SIGTERM without waiting (the test keeps reading its sockets).
+    pub fn sigterm(&self) {
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.sigterm();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -148,6 +176,10 @@ impl GatewayProcess {
 
 impl Drop for GatewayProcess {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The gateway's side of a failing test.
+            eprintln!("--- gateway stderr ---\n{}", self.stderr());
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

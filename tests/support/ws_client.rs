@@ -94,11 +94,34 @@ impl TestClient {
         scopes: &[&str],
         device: Option<&Device>,
     ) -> Value {
+        let auth = json!({ "token": token });
+        self.connect_params_with_auth(auth, token.unwrap_or(""), scopes, device)
+    }
+
+    /// Connect params that authenticate with a device token instead of the
+    /// gateway's shared token (the device signs the device token).
+    pub fn connect_params_with_device_token(
+        &self,
+        device_token: &str,
+        scopes: &[&str],
+        device: &Device,
+    ) -> Value {
+        let auth = json!({ "deviceToken": device_token });
+        self.connect_params_with_auth(auth, device_token, scopes, Some(device))
+    }
+
+    fn connect_params_with_auth(
+        &self,
+        auth: Value,
+        signed_token: &str,
+        scopes: &[&str],
+        device: Option<&Device>,
+    ) -> Value {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
         let mut params = json!({
             "minProtocol": 3, "maxProtocol": 4,
             "client": {"id": "test", "version": "1.0", "platform": "linux", "mode": "test"},
-            "role": "operator", "scopes": scopes, "auth": {"token": token},
+            "role": "operator", "scopes": scopes, "auth": auth,
         });
         if let Some(device) = device {
             let raw = device.key.verifying_key().to_bytes();
@@ -114,7 +137,7 @@ impl TestClient {
                 client_mode: "test",
                 role: "operator",
                 scopes: &scopes,
-                token: token.unwrap_or(""),
+                token: signed_token,
                 platform: Some("linux"),
                 device_family: None,
             };
@@ -199,6 +222,22 @@ impl TestClient {
         loop {
             if let Read::Closed { code, reason } = self.read().await {
                 return (code, reason);
+            }
+        }
+    }
+
+    /// Reads until an event named `name` whose payload satisfies `matches`
+    /// (skipping everything else); panics if the socket closes first.
+    pub async fn event_where(&mut self, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            match self.read().await {
+                Read::Frame(frame) if frame["event"] == name && matches(&frame["payload"]) => {
+                    return frame["payload"].clone()
+                }
+                Read::Frame(_) => continue,
+                Read::Closed { code, reason } => {
+                    panic!("closed ({code} {reason}) before a {name} event")
+                }
             }
         }
     }

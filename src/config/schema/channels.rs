@@ -136,7 +136,8 @@ impl<'de> Visitor<'de> for StreamingVisitor {
 
 /// Declares a platform's account struct and its channel struct (the same
 /// keys plus `accounts` and `defaultAccount`), with the key-by-key merge of
-/// an account over the channel level.
+/// an account over the channel level. Every platform has `enabled` and
+/// `streaming` keys; their effective values are generated here too.
 macro_rules! channel_accounts {
     (
         $(#[$account_meta:meta])*
@@ -163,6 +164,21 @@ macro_rules! channel_accounts {
             pub accounts: std::collections::BTreeMap<String, $account>,
             /// Account used when a message names none.
             pub default_account: Option<String>,
+        }
+
+        impl $account {
+            /// Whether the account runs (default true).
+            pub fn effective_enabled(&self) -> bool {
+                self.enabled.unwrap_or(true)
+            }
+
+            /// The preview streaming mode (default partial).
+            pub fn effective_streaming_mode(&self) -> $crate::config::schema::channels::StreamingMode {
+                self.streaming
+                    .as_ref()
+                    .and_then(|streaming| streaming.mode)
+                    .unwrap_or_default()
+            }
         }
 
         impl $channel {

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::channels::{channel_accounts, opt_streaming, StreamingConfig, StreamingMode};
+use super::channels::{channel_accounts, opt_streaming, StreamingConfig};
 use super::common::{ChunkMode, DmConfig, DmPolicy, GroupPolicy, ReplyToMode, RetryConfig};
 use crate::config::de as cde;
 
@@ -57,10 +57,6 @@ channel_accounts! {
 }
 
 impl DiscordAccountConfig {
-    pub fn effective_enabled(&self) -> bool {
-        self.enabled.unwrap_or(true)
-    }
-
     /// `dmPolicy`, else legacy `dm.policy`, else pairing.
     pub fn effective_dm_policy(&self) -> DmPolicy {
         self.dm_policy
@@ -88,13 +84,6 @@ impl DiscordAccountConfig {
     pub fn effective_max_lines_per_message(&self) -> u32 {
         self.max_lines_per_message
             .unwrap_or(DEFAULT_DISCORD_MAX_LINES_PER_MESSAGE)
-    }
-
-    pub fn effective_streaming_mode(&self) -> StreamingMode {
-        self.streaming
-            .as_ref()
-            .and_then(|streaming| streaming.mode)
-            .unwrap_or(StreamingMode::Partial)
     }
 
     pub fn effective_retry(&self) -> RetryConfig {

@@ -215,24 +215,29 @@ impl MemorySearchConfig {
         serde_json::from_value(merged).expect("merged layers keep the layer shape")
     }
 
-    /// Fills every unset key with upstream's default.
-    pub fn resolve(&self) -> ResolvedMemorySearch {
+    /// Sources to index: `sessions` only with `experimental.sessionMemory`,
+    /// and never empty (defaults to `memory`).
+    fn resolved_sources(&self) -> Vec<MemorySource> {
         let session_memory = self
             .experimental
             .as_ref()
             .and_then(|e| e.session_memory)
             .unwrap_or(false);
-        let mut sources: Vec<MemorySource> = self
-            .sources
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|source| *source == MemorySource::Memory || session_memory)
-            .collect();
-        sources.dedup();
+        let mut sources: Vec<MemorySource> = Vec::new();
+        for source in self.sources.iter().flatten() {
+            let allowed = *source == MemorySource::Memory || session_memory;
+            if allowed && !sources.contains(source) {
+                sources.push(*source);
+            }
+        }
         if sources.is_empty() {
             sources.push(MemorySource::Memory);
         }
+        sources
+    }
+
+    /// Fills every unset key with upstream's default.
+    pub fn resolve(&self) -> ResolvedMemorySearch {
         let chunking = self.chunking.clone().unwrap_or_default();
         let sync = self.sync.clone().unwrap_or_default();
         let sessions = sync.sessions.clone().unwrap_or_default();
@@ -247,7 +252,7 @@ impl MemorySearchConfig {
         );
         ResolvedMemorySearch {
             enabled: self.enabled.unwrap_or(true),
-            sources,
+            sources: self.resolved_sources(),
             extra_paths: self.extra_paths.clone().unwrap_or_default(),
             provider: self.provider.clone().unwrap_or_else(|| "auto".to_string()),
             fallback: self.fallback.clone(),

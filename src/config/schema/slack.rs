@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::channels::{channel_accounts, opt_streaming, StreamingConfig, StreamingMode};
+use super::channels::{channel_accounts, opt_streaming, StreamingConfig};
 use super::common::{ChunkMode, DmConfig, DmPolicy, GroupPolicy, ReplyToMode};
 use crate::config::de;
 
@@ -70,10 +70,6 @@ channel_accounts! {
 }
 
 impl SlackAccountConfig {
-    pub fn effective_enabled(&self) -> bool {
-        self.enabled.unwrap_or(true)
-    }
-
     pub fn effective_mode(&self) -> SlackMode {
         self.mode.unwrap_or_default()
     }
@@ -106,13 +102,6 @@ impl SlackAccountConfig {
         self.webhook_path
             .as_deref()
             .unwrap_or(DEFAULT_SLACK_WEBHOOK_PATH)
-    }
-
-    pub fn effective_streaming_mode(&self) -> StreamingMode {
-        self.streaming
-            .as_ref()
-            .and_then(|streaming| streaming.mode)
-            .unwrap_or(StreamingMode::Partial)
     }
 }
 

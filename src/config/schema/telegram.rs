@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::channels::{channel_accounts, opt_streaming, StreamingConfig, StreamingMode};
+use super::channels::{channel_accounts, opt_streaming, StreamingConfig};
 use super::common::{ChunkMode, DmConfig, DmPolicy, GroupPolicy, ReplyToMode, RetryConfig};
 use crate::config::de;
 
@@ -67,10 +67,6 @@ channel_accounts! {
 }
 
 impl TelegramAccountConfig {
-    pub fn effective_enabled(&self) -> bool {
-        self.enabled.unwrap_or(true)
-    }
-
     pub fn effective_dm_policy(&self) -> DmPolicy {
         self.dm_policy.unwrap_or(DmPolicy::Pairing)
     }
@@ -82,13 +78,6 @@ impl TelegramAccountConfig {
     pub fn effective_text_chunk_limit(&self) -> u32 {
         self.text_chunk_limit
             .unwrap_or(DEFAULT_TELEGRAM_TEXT_CHUNK_LIMIT)
-    }
-
-    pub fn effective_streaming_mode(&self) -> StreamingMode {
-        self.streaming
-            .as_ref()
-            .and_then(|streaming| streaming.mode)
-            .unwrap_or(StreamingMode::Partial)
     }
 
     pub fn effective_retry(&self) -> RetryConfig {
@@ -168,6 +157,7 @@ pub struct TelegramTopicConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::schema::channels::StreamingMode;
 
     fn parse(json: &str) -> TelegramConfig {
         serde_json::from_str(json).expect("telegram config")

@@ -1,0 +1,218 @@
+//! The `pincer` command line: every subcommand as a user runs it.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use support::gateway::GatewayProcess;
+
+const TOKEN: &str = "cli-test-token";
+
+fn pincer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(args)
+        .env_remove("PINCER_CONFIG")
+        .env_remove("PINCER_DATA_DIR")
+        .env_remove("OPENCLAW_GATEWAY_TOKEN")
+        .output()
+        .expect("run pincer")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn version_and_help_on_every_subcommand() {
+    let out = pincer(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("pincer {}", env!("CARGO_PKG_VERSION"))
+    );
+    for sub in [
+        &["gateway"][..],
+        &["config", "check"],
+        &["config", "show"],
+        &["config", "import-openclaw"],
+        &["status"],
+        &["doctor"],
+        &["devices", "list"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let out = pincer(&args);
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{sub:?} --help");
+        assert!(
+            help.contains("--config") && help.contains("--data-dir"),
+            "{sub:?} help lists the shared flags:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn config_check_accepts_good_files_and_names_bad_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = dir.path().join("good.json5");
+    std::fs::write(&good, "{ gateway: { port: 19000 }, // comment\n }").expect("write");
+    let out = pincer(&["config", "check", good.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("config ok"));
+
+    let bad = dir.path().join("bad.json5");
+    std::fs::write(&bad, "{ gateway: { prot: 19000 } }").expect("write");
+    let out = pincer(&["config", "check", bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("gateway.prot") && err.contains("gateway.port"),
+        "{err}"
+    );
+
+    let wrong_type = dir.path().join("type.json5");
+    std::fs::write(&wrong_type, "{ gateway: { port: \"abc\" } }").expect("write");
+    let err = text(&pincer(&["config", "check", wrong_type.to_str().expect("utf8")]).stderr);
+    assert!(err.contains("gateway.port") && err.contains("abc"), "{err}");
+}
+
+#[test]
+fn config_show_redacts_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("pincer.json5");
+    std::fs::write(
+        &file,
+        "{ gateway: { auth: { token: \"super-secret-value\" } } }",
+    )
+    .expect("write");
+    let out = pincer(&["--config", file.to_str().expect("utf8"), "config", "show"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        !shown.contains("super-secret-value"),
+        "secret leaked:\n{shown}"
+    );
+    assert!(
+        shown.contains("\"port\": 18789"),
+        "effective defaults shown"
+    );
+}
+
+#[test]
+fn import_openclaw_converts_and_reports_what_it_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("openclaw.json");
+    std::fs::write(
+        &file,
+        r#"{ "gateway": { "mode": "local", "port": 18789, "auth": { "mode": "token", "token": "t" }, "push": { "apns": {} } },
+             "agents": { "defaults": { "workspace": "~/w" } } }"#,
+    )
+    .expect("write");
+    let out_file = dir.path().join("pincer.json5");
+    let out = pincer(&[
+        "config",
+        "import-openclaw",
+        file.to_str().expect("utf8"),
+        "--output",
+        out_file.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("gateway.push"),
+        "dropped key reported: {}",
+        text(&out.stderr)
+    );
+    let check = pincer(&["config", "check", out_file.to_str().expect("utf8")]);
+    assert!(
+        check.status.success(),
+        "imported config validates: {}",
+        text(&check.stderr)
+    );
+}
+
+#[test]
+fn doctor_reports_paths_limits_and_a_store_round_trip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pincer(&["doctor", "--data-dir", dir.path().to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(report.contains("store: write/read ok"), "{report}");
+    assert!(
+        report.contains("board: ") && report.contains("limits: "),
+        "{report}"
+    );
+    assert!(report.contains(&dir.path().display().to_string()));
+}
+
+#[test]
+fn status_and_devices_talk_to_a_running_gateway() {
+    let gateway = GatewayProcess::start("{}", &["--port", "0", "--token", TOKEN]);
+    let url = gateway.url();
+    let data = gateway.data_dir();
+    let data = data.to_str().expect("utf8");
+    let out = pincer(&[
+        "status",
+        "--url",
+        &url,
+        "--token",
+        TOKEN,
+        "--data-dir",
+        data,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains(&format!("pincer {}", env!("CARGO_PKG_VERSION"))),
+        "{shown}"
+    );
+    let out = pincer(&[
+        "devices",
+        "list",
+        "--url",
+        &url,
+        "--token",
+        TOKEN,
+        "--data-dir",
+        data,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        list["paired"][0]["clientId"], "cli",
+        "the CLI paired itself on loopback: {list}"
+    );
+    let out = pincer(&[
+        "status",
+        "--url",
+        &url,
+        "--token",
+        "wrong",
+        "--data-dir",
+        data,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("token mismatch"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn status_without_a_gateway_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = pincer(&[
+        "status",
+        "--url",
+        "ws://127.0.0.1:9",
+        "--data-dir",
+        dir.path().to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is `pincer gateway` running?"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,403 @@
+//! Parsing a config file end to end: JSON5 text in, typed config or a
+//! precise error out. Every error shape a user can meet is exercised here
+//! with the exact message they would read.
+
+use pincer::config::{
+    parse_str, parse_str_with_env, BindMode, ConfigError, DmScope, ReloadMode, DEFAULT_GATEWAY_PORT,
+};
+
+const ORIGIN: &str = "pincer.json5";
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+fn parse(text: &str) -> Result<pincer::config::Config, ConfigError> {
+    parse_str_with_env(text, ORIGIN, &no_env)
+}
+
+fn error(text: &str) -> String {
+    parse(text)
+        .expect_err("config should be refused")
+        .to_string()
+}
+
+#[test]
+fn empty_object_gives_openclaw_defaults() {
+    let config = parse("{}").expect("empty config");
+    assert_eq!(config.gateway.port, DEFAULT_GATEWAY_PORT);
+    assert_eq!(config.gateway.port, 18789);
+    assert_eq!(config.gateway.bind, BindMode::Loopback);
+    assert_eq!(config.gateway.reload.mode, ReloadMode::Hybrid);
+    assert_eq!(config.session.dm_scope, DmScope::Main);
+    assert_eq!(
+        config.session.maintenance.prune_after.as_deref(),
+        Some("30d")
+    );
+    assert_eq!(config.session.maintenance.max_entries, 500);
+    assert_eq!(config.agents.default_agent_id(), "main");
+}
+
+#[test]
+fn json5_comments_trailing_commas_and_bare_keys_are_accepted() {
+    let config = parse(
+        "// pincer\n{\n  gateway: { port: 19001, bind: 'lan', }, /* block */\n  session: { dmScope: \"per-peer\" },\n}\n",
+    )
+    .expect("json5 config");
+    assert_eq!(config.gateway.port, 19001);
+    assert_eq!(config.gateway.bind, BindMode::Lan);
+    assert_eq!(config.session.dm_scope, DmScope::PerPeer);
+}
+
+#[test]
+fn schema_key_is_ignored_and_meta_is_kept() {
+    let config = parse(
+        r#"{ "$schema": "https://example.com/s.json", meta: { lastTouchedVersion: "2026.4.12" } }"#,
+    )
+    .expect("schema and meta");
+    let meta = config.meta.expect("meta kept");
+    assert_eq!(meta["lastTouchedVersion"], "2026.4.12");
+}
+
+#[test]
+fn meta_must_be_an_object() {
+    assert_eq!(
+        error("{ meta: 3 }"),
+        "pincer.json5: meta: expected an object, got integer 3"
+    );
+}
+
+#[test]
+fn unknown_key_suggests_the_nearest_sibling() {
+    assert_eq!(
+        error("{ gateway: { prot: 1 } }"),
+        "pincer.json5: unknown key gateway.prot (did you mean gateway.port?)"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { workspce: '/srv' } } }"),
+        "pincer.json5: unknown key agents.defaults.workspce (did you mean agents.defaults.workspace?)"
+    );
+}
+
+#[test]
+fn unknown_key_far_from_any_sibling_has_no_suggestion() {
+    assert_eq!(
+        error("{ gateway: { zebra: 1 } }"),
+        "pincer.json5: unknown key gateway.zebra"
+    );
+}
+
+#[test]
+fn unknown_top_level_section_is_refused() {
+    assert_eq!(error("{ hooks: {} }"), "pincer.json5: unknown key hooks");
+    assert_eq!(
+        error("{ gatway: {} }"),
+        "pincer.json5: unknown key gatway (did you mean gateway?)"
+    );
+}
+
+#[test]
+fn unknown_key_inside_list_entry_names_the_index() {
+    assert_eq!(
+        error("{ agents: { list: [ { id: 'a' }, { id: 'b', modle: 'x/y' } ] } }"),
+        "pincer.json5: unknown key agents.list[1].modle (did you mean agents.list[1].model?)"
+    );
+}
+
+#[test]
+fn wrong_type_names_path_expectation_and_value() {
+    assert_eq!(
+        error(r#"{ gateway: { port: "abc" } }"#),
+        "pincer.json5: gateway.port: expected a 16-bit port number, got string \"abc\""
+    );
+    assert_eq!(
+        error("{ gateway: { port: 70000 } }"),
+        "pincer.json5: gateway.port: expected a 16-bit port number, got integer 70000"
+    );
+    assert_eq!(
+        error("{ session: { maintenance: { maxEntries: 'many' } } }"),
+        "pincer.json5: session.maintenance.maxEntries: expected a non-negative integer, got string \"many\""
+    );
+    assert_eq!(
+        error("{ gateway: { controlUi: { enabled: 'yes' } } }"),
+        "pincer.json5: gateway.controlUi.enabled: expected a boolean, got string \"yes\""
+    );
+    assert_eq!(
+        error("{ gateway: { trustedProxies: '10.0.0.1' } }"),
+        "pincer.json5: gateway.trustedProxies: expected an array, got string \"10.0.0.1\""
+    );
+}
+
+#[test]
+fn unknown_enum_value_lists_the_allowed_ones() {
+    assert_eq!(
+        error("{ gateway: { bind: 'everywhere' } }"),
+        "pincer.json5: gateway.bind: expected one of \"loopback\", \"lan\", \"tailnet\", \"auto\", \"custom\", got \"everywhere\""
+    );
+}
+
+#[test]
+fn root_that_is_not_an_object_is_refused() {
+    assert_eq!(
+        error("[1, 2]"),
+        "pincer.json5: (root): expected an object, got an array"
+    );
+}
+
+#[test]
+fn array_or_null_in_place_of_a_section_is_refused() {
+    assert_eq!(
+        error("{ gateway: [18789] }"),
+        "pincer.json5: gateway: expected an object, got an array"
+    );
+    assert_eq!(
+        error("{ gateway: { tls: null } }"),
+        "pincer.json5: gateway.tls: expected an object, got null"
+    );
+}
+
+#[test]
+fn syntax_error_reports_line_and_column() {
+    let err = parse("{\n  gateway: {\n    port: 18789,,\n  }\n}").expect_err("syntax error");
+    match &err {
+        ConfigError::Syntax { line, column, .. } => assert_eq!((*line, *column), (3, 17), "{err}"),
+        other => panic!("expected a syntax error, got {other}"),
+    }
+    assert!(
+        err.to_string()
+            .starts_with("pincer.json5: syntax error at line 3, column 17: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn env_references_are_substituted_and_missing_ones_name_the_path() {
+    let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_string());
+    let config = parse_str_with_env(
+        "{ models: { providers: { openai: { baseUrl: 'https://api.openai.com/v1', apiKey: '${OPENAI_API_KEY}', models: [] } } } }",
+        ORIGIN,
+        &env,
+    )
+    .expect("substituted");
+    assert_eq!(
+        config.models.providers["openai"].api_key.as_deref(),
+        Some("sk-test")
+    );
+    assert_eq!(
+        error("{ gateway: { auth: { token: '${PINCER_TEST_UNSET_TOKEN}' } } }"),
+        "pincer.json5: gateway.auth.token: environment variable PINCER_TEST_UNSET_TOKEN is not set"
+    );
+}
+
+#[test]
+fn parse_str_reads_the_process_environment() {
+    // PATH is set in every test environment; a lower-case reference is literal.
+    let config = parse_str(
+        "{ logging: { file: '${PATH}' }, gateway: { customBindHost: '${path}' } }",
+        ORIGIN,
+    )
+    .expect("process env");
+    assert_eq!(config.logging.file, std::env::var("PATH").ok());
+    assert_eq!(config.gateway.custom_bind_host.as_deref(), Some("${path}"));
+}
+
+#[test]
+fn port_zero_is_refused() {
+    assert_eq!(
+        error("{ gateway: { port: 0 } }"),
+        "pincer.json5: gateway.port: must be between 1 and 65535, got 0"
+    );
+}
+
+#[test]
+fn custom_bind_needs_an_ipv4_host() {
+    assert_eq!(
+        error("{ gateway: { bind: 'custom' } }"),
+        "pincer.json5: gateway.customBindHost: is required when gateway.bind is \"custom\""
+    );
+    assert_eq!(
+        error("{ gateway: { bind: 'custom', customBindHost: '::1' } }"),
+        "pincer.json5: gateway.customBindHost: must be an IPv4 address, got \"::1\""
+    );
+    let config = parse("{ gateway: { bind: 'custom', customBindHost: '192.168.1.20' } }")
+        .expect("custom bind");
+    assert_eq!(
+        config.gateway.custom_bind_host.as_deref(),
+        Some("192.168.1.20")
+    );
+}
+
+#[test]
+fn trusted_proxy_needs_proxies_and_header_and_no_token() {
+    assert_eq!(
+        error("{ gateway: { auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }"),
+        "pincer.json5: gateway.trustedProxies: must list the proxy addresses when gateway.auth.mode is \"trusted-proxy\""
+    );
+    assert_eq!(
+        error("{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy' } } }"),
+        "pincer.json5: gateway.auth.trustedProxy.userHeader: userHeader is required for trusted-proxy mode"
+    );
+    assert_eq!(
+        error(
+            "{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', token: 't', trustedProxy: { userHeader: 'x-user' } } } }"
+        ),
+        "pincer.json5: gateway.auth.token: must not be set with trusted-proxy auth (the two are mutually exclusive)"
+    );
+    parse("{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }")
+        .expect("complete trusted-proxy config");
+}
+
+#[test]
+fn tailscale_needs_loopback_and_funnel_needs_password() {
+    assert_eq!(
+        error("{ gateway: { bind: 'lan', tailscale: { mode: 'serve' } } }"),
+        "pincer.json5: gateway.bind: must be \"loopback\" when gateway.tailscale.mode is serve or funnel"
+    );
+    assert_eq!(
+        error("{ gateway: { tailscale: { mode: 'funnel' } } }"),
+        "pincer.json5: gateway.auth.mode: must be \"password\" when gateway.tailscale.mode is \"funnel\""
+    );
+    parse("{ gateway: { tailscale: { mode: 'funnel' }, auth: { password: 'pw' } } }")
+        .expect("funnel with password");
+}
+
+#[test]
+fn agent_ids_must_be_unique_and_non_empty() {
+    assert_eq!(
+        error("{ agents: { list: [ { id: 'main' }, { id: 'main' } ] } }"),
+        "pincer.json5: agents.list[1].id: duplicate agent id \"main\""
+    );
+    assert_eq!(
+        error("{ agents: { list: [ { name: 'x' } ] } }"),
+        "pincer.json5: agents.list[0].id: must not be empty"
+    );
+}
+
+#[test]
+fn model_references_must_name_a_provider() {
+    assert_eq!(
+        error("{ agents: { defaults: { model: 'gpt-5' } } }"),
+        "pincer.json5: agents.defaults.model: model reference \"gpt-5\" must look like \"provider/model\" (or be an alias from agents.defaults.models)"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { model: { primary: 'a/b', fallbacks: ['c/d', 'e'] } } } }"),
+        "pincer.json5: agents.defaults.model.fallbacks[1]: model reference \"e\" must look like \"provider/model\" (or be an alias from agents.defaults.models)"
+    );
+    let config = parse("{ agents: { defaults: { model: 'Sonnet', models: { 'anthropic/claude-sonnet-4-6': { alias: 'Sonnet' } } } } }")
+        .expect("alias reference");
+    assert_eq!(
+        config
+            .agents
+            .defaults
+            .model
+            .as_ref()
+            .and_then(|m| m.primary()),
+        Some("Sonnet")
+    );
+}
+
+#[test]
+fn bad_duration_and_size_text_names_the_path() {
+    assert_eq!(
+        error("{ session: { maintenance: { pruneAfter: 'a month' } } }"),
+        "pincer.json5: session.maintenance.pruneAfter: invalid duration \"a month\" (use a number with ms, s, m, h or d, e.g. \"30d\" or \"1h30m\")"
+    );
+    assert_eq!(
+        error("{ session: { maintenance: { maxDiskBytes: 'lots' } } }"),
+        "pincer.json5: session.maintenance.maxDiskBytes: invalid size \"lots\" (use a number with b, kb, mb, gb or tb, e.g. \"500mb\")"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { heartbeat: { every: '1 hour' } } } }"),
+        "pincer.json5: agents.defaults.heartbeat.every: invalid duration \"1 hour\" (use a number with ms, s, m, h or d, e.g. \"30d\" or \"1h30m\")"
+    );
+    let config = parse("{ session: { maintenance: { pruneAfter: '12h', maxDiskBytes: '1gb' } } }")
+        .expect("valid text");
+    assert_eq!(config.session.maintenance.prune_after_ms(), 12 * 3_600_000);
+    assert_eq!(config.session.maintenance.max_disk_bytes(), Some(1 << 30));
+}
+
+#[test]
+fn ranges_and_value_sets_are_checked() {
+    assert_eq!(
+        error("{ agents: { defaults: { subagents: { maxSpawnDepth: 9 } } } }"),
+        "pincer.json5: agents.defaults.subagents.maxSpawnDepth: must be between 1 and 5, got 9"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { thinkingDefault: 'extreme' } } }"),
+        "pincer.json5: agents.defaults.thinkingDefault: must be one of off, minimal, low, medium, high, xhigh, adaptive, got \"extreme\""
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { heartbeat: { activeHours: { start: '24:00' } } } } }"),
+        "pincer.json5: agents.defaults.heartbeat.activeHours.start: invalid time \"24:00\" (use \"HH:MM\" 24h format)"
+    );
+}
+
+#[test]
+fn channel_dm_policies_need_matching_allow_lists() {
+    assert_eq!(
+        error("{ channels: { telegram: { dmPolicy: 'open' } } }"),
+        "pincer.json5: channels.telegram.allowFrom: channels.telegram.dmPolicy=\"open\" requires allowFrom to include \"*\""
+    );
+    assert_eq!(
+        error("{ channels: { telegram: { accounts: { work: { dmPolicy: 'allowlist' } } } } }"),
+        "pincer.json5: channels.telegram.accounts.work.allowFrom: channels.telegram.dmPolicy=\"allowlist\" requires allowFrom to contain at least one sender ID"
+    );
+    assert_eq!(
+        error("{ channels: { slack: { mode: 'http', botToken: 'xoxb' } } }"),
+        "pincer.json5: channels.slack.signingSecret: channels.slack.mode=\"http\" requires channels.slack.signingSecret"
+    );
+    assert_eq!(
+        error("{ channels: { telegram: { webhookUrl: 'https://bot.example.com/tg' } } }"),
+        "pincer.json5: channels.telegram.webhookSecret: channels.telegram.webhookUrl requires channels.telegram.webhookSecret"
+    );
+    parse("{ channels: { telegram: { dmPolicy: 'open', allowFrom: ['*'] }, discord: { dm: { policy: 'allowlist', allowFrom: [1] } } } }")
+        .expect("valid channel policies");
+}
+
+#[test]
+fn sandbox_security_refusals_name_the_path() {
+    assert_eq!(
+        error("{ agents: { defaults: { sandbox: { docker: { network: 'host' } } } } }"),
+        "pincer.json5: agents.defaults.sandbox.docker.network: Sandbox security: network mode \"host\" is blocked (use \"none\" or \"bridge\")"
+    );
+    assert_eq!(
+        error("{ agents: { list: [ { id: 'a', sandbox: { docker: { binds: ['data:/data'] } } } ] } }"),
+        "pincer.json5: agents.list[0].sandbox.docker.binds[0]: Sandbox security: bind mount \"data:/data\" needs an absolute source path"
+    );
+}
+
+#[test]
+fn tool_policy_cannot_mix_allow_and_also_allow() {
+    assert_eq!(
+        error("{ tools: { allow: ['read'], alsoAllow: ['exec'] } }"),
+        "pincer.json5: tools.alsoAllow: cannot set both allow and alsoAllow in the same scope (merge alsoAllow into allow, or remove allow and use profile + alsoAllow)"
+    );
+}
+
+#[test]
+fn broadcast_agents_must_exist_when_agents_are_listed() {
+    assert_eq!(
+        error("{ agents: { list: [ { id: 'a' } ] }, broadcast: { 'peer1': ['a', 'ghost'] } }"),
+        "pincer.json5: broadcast.peer1[1]: Unknown agent id \"ghost\" (not in agents.list)."
+    );
+}
+
+#[test]
+fn memory_search_layers_resolve_per_agent() {
+    let config = parse(
+        "{ memory: { search: { chunking: { tokens: 256 } } },
+           agents: { defaults: { memorySearch: { query: { maxResults: 10 } } },
+                     list: [ { id: 'a', memorySearch: { chunking: { overlap: 16 } } }, { id: 'b' } ] } }",
+    )
+    .expect("memory layers");
+    let a = config.memory_search_for("a");
+    assert_eq!(
+        (a.chunk_tokens, a.chunk_overlap_tokens, a.max_results),
+        (256, 16, 10)
+    );
+    let b = config.memory_search_for("b");
+    assert_eq!(
+        (b.chunk_tokens, b.chunk_overlap_tokens, b.max_results),
+        (256, 80, 10)
+    );
+}

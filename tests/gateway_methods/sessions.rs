@@ -1,0 +1,298 @@
+//! `sessions.list/patch/reset/delete`, `chat.history` and `agent.wait`.
+
+use pincer::store::{Store, StoreOptions};
+use serde_json::{json, Value};
+
+use super::{admin, run_agent, start};
+use crate::support::fake_openai::FakeOpenAi;
+use crate::support::ws_client::TestClient;
+
+const MAIN_KEY: &str = "agent:main:main";
+
+/// The `sessions.list` row for `key`, if listed.
+async fn session_row(client: &mut TestClient, key: &str) -> Option<Value> {
+    let res = client.call("sessions.list", json!({})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    res["payload"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|row| row["key"] == key)
+        .cloned()
+}
+
+/// `(role, text)` of each message `chat.history` returns.
+async fn history(client: &mut TestClient, params: Value) -> Vec<(String, String)> {
+    let res = client.call("chat.history", params).await;
+    assert_eq!(res["ok"], true, "{res}");
+    res["payload"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let role = m["role"].as_str().expect("role").to_string();
+            let text = m["content"][0]["text"].as_str().expect("text").to_string();
+            (role, text)
+        })
+        .collect()
+}
+
+fn pair(role: &str, text: &str) -> (String, String) {
+    (role.to_string(), text.to_string())
+}
+
+#[tokio::test]
+async fn sessions_list_shows_a_chatted_session_with_its_token_counts() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 1).await;
+    let final_res = run_agent(&mut client, "main", "count my tokens please").await;
+
+    let row = session_row(&mut client, MAIN_KEY)
+        .await
+        .expect("the main session is listed");
+    assert_eq!(row["kind"], "direct");
+    assert!(row["updatedAt"].as_u64().is_some_and(|t| t > 0), "{row}");
+    assert_eq!(
+        row["sessionId"],
+        final_res["payload"]["result"]["meta"]["agentMeta"]["sessionId"]
+    );
+    assert!(row["sessionId"].as_str().is_some_and(|id| !id.is_empty()));
+    // The fake reports prompt tokens as the words of the request's messages
+    // and completion tokens as the reply's chunks (4 characters each).
+    let request = fake.requests().pop().expect("a provider request");
+    let prompt_words: usize = request.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            m["content"]
+                .as_str()
+                .unwrap_or("")
+                .split_whitespace()
+                .count()
+        })
+        .sum();
+    let input = row["inputTokens"].as_u64().expect("inputTokens");
+    let output = row["outputTokens"].as_u64().expect("outputTokens");
+    assert_eq!(input, prompt_words as u64, "{row}");
+    assert_eq!(
+        output,
+        "echo: count my tokens please".len().div_ceil(4) as u64,
+        "{row}"
+    );
+    assert_eq!(row["totalTokens"].as_u64(), Some(input + output));
+}
+
+#[tokio::test]
+async fn sessions_patch_sets_label_and_thinking_level_and_null_clears() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 2).await;
+    let res = client
+        .call(
+            "sessions.patch",
+            json!({"key": "main", "label": "Work", "thinkingLevel": "high"}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert_eq!(res["payload"]["key"], MAIN_KEY);
+    let row = session_row(&mut client, MAIN_KEY).await.expect("listed");
+    assert_eq!(
+        (&row["label"], &row["thinkingLevel"]),
+        (&json!("Work"), &json!("high"))
+    );
+
+    let res = client
+        .call("sessions.patch", json!({"key": "main", "label": null}))
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let row = session_row(&mut client, MAIN_KEY).await.expect("listed");
+    assert!(row["label"].is_null(), "label cleared: {row}");
+    assert_eq!(row["thinkingLevel"], "high", "untouched field kept");
+}
+
+#[tokio::test]
+async fn sessions_patch_refuses_an_unknown_thinking_level_naming_the_allowed_ones() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 3).await;
+    let res = client
+        .call(
+            "sessions.patch",
+            json!({"key": "main", "thinkingLevel": "extreme"}),
+        )
+        .await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST");
+    let message = res["error"]["message"].as_str().expect("message");
+    assert!(message.contains("thinkingLevel"), "{message}");
+    for allowed in ["off", "minimal", "low", "medium", "high", "xhigh"] {
+        assert!(message.contains(allowed), "{allowed} named: {message}");
+    }
+    assert!(
+        session_row(&mut client, MAIN_KEY).await.is_none(),
+        "nothing stored"
+    );
+}
+
+#[tokio::test]
+async fn sessions_reset_gives_a_new_session_id_and_empty_history() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 4).await;
+    run_agent(&mut client, "main", "remember this").await;
+    let old_id = session_row(&mut client, MAIN_KEY).await.expect("listed")["sessionId"].clone();
+    assert_eq!(
+        history(&mut client, json!({"sessionKey": "main"}))
+            .await
+            .len(),
+        2
+    );
+
+    let res = client.call("sessions.reset", json!({"key": "main"})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let new_id = res["payload"]["entry"]["sessionId"].clone();
+    assert!(new_id.as_str().is_some_and(|id| !id.is_empty()), "{res}");
+    assert_ne!(new_id, old_id);
+    assert_eq!(
+        session_row(&mut client, MAIN_KEY).await.expect("listed")["sessionId"],
+        new_id
+    );
+    assert!(history(&mut client, json!({"sessionKey": "main"}))
+        .await
+        .is_empty());
+
+    // The next turn starts from nothing: the model sees one message.
+    run_agent(&mut client, "main", "fresh start").await;
+    let last = fake.requests().pop().expect("a provider request");
+    assert_eq!(
+        last.body["messages"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        last.body
+    );
+}
+
+#[tokio::test]
+async fn sessions_delete_removes_the_entry_and_its_transcript() {
+    let fake = FakeOpenAi::start().await;
+    let mut gateway = start(&fake);
+    let mut client = admin(&gateway, 5).await;
+    run_agent(&mut client, "drop", "to be deleted").await;
+    run_agent(&mut client, "keep", "to be kept").await;
+    let dropped = session_row(&mut client, "agent:main:drop")
+        .await
+        .expect("listed");
+    let kept = session_row(&mut client, "agent:main:keep")
+        .await
+        .expect("listed");
+
+    let res = client.call("sessions.delete", json!({"key": "drop"})).await;
+    assert_eq!(
+        res["payload"],
+        json!({"ok": true, "key": "agent:main:drop", "deleted": true})
+    );
+    let res = client
+        .call(
+            "sessions.delete",
+            json!({"key": "keep", "deleteTranscript": false}),
+        )
+        .await;
+    assert_eq!(res["payload"]["deleted"], true, "{res}");
+    assert!(session_row(&mut client, "agent:main:drop").await.is_none());
+    assert!(session_row(&mut client, "agent:main:keep").await.is_none());
+    assert!(history(&mut client, json!({"sessionKey": "drop"}))
+        .await
+        .is_empty());
+    let unknown = client
+        .call("sessions.delete", json!({"key": "never-was"}))
+        .await;
+    assert_eq!(unknown["ok"], true, "{unknown}");
+    assert_eq!(unknown["payload"]["deleted"], false);
+
+    // The transcripts as the store holds them, once the gateway has let go.
+    assert!(gateway.terminate().success());
+    let store = Store::open(&gateway.data_dir().join("store"), StoreOptions::default())
+        .expect("open the gateway's store");
+    let transcript = |row: &Value| {
+        store
+            .transcript_tail(row["sessionId"].as_str().expect("sessionId"), 10)
+            .expect("read transcript")
+    };
+    assert!(transcript(&dropped).is_empty(), "transcript deleted");
+    assert_eq!(
+        transcript(&kept).len(),
+        2,
+        "deleteTranscript: false keeps it"
+    );
+}
+
+#[tokio::test]
+async fn chat_history_limit_keeps_the_newest_messages_oldest_first() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 6).await;
+    for message in ["one", "two", "three"] {
+        run_agent(&mut client, "main", message).await;
+    }
+    let all = history(&mut client, json!({"sessionKey": "main"})).await;
+    let expected: Vec<(String, String)> = ["one", "two", "three"]
+        .iter()
+        .flat_map(|m| [pair("user", m), pair("assistant", &format!("echo: {m}"))])
+        .collect();
+    assert_eq!(all, expected);
+
+    let newest = history(&mut client, json!({"sessionKey": "main", "limit": 3})).await;
+    assert_eq!(newest, expected[3..].to_vec());
+}
+
+#[tokio::test]
+async fn chat_history_max_chars_truncates_long_messages() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 7).await;
+    let long = "abcdefghijklmnopqrstuvwxyz";
+    run_agent(&mut client, "main", long).await;
+    let short = history(&mut client, json!({"sessionKey": "main", "maxChars": 5})).await;
+    assert_eq!(short.len(), 2);
+    for (_, text) in &short {
+        assert!(
+            text.chars().count() <= 6,
+            "at most 5 characters and a mark: {text}"
+        );
+    }
+    assert!(
+        short[0].1.starts_with("abcde") && short[0].1 != long,
+        "{short:?}"
+    );
+    assert!(short[1].1.starts_with("echo:"), "{short:?}");
+    let full = history(&mut client, json!({"sessionKey": "main"})).await;
+    assert_eq!(full[0].1, long, "without maxChars the text is whole");
+}
+
+#[tokio::test]
+async fn agent_wait_reports_ok_for_a_finished_run_and_timeout_for_an_unknown_one() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 8).await;
+    let final_res = run_agent(&mut client, "main", "finish me").await;
+    let run_id = final_res["payload"]["runId"].clone();
+
+    let res = client.call("agent.wait", json!({"runId": run_id})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let waited = &res["payload"];
+    assert_eq!(waited["status"], "ok", "{waited}");
+    assert_eq!(waited["runId"], run_id);
+    let started = waited["startedAt"].as_u64().expect("startedAt");
+    assert!(waited["endedAt"].as_u64().expect("endedAt") >= started);
+
+    let res = client
+        .call(
+            "agent.wait",
+            json!({"runId": "no-such-run", "timeoutMs": 200}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert_eq!(res["payload"]["status"], "timeout");
+}

@@ -1,0 +1,434 @@
+//! Shared helpers of the sandbox test suites: host fixtures outside the workspace, the
+//! confinement modes this host can run (reporting skipped ones with their reason), the escape
+//! kit (this test binary re-run inside the sandbox to make raw syscalls), process-marker scans
+//! and the re-run of a suite as an unprivileged user. Helpers only: no assertions about the
+//! product live here, and nothing here fakes a sandbox layer.
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use pincer::sandbox::exec::{run_command, ExecOutcome, ExecRequest};
+use pincer::sandbox::{probe, Capabilities, Layer, SandboxMode, SandboxPolicy};
+
+/// Environment variable that makes the escape kit act (set only inside the sandbox).
+pub const KIT_ACTION_VAR: &str = "PINCER_ESCAPE_KIT";
+/// Set in a suite re-run as an unprivileged user.
+pub const NESTED_RUN_VAR: &str = "PINCER_SANDBOX_SUITE_NESTED";
+
+/// Capabilities of this host, probed once per test binary.
+pub fn capabilities() -> &'static Capabilities {
+    static CAPS: OnceLock<Capabilities> = OnceLock::new();
+    CAPS.get_or_init(probe)
+}
+
+/// Prints past libtest's output capture, so skips are visible in a normal `cargo test`.
+pub fn report(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// A confined configuration of the sandbox the suites exercise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Everything this host offers (namespaces, Landlock, seccomp, ...).
+    Full,
+    /// Landlock and seccomp without namespaces (a host without user namespaces).
+    LandlockOnly,
+}
+
+impl Mode {
+    /// The policy for this mode, with `require` set so the mode cannot silently degrade.
+    pub fn policy(self) -> SandboxPolicy {
+        let mut policy = SandboxPolicy::default();
+        match self {
+            Mode::Full => policy.require = vec![Layer::Namespaces],
+            Mode::LandlockOnly => {
+                policy.skip_layers = vec![Layer::Namespaces];
+                policy.require = vec![Layer::Landlock];
+            }
+        }
+        policy
+    }
+
+    fn needs(self) -> Layer {
+        match self {
+            Mode::Full => Layer::Namespaces,
+            Mode::LandlockOnly => Layer::Landlock,
+        }
+    }
+}
+
+/// The confined modes this host supports; each unsupported one is reported as skipped.
+pub fn confined_modes(test: &str) -> Vec<Mode> {
+    [Mode::Full, Mode::LandlockOnly]
+        .into_iter()
+        .filter(|mode| {
+            let status = capabilities().status(mode.needs());
+            if !status.is_available() {
+                report(&format!(
+                    "SKIPPED {test} [{mode:?}]: {}: {status}",
+                    mode.needs()
+                ));
+            }
+            status.is_available()
+        })
+        .collect()
+}
+
+/// The unconfined control policy (mode off): proves an attack would succeed without the sandbox.
+pub fn unconfined() -> SandboxPolicy {
+    SandboxPolicy {
+        mode: SandboxMode::Off,
+        ..SandboxPolicy::default()
+    }
+}
+
+/// True when the test process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A workspace plus host files outside it that the sandbox must not reach.
+pub struct Fixture {
+    root: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub outside: PathBuf,
+    /// A fake gateway config file holding [`Fixture::secret`].
+    pub gateway_config: PathBuf,
+    /// A fake gateway data directory with a session file holding the secret.
+    pub gateway_data: PathBuf,
+    /// A fake home directory with `.ssh/id_ed25519` holding the secret.
+    pub fake_home: PathBuf,
+    /// A random token planted in every outside file.
+    pub secret: String,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().expect("fixture root");
+        let base = root.path().canonicalize().expect("canonical root");
+        let secret = format!("pincer-secret-{:016x}", rand_u64());
+        let workspace = base.join("workspace");
+        let outside = base.join("outside");
+        let gateway_data = outside.join("data");
+        let fake_home = base.join("home");
+        for dir in [&workspace, &gateway_data, &fake_home.join(".ssh")] {
+            std::fs::create_dir_all(dir).expect("fixture dir");
+        }
+        let gateway_config = outside.join("pincer.json5");
+        std::fs::write(
+            &gateway_config,
+            format!("{{ gateway: {{ auth: {{ token: \"{secret}\" }} }} }}\n"),
+        )
+        .expect("config");
+        std::fs::write(
+            gateway_data.join("sessions.mdb"),
+            format!("session {secret}\n"),
+        )
+        .expect("data");
+        std::fs::write(
+            fake_home.join(".ssh/id_ed25519"),
+            format!("-----BEGIN KEY-----\n{secret}\n"),
+        )
+        .expect("key");
+        std::fs::write(outside.join("target.txt"), "original\n").expect("target");
+        Self {
+            root,
+            workspace,
+            outside,
+            gateway_config,
+            gateway_data,
+            fake_home,
+            secret,
+        }
+    }
+
+    /// The directory holding workspace and outside (the workspace's parent).
+    pub fn base(&self) -> PathBuf {
+        self.workspace
+            .parent()
+            .expect("workspace has a parent")
+            .to_path_buf()
+    }
+
+    pub fn request(&self, command: &str, policy: SandboxPolicy) -> ExecRequest {
+        let mut request = ExecRequest::new(command, &self.workspace);
+        request.policy = policy;
+        request
+    }
+
+    pub async fn run(&self, command: &str, policy: SandboxPolicy) -> ExecOutcome {
+        run_command(self.request(command, policy))
+            .await
+            .expect("command ran")
+    }
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn rand_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes into the buffer.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    assert_eq!(got, 8, "getrandom");
+    u64::from_ne_bytes(bytes)
+}
+
+/// Host processes whose command line or environment contains `marker` (other than this one).
+pub fn processes_with_marker(marker: &str) -> Vec<(u32, String)> {
+    let own = std::process::id();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        for file in ["cmdline", "environ"] {
+            let Ok(bytes) = std::fs::read(entry.path().join(file)) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            if text.contains(marker) {
+                found.push((pid, text));
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// Checks that [`processes_with_marker`] sees a marked host process, so "nothing found" means
+/// something.
+pub fn assert_marker_scan_works() {
+    let marker = format!("marker-selfcheck-{:x}", rand_u64());
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .env("PINCER_TEST_MARKER", &marker)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn marked host process");
+    let mut seen = processes_with_marker(&marker);
+    for _ in 0..100 {
+        if !seen.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        seen = processes_with_marker(&marker);
+    }
+    child.kill().ok();
+    child.wait().ok();
+    assert!(
+        !seen.is_empty(),
+        "the marker scan cannot see a marked host process"
+    );
+}
+
+/// Resident memory of this process, in bytes.
+pub fn own_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("own status");
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// Runs the escape kit inside the sandbox and returns its verdict for `action`: `"ok"` or
+/// `"errno=N"`.
+pub async fn run_kit(fixture: &Fixture, action: &str, mut policy: SandboxPolicy) -> String {
+    let kit = std::env::current_exe().expect("test binary path");
+    policy.read_only_paths.push(kit.clone());
+    policy
+        .env
+        .insert(KIT_ACTION_VAR.to_owned(), action.to_owned());
+    let command = format!(
+        "{} --ignored --exact escape_kit --nocapture --test-threads=1 -q",
+        kit.display()
+    );
+    let outcome = fixture.run(&command, policy).await;
+    outcome
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("KIT {action} ")))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            panic!(
+                "the kit gave no verdict for {action}:\n{}",
+                outcome.render()
+            )
+        })
+}
+
+/// The kit's body: performs one attack named by [`KIT_ACTION_VAR`] and prints the verdict.
+pub fn kit_main() {
+    let action =
+        std::env::var(KIT_ACTION_VAR).expect("the escape kit runs only inside the sandbox");
+    let verdict = kit::perform(&action);
+    println!("KIT {action} {verdict}");
+}
+
+/// Re-runs this test binary as `nobody` (when root), skipping `skip`; returns its output.
+pub fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
+    if !is_root() {
+        report(&format!(
+            "SKIPPED {skip}: already unprivileged (uid {})",
+            unsafe { libc::geteuid() }
+        ));
+        return None;
+    }
+    if std::env::var_os(NESTED_RUN_VAR).is_some() {
+        return None;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args(["--skip", skip, "--test-threads=2"])
+        .env(NESTED_RUN_VAR, "1")
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("setpriv runs");
+    Some(output)
+}
+
+/// Paths the kit and the suites share.
+pub fn path_text(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 test paths")
+}
+
+mod kit {
+    use super::*;
+
+    fn errno_verdict(rc: libc::c_long) -> String {
+        if rc == 0 {
+            "ok".to_owned()
+        } else {
+            format!(
+                "errno={}",
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+            )
+        }
+    }
+
+    /// Runs `attempt` in a forked (single-threaded) child and returns its verdict code.
+    fn in_child(attempt: impl FnOnce() -> libc::c_long) -> String {
+        // SAFETY: the child only makes syscalls and exits.
+        unsafe {
+            match libc::fork() {
+                0 => {
+                    let rc = attempt();
+                    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                    libc::_exit(if rc == 0 { 0 } else { errno.clamp(1, 255) });
+                }
+                -1 => panic!("fork failed"),
+                child => {
+                    let mut status = 0;
+                    libc::waitpid(child, &mut status, 0);
+                    match libc::WEXITSTATUS(status) {
+                        0 => "ok".to_owned(),
+                        errno => format!("errno={errno}"),
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn perform(action: &str) -> String {
+        match action.split_once(':') {
+            Some(("connect", port)) => connect(port),
+            Some(("signal", pid)) => {
+                let pid: libc::pid_t = pid.parse().expect("pid");
+                // SAFETY: signal 0 only checks permission.
+                errno_verdict(unsafe { libc::kill(pid, 0) }.into())
+            }
+            _ => match action {
+                "ptrace" => ptrace_own_child(),
+                // SAFETY (all three): plain syscalls in a forked child.
+                "unshare-user" => in_child(|| unsafe { libc::unshare(libc::CLONE_NEWUSER) }.into()),
+                "clone-user" => in_child(|| unsafe { clone_new_user() }),
+                "mount" => mount_tmpfs(),
+                other => panic!("unknown kit action {other}"),
+            },
+        }
+    }
+
+    unsafe fn clone_new_user() -> libc::c_long {
+        let flags = (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong;
+        match libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) {
+            0 => libc::_exit(0),
+            -1 => -1,
+            child => {
+                let mut status = 0;
+                libc::waitpid(child as libc::pid_t, &mut status, 0);
+                0
+            }
+        }
+    }
+
+    fn ptrace_own_child() -> String {
+        // SAFETY: the child sleeps until killed; the parent attaches, then kills and reaps it.
+        unsafe {
+            let child = libc::fork();
+            if child == 0 {
+                loop {
+                    libc::pause();
+                }
+            }
+            let rc = libc::ptrace(libc::PTRACE_ATTACH, child, 0usize, 0usize);
+            let verdict = errno_verdict(rc);
+            libc::kill(child, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(child, &mut status, 0);
+            verdict
+        }
+    }
+
+    fn mount_tmpfs() -> String {
+        std::fs::create_dir_all("kit-mount").expect("mount point in the workspace");
+        // SAFETY: NUL-terminated constant strings.
+        let rc = unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c"kit-mount".as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        let verdict = errno_verdict(rc.into());
+        if rc == 0 {
+            // SAFETY: undo the mount the sandbox should have prevented.
+            unsafe { libc::umount2(c"kit-mount".as_ptr(), libc::MNT_DETACH) };
+        }
+        verdict
+    }
+
+    fn connect(port: &str) -> String {
+        let address = format!("127.0.0.1:{port}").parse().expect("address");
+        match std::net::TcpStream::connect_timeout(&address, Duration::from_secs(3)) {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => format!("errno={}", e.raw_os_error().unwrap_or(0)),
+        }
+    }
+}
