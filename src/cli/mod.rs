@@ -137,6 +137,7 @@ pub enum PairingCommand {
 
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
+    crate::system::memory::tune_allocator();
     let cli = Cli::parse();
     crate::system::logging::init(&cli.global.log_level);
     match commands::run(cli) {

@@ -369,7 +369,7 @@ async fn tools_invoke(
         session_key,
         workspace,
         store: state.store.clone(),
-        http: state.http.clone(),
+        http: state.http(),
         cancel: state.shutdown.child_token(),
         config: config.clone(),
     };

@@ -76,7 +76,7 @@ pub fn start(
     let env = TurnEnv {
         store: state.store.clone(),
         config,
-        http: state.http.clone(),
+        http: state.http(),
         tools: state.tools.clone(),
         workspace,
     };

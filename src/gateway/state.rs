@@ -69,7 +69,8 @@ pub struct GatewayState {
     pub clients: ClientRegistry,
     pub runs: Arc<RunRegistry>,
     pub idempotency: IdempotencyCache,
-    pub http: reqwest::Client,
+    /// Built on first use: the TLS root store costs memory and start-up time.
+    http: std::sync::OnceLock<reqwest::Client>,
     pub tools: Arc<crate::tools::ToolRegistry>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
@@ -103,11 +104,6 @@ impl GatewayState {
             lockout_ms: rate.lockout_ms,
             exempt_loopback: rate.exempt_loopback,
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(10))
-            .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
         Arc::new(GatewayState {
             version: env!("CARGO_PKG_VERSION"),
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
@@ -119,7 +115,7 @@ impl GatewayState {
             limiter: AuthRateLimiter::new(policy),
             clients: ClientRegistry::new(),
             runs: Arc::new(RunRegistry::new(parts.limits.max_concurrent_runs)),
-            http,
+            http: std::sync::OnceLock::new(),
             tools: Arc::new(crate::tools::ToolRegistry::builtin()),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
@@ -133,6 +129,19 @@ impl GatewayState {
             preauth: Mutex::new(HashMap::new()),
             config_writes: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// The outbound HTTP client (providers, web_fetch), built on first use.
+    pub fn http(&self) -> reqwest::Client {
+        self.http
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .unwrap_or_else(|_| reqwest::Client::new())
+            })
+            .clone()
     }
 
     /// The running configuration.

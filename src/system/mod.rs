@@ -4,6 +4,7 @@
 pub mod board;
 pub mod clock;
 pub mod logging;
+pub mod memory;
 pub mod notify;
 
 /// This host's name (for presence, TLS names and discovery).
