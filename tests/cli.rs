@@ -142,6 +142,10 @@ fn doctor_reports_paths_limits_and_a_store_round_trip() {
         "{report}"
     );
     assert!(report.contains(&dir.path().display().to_string()));
+    assert!(
+        report.contains("sandbox layers on this host") && report.contains("landlock"),
+        "{report}"
+    );
 }
 
 #[test]

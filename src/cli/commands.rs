@@ -268,5 +268,6 @@ fn doctor(global: &GlobalArgs) -> Result<(), String> {
     });
     println!("store: {stats_json}");
     println!("store entries: {:?}", stats.entries);
+    println!("{}", crate::sandbox::probe().summary());
     Ok(())
 }

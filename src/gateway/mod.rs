@@ -137,6 +137,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
         tokio::spawn(accept_loop(state.clone(), listener, acceptor.clone()));
     }
     spawn_background(&state);
+    let prober = state.clone();
+    tokio::task::spawn_blocking(move || {
+        let capabilities = crate::sandbox::probe();
+        log::info!("{}", capabilities.summary());
+        let _ = prober.sandbox_layers.set(capabilities.to_json());
+    });
     state.set_ready();
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();

@@ -72,6 +72,8 @@ pub struct GatewayState {
     /// Built on first use: the TLS root store costs memory and start-up time.
     http: std::sync::OnceLock<reqwest::Client>,
     pub tools: Arc<crate::tools::ToolRegistry>,
+    /// What the sandbox can do on this host (probed once, after start).
+    pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -117,6 +119,7 @@ impl GatewayState {
             runs: Arc::new(RunRegistry::new(parts.limits.max_concurrent_runs)),
             http: std::sync::OnceLock::new(),
             tools: Arc::new(crate::tools::ToolRegistry::builtin()),
+            sandbox_layers: std::sync::OnceLock::new(),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),

@@ -101,6 +101,19 @@ impl Capabilities {
         }
     }
 
+    /// The layers as JSON (for the `status` method).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "namespaces": self.namespaces.to_string(),
+            "proc": self.proc_mount.to_string(),
+            "landlock": self.landlock.to_string(),
+            "landlockAbi": self.landlock_abi,
+            "seccomp": self.seccomp.to_string(),
+            "cgroup": self.cgroup.to_string(),
+            "runningAsRoot": self.running_as_root,
+        })
+    }
+
     /// A human summary, one line per layer (for `pincer doctor`).
     pub fn summary(&self) -> String {
         // SAFETY: geteuid cannot fail.

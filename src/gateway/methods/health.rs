@@ -100,6 +100,7 @@ pub fn status(state: &GatewayState, info: &ClientInfo) -> Result<Value, ErrorSha
         "activeRuns": state.runs.active_count(),
         "channelSummary": [],
         "authMode": state.secret().mode_name(),
+        "sandbox": state.sandbox_layers.get(),
     });
     if scopes::authorize("config.apply", &info.scopes).is_ok() {
         let store = state.store.stats().ok().map(|s| {
