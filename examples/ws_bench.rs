@@ -216,19 +216,35 @@ async fn ready_gateway(bin: &Path) -> Result<(Gateway, Socket), BenchError> {
     }
 }
 
-fn vm_rss_kib(pid: u32) -> Result<u64, BenchError> {
+/// Resident memory in KiB: total, private anonymous (heap, stacks) and
+/// file-backed (the binary's and libraries' code pages, shared and reclaimable).
+#[derive(Debug, Clone, Copy)]
+struct Rss {
+    total: u64,
+    anon: u64,
+    file: u64,
+}
+
+fn vm_rss_kib(pid: u32) -> Result<Rss, BenchError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .ok_or_else(|| BenchError::Protocol("no VmRSS line in /proc status".into()))
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .ok_or_else(|| BenchError::Protocol(format!("no {name} line in /proc status")))
+    };
+    Ok(Rss {
+        total: field("VmRSS:")?,
+        anon: field("RssAnon:")?,
+        file: field("RssFile:")?,
+    })
 }
 
 /// RSS after `idle` with one client connected; the client keeps reading so
 /// ticks and pings are consumed as a real client would.
-async fn idle_rss(bin: &Path, idle: Duration) -> Result<u64, BenchError> {
+async fn idle_rss(bin: &Path, idle: Duration) -> Result<Rss, BenchError> {
     let (gateway, mut socket) = ready_gateway(bin).await?;
     let deadline = tokio::time::Instant::now() + idle;
     while tokio::time::timeout_at(deadline, socket.next())
@@ -283,11 +299,14 @@ async fn run(options: Options) -> Result<(), BenchError> {
         millis(starts[starts.len() - 1])
     );
 
-    let rss_kib = idle_rss(&options.bin, options.idle).await?;
+    let rss = idle_rss(&options.bin, options.idle).await?;
     println!(
-        "idle RSS (1 client, {} s): {:.1} MiB ({rss_kib} KiB)",
+        "idle RSS (1 client, {} s): {:.1} MiB ({} KiB; private anonymous {} KiB, file-backed code {} KiB)",
         options.idle.as_secs(),
-        rss_kib as f64 / 1024.0
+        rss.total as f64 / 1024.0,
+        rss.total,
+        rss.anon,
+        rss.file
     );
 
     let trips = health_round_trips(&options.bin, options.calls).await?;
