@@ -140,13 +140,21 @@ fn tailscale_serve_is_started_and_reset_through_the_cli() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("tailscale.log");
     let fake = dir.path().join("tailscale");
-    std::fs::write(
-        &fake,
-        format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display()),
-    )
-    .expect("fake cli");
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
+    // Written by a child process: a file this (multi-threaded) test process
+    // held open for writing could leak into another test's fork and make the
+    // exec fail with ETXTBSY.
+    let script = format!("#!/bin/sh\necho \"$@\" >> {}\n", log.display());
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+            "sh",
+        ])
+        .arg(&script)
+        .arg(&fake)
+        .status()
+        .expect("write the fake tailscale");
+    assert!(status.success());
     let path = format!(
         "{}:{}",
         dir.path().display(),

@@ -136,6 +136,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     for listener in listeners {
         tokio::spawn(accept_loop(state.clone(), listener, acceptor.clone()));
     }
+    // Signal handlers go in before anyone can learn we are up, so an early
+    // SIGTERM is a clean shutdown and not the default kill.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| GatewayError::Refused(format!("cannot watch SIGTERM: {e}")))?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| GatewayError::Refused(format!("cannot watch SIGINT: {e}")))?;
     spawn_background(&state);
     let prober = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -147,7 +153,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
-    wait_for_signal().await;
+    tokio::select! {
+        _ = term.recv() => log::info!("SIGTERM received, shutting down"),
+        _ = int.recv() => log::info!("SIGINT received, shutting down"),
+    }
     drain(&state).await;
     if tailscale.reset_on_exit {
         tailscale::reset(tailscale.mode).await;
@@ -392,21 +401,6 @@ fn watch_on_own_thread(
         log::error!("config reload is off: cannot start its thread: {e}");
     }
     rx
-}
-
-async fn wait_for_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(signal) => signal,
-        Err(e) => {
-            log::error!("cannot watch SIGTERM: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => log::info!("SIGTERM received, shutting down"),
-        _ = tokio::signal::ctrl_c() => log::info!("SIGINT received, shutting down"),
-    }
 }
 
 /// Stops taking work, lets turns finish, closes clients, syncs the store.
