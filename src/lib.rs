@@ -7,5 +7,6 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod memory;
 pub mod store;
 pub mod system;

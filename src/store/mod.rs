@@ -16,6 +16,8 @@ mod devices;
 mod env;
 mod maintenance;
 mod map;
+mod memory;
+mod memory_search;
 mod meta;
 mod sessions;
 mod transcripts;
@@ -32,6 +34,11 @@ pub use maintenance::{
     MaintenancePolicy, MaintenanceReport, DEFAULT_MAX_SESSION_ENTRIES, DEFAULT_PRUNE_AFTER_MS,
     LAST_MAINTENANCE_KEY,
 };
+pub use memory::{
+    MemoryChunk, MemoryFileRecord, MemoryIndexStats, NewMemoryChunk, QuantizedVector,
+    MAX_TERM_BYTES,
+};
+pub use memory_search::ScoredChunk;
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
 pub use transcripts::{TranscriptEntry, MAX_SESSION_ID_BYTES};
@@ -356,6 +363,11 @@ mod tests {
             [
                 "dedupe",
                 "devices",
+                "embed_cache",
+                "memory_chunks",
+                "memory_files",
+                "memory_terms",
+                "memory_vectors",
                 "meta",
                 "pair_requests",
                 "sessions",

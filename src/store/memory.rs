@@ -1,0 +1,586 @@
+//! The long-term memory databases: indexed files (`memory_files`), their chunks (`memory_chunks`), one int8
+//! vector per chunk (`memory_vectors`), keyword postings (`memory_terms`) and the embedding cache
+//! (`embed_cache`), all scoped by an index name (the agent id) so agents never see each other's notes.
+//!
+//! Key layouts (`scope` is UTF-8 without NUL, chunk ids are big-endian u64):
+//! - files:   `scope 0 path`            → `MemoryFileRecord`
+//! - chunks:  `scope 0 id`              → `ChunkRecord` (text, lines, distinct terms, token length)
+//! - vectors: `scope 0 id`              → `1, scale f32 LE, i8 × dims` (raw so a scan reads it in place)
+//! - terms:   `scope 0 term 0 id`       → `1, tf u32 LE, chunk length u32 LE`
+//! - cache:   `model key 0 sha256`      → same layout as vectors
+//!
+//! Replacing a file's chunks is one transaction, so a reader never sees half a file. This file must not
+//! tokenize, chunk or embed: callers hand it finished chunks; ranking lives in `memory_search.rs`.
+
+use heed::RwTxn;
+use serde::{Deserialize, Serialize};
+
+use super::codec::{decode_at, encode, key_text, Record};
+use super::env::{Databases, TxnError, MEMORY_CHUNKS_DB, MEMORY_FILES_DB};
+use super::{Store, StoreError};
+
+/// Version byte of the raw vector and posting layouts.
+pub(super) const RAW_LAYOUT_VERSION: u8 = 1;
+/// Longest term kept in the keyword index, in bytes (longer tokens are cut on a char boundary).
+pub const MAX_TERM_BYTES: usize = 64;
+/// Meta key (per scope) holding the running chunk count and token total for BM25.
+const STATS_KEY_PREFIX: &str = "memory_stats:";
+/// Meta key holding the next chunk id.
+const NEXT_CHUNK_ID_KEY: &str = "memory_next_chunk_id";
+
+/// One indexed file: what its content was when indexed and which chunks it produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryFileRecord {
+    /// SHA-256 of the whole file.
+    pub content_hash: [u8; 32],
+    pub size_bytes: u64,
+    pub modified_ms: u64,
+    /// "memory" or "sessions".
+    pub source: String,
+    /// `Embedder::key()` of the vectors, empty when indexed keyword-only.
+    pub embed_key: String,
+    pub chunk_ids: Vec<u64>,
+}
+
+impl Record for MemoryFileRecord {
+    const VERSION: u8 = 1;
+}
+
+/// A stored chunk, as returned to callers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryChunk {
+    pub id: u64,
+    pub path: String,
+    /// 1-based, inclusive.
+    pub start_line: u32,
+    pub end_line: u32,
+    pub text: String,
+    pub content_hash: [u8; 32],
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ChunkRecord {
+    path: String,
+    start_line: u32,
+    end_line: u32,
+    text: String,
+    content_hash: [u8; 32],
+    /// Distinct terms, so the postings can be removed with the chunk.
+    terms: Vec<String>,
+    token_count: u32,
+}
+
+impl Record for ChunkRecord {
+    const VERSION: u8 = 1;
+}
+
+/// An int8 vector with one scale: value ≈ `scale × q`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizedVector {
+    pub scale: f32,
+    pub values: Vec<i8>,
+}
+
+impl QuantizedVector {
+    /// Quantizes `vector` symmetrically (largest magnitude maps to ±127).
+    pub fn quantize(vector: &[f32]) -> QuantizedVector {
+        let max = vector.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        let values = vector
+            .iter()
+            .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8)
+            .collect();
+        QuantizedVector { scale, values }
+    }
+
+    /// The approximate f32 vector.
+    pub fn dequantize(&self) -> Vec<f32> {
+        self.values
+            .iter()
+            .map(|&q| f32::from(q) * self.scale)
+            .collect()
+    }
+
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(5 + self.values.len());
+        bytes.push(RAW_LAYOUT_VERSION);
+        bytes.extend_from_slice(&self.scale.to_le_bytes());
+        bytes.extend(self.values.iter().map(|&v| v as u8));
+        bytes
+    }
+
+    pub(super) fn from_bytes(bytes: &[u8]) -> Option<QuantizedVector> {
+        let (scale, values) = raw_vector(bytes)?;
+        Some(QuantizedVector {
+            scale,
+            values: values.iter().map(|&b| b as i8).collect(),
+        })
+    }
+}
+
+/// Splits a stored vector into its scale and its int8 bytes, borrowing them in place.
+pub(super) fn raw_vector(bytes: &[u8]) -> Option<(f32, &[u8])> {
+    let (&version, rest) = bytes.split_first()?;
+    if version != RAW_LAYOUT_VERSION || rest.len() < 4 {
+        return None;
+    }
+    let scale = f32::from_le_bytes(rest[..4].try_into().ok()?);
+    Some((scale, &rest[4..]))
+}
+
+/// A chunk ready to be stored with its vector (absent in keyword-only mode) and term frequencies.
+#[derive(Clone, Debug)]
+pub struct NewMemoryChunk {
+    pub start_line: u32,
+    pub end_line: u32,
+    pub text: String,
+    pub content_hash: [u8; 32],
+    pub vector: Option<QuantizedVector>,
+    /// Distinct terms with their counts in this chunk.
+    pub term_counts: Vec<(String, u32)>,
+    /// Total keyword tokens in the chunk (BM25 document length).
+    pub token_count: u32,
+}
+
+/// Per-scope counts for `memory status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryIndexStats {
+    pub files: u64,
+    pub chunks: u64,
+    pub vectors: u64,
+    /// Sum of the chunks' keyword token counts.
+    pub total_tokens: u64,
+}
+
+impl Record for MemoryIndexStats {
+    const VERSION: u8 = 1;
+}
+
+pub(super) fn scoped(scope: &str, tail: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(scope.len() + 1 + tail.len());
+    key.extend_from_slice(scope.as_bytes());
+    key.push(0);
+    key.extend_from_slice(tail);
+    key
+}
+
+pub(super) fn term_prefix(scope: &str, term: &str) -> Vec<u8> {
+    let mut key = scoped(scope, term.as_bytes());
+    key.push(0);
+    key
+}
+
+fn check_scope(scope: &str) -> Result<(), StoreError> {
+    if scope.is_empty() || scope.contains('\0') || scope.len() > 128 {
+        return Err(StoreError::InvalidKey {
+            db: MEMORY_FILES_DB,
+            reason: "memory scope must be 1..=128 bytes without NUL".to_string(),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn read_stats(
+    txn: &heed::RoTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+) -> Result<MemoryIndexStats, TxnError> {
+    let key = format!("{STATS_KEY_PREFIX}{scope}");
+    match dbs.meta.get(txn, key.as_bytes())? {
+        Some(bytes) => Ok(decode_at(super::env::META_DB, &key, bytes)?),
+        None => Ok(MemoryIndexStats::default()),
+    }
+}
+
+fn write_stats(
+    txn: &mut RwTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    stats: &MemoryIndexStats,
+) -> Result<(), TxnError> {
+    let key = format!("{STATS_KEY_PREFIX}{scope}");
+    let bytes = encode(super::env::META_DB, &key, stats)?;
+    dbs.meta.put(txn, key.as_bytes(), &bytes)?;
+    Ok(())
+}
+
+fn next_chunk_id(txn: &mut RwTxn<'_>, dbs: &Databases) -> Result<u64, TxnError> {
+    let current = match dbs.meta.get(txn, NEXT_CHUNK_ID_KEY.as_bytes())? {
+        Some(bytes) => u64::from_be_bytes(bytes.try_into().map_err(|_| {
+            super::codec::corrupt(super::env::META_DB, NEXT_CHUNK_ID_KEY, "not 8 bytes".into())
+        })?),
+        None => 1,
+    };
+    dbs.meta.put(
+        txn,
+        NEXT_CHUNK_ID_KEY.as_bytes(),
+        &(current + 1).to_be_bytes(),
+    )?;
+    Ok(current)
+}
+
+/// Removes one file's chunks, vectors and postings; returns the stats after removal.
+fn remove_file_chunks(
+    txn: &mut RwTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    file: &MemoryFileRecord,
+    mut stats: MemoryIndexStats,
+) -> Result<MemoryIndexStats, TxnError> {
+    for &id in &file.chunk_ids {
+        let key = scoped(scope, &id.to_be_bytes());
+        let Some(bytes) = dbs.memory_chunks.get(txn, &key)? else {
+            continue;
+        };
+        let chunk: ChunkRecord = decode_at(MEMORY_CHUNKS_DB, &id.to_string(), bytes)?;
+        for term in &chunk.terms {
+            let mut posting = term_prefix(scope, term);
+            posting.extend_from_slice(&id.to_be_bytes());
+            dbs.memory_terms.delete(txn, &posting)?;
+        }
+        dbs.memory_chunks.delete(txn, &key)?;
+        if dbs.memory_vectors.delete(txn, &key)? {
+            stats.vectors = stats.vectors.saturating_sub(1);
+        }
+        stats.chunks = stats.chunks.saturating_sub(1);
+        stats.total_tokens = stats
+            .total_tokens
+            .saturating_sub(u64::from(chunk.token_count));
+    }
+    Ok(stats)
+}
+
+fn insert_chunk(
+    txn: &mut RwTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    path: &str,
+    chunk: &NewMemoryChunk,
+) -> Result<u64, TxnError> {
+    let id = next_chunk_id(txn, dbs)?;
+    let key = scoped(scope, &id.to_be_bytes());
+    let record = ChunkRecord {
+        path: path.to_string(),
+        start_line: chunk.start_line,
+        end_line: chunk.end_line,
+        text: chunk.text.clone(),
+        content_hash: chunk.content_hash,
+        terms: chunk.term_counts.iter().map(|(t, _)| t.clone()).collect(),
+        token_count: chunk.token_count,
+    };
+    dbs.memory_chunks
+        .put(txn, &key, &encode(MEMORY_CHUNKS_DB, path, &record)?)?;
+    if let Some(vector) = &chunk.vector {
+        dbs.memory_vectors.put(txn, &key, &vector.to_bytes())?;
+    }
+    for (term, count) in &chunk.term_counts {
+        let mut posting = term_prefix(scope, term);
+        posting.extend_from_slice(&id.to_be_bytes());
+        let mut value = vec![RAW_LAYOUT_VERSION];
+        value.extend_from_slice(&count.to_le_bytes());
+        value.extend_from_slice(&chunk.token_count.to_le_bytes());
+        dbs.memory_terms.put(txn, &posting, &value)?;
+    }
+    Ok(id)
+}
+
+impl Store {
+    /// The indexed record of `path` in `scope`, if any.
+    pub fn memory_file(
+        &self,
+        scope: &str,
+        path: &str,
+    ) -> Result<Option<MemoryFileRecord>, StoreError> {
+        check_scope(scope)?;
+        let key = scoped(scope, path.as_bytes());
+        self.env.read("memory_file", |txn, dbs| {
+            match dbs.memory_files.get(txn, &key)? {
+                Some(bytes) => Ok(Some(decode_at(MEMORY_FILES_DB, path, bytes)?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    /// Every indexed path in `scope`, sorted.
+    pub fn memory_paths(&self, scope: &str) -> Result<Vec<String>, StoreError> {
+        check_scope(scope)?;
+        let prefix = scoped(scope, b"");
+        self.env.read("memory_paths", |txn, dbs| {
+            let mut paths = Vec::new();
+            for item in dbs.memory_files.prefix_iter(txn, &prefix)? {
+                let (key, _) = item?;
+                paths.push(key_text(MEMORY_FILES_DB, &key[prefix.len()..])?.to_string());
+            }
+            Ok(paths)
+        })
+    }
+
+    /// Replaces everything indexed for `path` with `chunks`, in one transaction.
+    pub fn memory_replace_file(
+        &self,
+        scope: &str,
+        path: &str,
+        file: &MemoryFileRecord,
+        chunks: &[NewMemoryChunk],
+    ) -> Result<(), StoreError> {
+        self.memory_write_chunks(scope, path, file, chunks, true)
+    }
+
+    /// Writes one batch of `path`'s chunks in one transaction. With `replace`, the file's previous chunks go
+    /// first; without, the batch is appended to the chunks already recorded. `file` (its hash, size, …) is
+    /// stored as given, with the chunk ids filled in; large files are written batch by batch so indexing
+    /// never holds a whole file's chunks (the indexer marks the hash pending until the last batch).
+    pub fn memory_write_chunks(
+        &self,
+        scope: &str,
+        path: &str,
+        file: &MemoryFileRecord,
+        chunks: &[NewMemoryChunk],
+        replace: bool,
+    ) -> Result<(), StoreError> {
+        check_scope(scope)?;
+        let key = scoped(scope, path.as_bytes());
+        self.env.write("memory_write_chunks", |txn, dbs| {
+            let mut stats = read_stats(txn, dbs, scope)?;
+            let mut chunk_ids = Vec::new();
+            if let Some(bytes) = dbs.memory_files.get(txn, &key)? {
+                let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, path, bytes)?;
+                if replace {
+                    stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
+                } else {
+                    chunk_ids = old.chunk_ids;
+                }
+                stats.files = stats.files.saturating_sub(1);
+            }
+            for chunk in chunks {
+                chunk_ids.push(insert_chunk(txn, dbs, scope, path, chunk)?);
+                stats.chunks += 1;
+                stats.vectors += u64::from(chunk.vector.is_some());
+                stats.total_tokens += u64::from(chunk.token_count);
+            }
+            stats.files += 1;
+            let record = MemoryFileRecord {
+                chunk_ids,
+                ..file.clone()
+            };
+            dbs.memory_files
+                .put(txn, &key, &encode(MEMORY_FILES_DB, path, &record)?)?;
+            write_stats(txn, dbs, scope, &stats)?;
+            Ok(())
+        })
+    }
+
+    /// Removes `path` and all its chunks; returns whether it was indexed.
+    pub fn memory_remove_file(&self, scope: &str, path: &str) -> Result<bool, StoreError> {
+        check_scope(scope)?;
+        let key = scoped(scope, path.as_bytes());
+        self.env.delete("memory_remove_file", |txn, dbs| {
+            let Some(bytes) = dbs.memory_files.get(txn, &key)? else {
+                return Ok(false);
+            };
+            let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, path, bytes)?;
+            let mut stats = read_stats(txn, dbs, scope)?;
+            stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
+            stats.files = stats.files.saturating_sub(1);
+            dbs.memory_files.delete(txn, &key)?;
+            write_stats(txn, dbs, scope, &stats)?;
+            Ok(true)
+        })
+    }
+
+    /// The chunk with `id` in `scope`.
+    pub fn memory_chunk(&self, scope: &str, id: u64) -> Result<Option<MemoryChunk>, StoreError> {
+        check_scope(scope)?;
+        let key = scoped(scope, &id.to_be_bytes());
+        self.env.read("memory_chunk", |txn, dbs| {
+            let Some(bytes) = dbs.memory_chunks.get(txn, &key)? else {
+                return Ok(None);
+            };
+            let record: ChunkRecord = decode_at(MEMORY_CHUNKS_DB, &id.to_string(), bytes)?;
+            Ok(Some(MemoryChunk {
+                id,
+                path: record.path,
+                start_line: record.start_line,
+                end_line: record.end_line,
+                text: record.text,
+                content_hash: record.content_hash,
+            }))
+        })
+    }
+
+    /// The stored vector of chunk `id`, dequantized.
+    pub fn memory_vector(&self, scope: &str, id: u64) -> Result<Option<Vec<f32>>, StoreError> {
+        check_scope(scope)?;
+        let key = scoped(scope, &id.to_be_bytes());
+        self.env.read("memory_vector", |txn, dbs| {
+            Ok(dbs
+                .memory_vectors
+                .get(txn, &key)?
+                .and_then(QuantizedVector::from_bytes)
+                .map(|v| v.dequantize()))
+        })
+    }
+
+    /// Files, chunks, vectors and token total of `scope`.
+    pub fn memory_stats(&self, scope: &str) -> Result<MemoryIndexStats, StoreError> {
+        check_scope(scope)?;
+        self.env
+            .read("memory_stats", |txn, dbs| read_stats(txn, dbs, scope))
+    }
+
+    /// Cached vectors for `hashes` under `model_key` (None where absent), in order.
+    pub fn embed_cache_get(
+        &self,
+        model_key: &str,
+        hashes: &[[u8; 32]],
+    ) -> Result<Vec<Option<QuantizedVector>>, StoreError> {
+        check_scope(model_key)?;
+        self.env.read("embed_cache_get", |txn, dbs| {
+            let mut found = Vec::with_capacity(hashes.len());
+            for hash in hashes {
+                let key = scoped(model_key, hash);
+                found.push(
+                    dbs.embed_cache
+                        .get(txn, &key)?
+                        .and_then(QuantizedVector::from_bytes),
+                );
+            }
+            Ok(found)
+        })
+    }
+
+    /// Stores vectors for content hashes under `model_key`, in one transaction.
+    pub fn embed_cache_put(
+        &self,
+        model_key: &str,
+        entries: &[([u8; 32], QuantizedVector)],
+    ) -> Result<(), StoreError> {
+        check_scope(model_key)?;
+        self.env.write("embed_cache_put", |txn, dbs| {
+            for (hash, vector) in entries {
+                dbs.embed_cache
+                    .put(txn, &scoped(model_key, hash), &vector.to_bytes())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Number of cached embeddings (all models).
+    pub fn embed_cache_len(&self) -> Result<u64, StoreError> {
+        self.env.read("embed_cache_len", |txn, dbs| {
+            Ok(dbs.embed_cache.len(txn)?)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+
+    fn chunk(text: &str, terms: &[(&str, u32)], vector: Option<Vec<f32>>) -> NewMemoryChunk {
+        NewMemoryChunk {
+            start_line: 1,
+            end_line: 2,
+            text: text.to_string(),
+            content_hash: [text.len() as u8; 32],
+            vector: vector.map(|v| QuantizedVector::quantize(&v)),
+            term_counts: terms.iter().map(|(t, c)| (t.to_string(), *c)).collect(),
+            token_count: terms.iter().map(|(_, c)| c).sum(),
+        }
+    }
+
+    fn file() -> MemoryFileRecord {
+        MemoryFileRecord {
+            content_hash: [1; 32],
+            size_bytes: 10,
+            modified_ms: 5,
+            source: "memory".into(),
+            embed_key: String::new(),
+            chunk_ids: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn quantized_vector_round_trips_within_one_step() {
+        let v = vec![0.5, -0.25, 0.0, 1.0];
+        let q = QuantizedVector::quantize(&v);
+        let back = QuantizedVector::from_bytes(&q.to_bytes()).expect("layout");
+        for (a, b) in v.iter().zip(back.dequantize()) {
+            assert!((a - b).abs() <= q.scale, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn replacing_a_file_drops_its_old_chunks_and_postings() {
+        let (_dir, store) = temp_store();
+        let first = [chunk(
+            "alpha beta",
+            &[("alpha", 1), ("beta", 1)],
+            Some(vec![1.0, 0.0]),
+        )];
+        store
+            .memory_replace_file("main", "a.md", &file(), &first)
+            .expect("first");
+        let second = [chunk("gamma", &[("gamma", 1)], None)];
+        store
+            .memory_replace_file("main", "a.md", &file(), &second)
+            .expect("second");
+        let stats = store.memory_stats("main").expect("stats");
+        assert_eq!((stats.files, stats.chunks, stats.vectors), (1, 1, 0));
+        assert!(store
+            .memory_keyword_top_k("main", &["alpha".into()], 5)
+            .expect("search")
+            .is_empty());
+        assert_eq!(
+            store
+                .memory_keyword_top_k("main", &["gamma".into()], 5)
+                .expect("search")
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn removing_a_file_leaves_nothing_and_scopes_are_separate() {
+        let (_dir, store) = temp_store();
+        let chunks = [chunk("alpha", &[("alpha", 1)], Some(vec![1.0, 0.0]))];
+        store
+            .memory_replace_file("main", "a.md", &file(), &chunks)
+            .expect("main");
+        store
+            .memory_replace_file("other", "a.md", &file(), &chunks)
+            .expect("other");
+        assert!(store.memory_remove_file("main", "a.md").expect("remove"));
+        assert_eq!(
+            store.memory_stats("main").expect("stats"),
+            MemoryIndexStats::default()
+        );
+        assert!(store.memory_paths("main").expect("paths").is_empty());
+        assert_eq!(store.memory_paths("other").expect("paths"), vec!["a.md"]);
+        assert_eq!(
+            store
+                .memory_vector_top_k("other", &[1.0, 0.0], 3)
+                .expect("scan")
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn embed_cache_is_keyed_by_model_and_hash() {
+        let (_dir, store) = temp_store();
+        let v = QuantizedVector::quantize(&[0.1, 0.2]);
+        store
+            .embed_cache_put("model-a", &[([7; 32], v.clone())])
+            .expect("put");
+        let hits = store
+            .embed_cache_get("model-a", &[[7; 32], [8; 32]])
+            .expect("get");
+        assert_eq!(hits, vec![Some(v), None]);
+        assert_eq!(
+            store.embed_cache_get("model-b", &[[7; 32]]).expect("get"),
+            vec![None]
+        );
+    }
+}
