@@ -60,6 +60,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Status(connect) => status(&cli.global, &connect),
         Command::Doctor => doctor(&cli.global),
         Command::Devices(command) => devices(&cli.global, command),
+        Command::Memory(command) => {
+            let loaded = load(&cli.global)?;
+            super::memory::run(&loaded, &data_dir(&cli.global), command)
+        }
     }
 }
 

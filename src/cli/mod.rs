@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+mod memory;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,9 @@ pub enum Command {
     /// List, approve or reject devices asking to pair with a running gateway.
     #[command(subcommand)]
     Devices(DevicesCommand),
+    /// Index, inspect and search the agent's long-term memory.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 #[derive(Debug, Args)]

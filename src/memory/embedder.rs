@@ -34,7 +34,7 @@ pub const SPECIAL_TOKENS_PER_INPUT: usize = 2;
 pub enum EmbedError {
     #[error("local embeddings are unavailable on this platform (no ONNX Runtime for 32-bit ARM): keyword-only search")]
     Unsupported,
-    #[error("ONNX Runtime library not found at {path} (set memorySearch.local or {ORT_DYLIB_ENV}; `scripts/setup memory` installs it)")]
+    #[error("ONNX Runtime library not found at {path} (set {ORT_DYLIB_ENV} or install it there; `scripts/setup memory` fetches it)")]
     RuntimeMissing { path: PathBuf },
     #[error("cannot load ONNX Runtime from {path}: {reason}")]
     RuntimeLoad { path: PathBuf, reason: String },

@@ -16,6 +16,7 @@ pub mod index;
 pub mod keywords;
 #[cfg(not(target_arch = "arm"))]
 mod onnx;
+pub mod registry;
 pub mod search;
 pub mod tools;
 pub mod watch;
@@ -133,13 +134,13 @@ impl MemoryService {
         agent_id: &str,
         workspace: PathBuf,
         settings: ResolvedMemorySearch,
-        embedder: Result<Arc<dyn Embedder>, EmbedError>,
+        embedder: Result<Arc<dyn Embedder>, String>,
     ) -> MemoryService {
         let (embedder, keyword_only_reason) = match embedder {
             Ok(embedder) => (Some(embedder), None),
-            Err(error) => {
-                log::warn!("memory: keyword-only search for agent {agent_id}: {error}");
-                (None, Some(error.to_string()))
+            Err(reason) => {
+                log::warn!("memory: keyword-only search for agent {agent_id}: {reason}");
+                (None, Some(reason))
             }
         };
         let limits = ChunkLimits::for_model(

@@ -52,9 +52,9 @@ pub fn settings(json: &str) -> ResolvedMemorySearch {
 /// A workspace + store in `dir`, served for agent `main`.
 pub fn service(dir: &Path, embedder: Option<Arc<OnnxEmbedder>>, json: &str) -> MemoryService {
     let store = Store::open(&dir.join("store"), StoreOptions::default()).expect("store");
-    let embedder: Result<Arc<dyn Embedder>, _> = match embedder {
+    let embedder: Result<Arc<dyn Embedder>, String> = match embedder {
         Some(embedder) => Ok(embedder as Arc<dyn Embedder>),
-        None => Err(pincer::memory::EmbedError::Unsupported),
+        None => Err(pincer::memory::EmbedError::Unsupported.to_string()),
     };
     MemoryService::new(
         store,
