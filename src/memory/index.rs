@@ -17,7 +17,7 @@ use super::discovery::MemoryFile;
 use super::embedder::Embedder;
 use super::keywords::term_counts;
 use super::MemoryError;
-use crate::store::{MemoryFileRecord, NewMemoryChunk, QuantizedVector, Store};
+use crate::store::{MemoryFileRecord, MemoryFileWrite, NewMemoryChunk, QuantizedVector, Store};
 
 /// Chunks written per transaction when there is no embedder to set the batch size.
 const KEYWORD_ONLY_BATCH_CHUNKS: usize = 64;
@@ -143,9 +143,10 @@ impl Indexer<'_> {
                 report.files_removed += 1;
             }
         }
+        let mut pending = PendingWrites::default();
         for (done, file) in files.iter().enumerate() {
             report.files_seen += 1;
-            match self.sync_file(file, force, &mut report) {
+            match self.sync_file(file, force, &mut pending, &mut report) {
                 Ok(()) => {}
                 // A file that vanished between discovery and reading is simply gone.
                 Err(MemoryError::Io { source, .. })
@@ -166,6 +167,7 @@ impl Indexer<'_> {
                 chunks_written: report.chunks_written,
             });
         }
+        self.flush(&mut pending, &mut report)?;
         Ok(report)
     }
 
@@ -173,6 +175,7 @@ impl Indexer<'_> {
         &self,
         file: &MemoryFile,
         force: bool,
+        pending: &mut PendingWrites,
         report: &mut SyncReport,
     ) -> Result<(), MemoryError> {
         let meta = std::fs::metadata(&file.absolute).map_err(|source| MemoryError::Io {
@@ -199,7 +202,7 @@ impl Indexer<'_> {
             embed_key: index_key,
             chunk_ids: Vec::new(),
         };
-        self.index_file(file, record, report)?;
+        self.index_file(file, record, pending, report)?;
         report.files_indexed += 1;
         Ok(())
     }
@@ -208,6 +211,7 @@ impl Indexer<'_> {
         &self,
         file: &MemoryFile,
         record: MemoryFileRecord,
+        pending: &mut PendingWrites,
         report: &mut SyncReport,
     ) -> Result<(), MemoryError> {
         let io_error = |source| MemoryError::Io {
@@ -219,8 +223,8 @@ impl Indexer<'_> {
             File::open(&file.absolute).map_err(io_error)?,
         );
         match self.embedder {
-            Some(embedder) => self.write_chunks(file, reader, embedder, record, report),
-            None => self.write_chunks(file, reader, &WordCounter, record, report),
+            Some(embedder) => self.write_chunks(file, reader, embedder, record, pending, report),
+            None => self.write_chunks(file, reader, &WordCounter, record, pending, report),
         }
     }
 
@@ -230,6 +234,7 @@ impl Indexer<'_> {
         reader: BufReader<File>,
         counter: &C,
         record: MemoryFileRecord,
+        pending: &mut PendingWrites,
         report: &mut SyncReport,
     ) -> Result<(), MemoryError> {
         let io_error = |source| MemoryError::Io {
@@ -243,7 +248,7 @@ impl Indexer<'_> {
             self.limits.overlap_tokens,
         );
         // Until the last batch lands, the stored hash is "pending" so an interrupted run re-indexes the file.
-        let pending = MemoryFileRecord {
+        let pending_record = MemoryFileRecord {
             content_hash: [0; 32],
             ..record.clone()
         };
@@ -252,65 +257,87 @@ impl Indexer<'_> {
         for chunk in chunker {
             batch.push(chunk.map_err(io_error)?);
             if batch.len() >= self.batch_size() {
-                self.write_batch(&file.cited_path, &pending, &batch, first, report)?;
-                batch.clear();
+                pending.stage(
+                    &file.cited_path,
+                    &pending_record,
+                    std::mem::take(&mut batch),
+                    first,
+                );
                 first = false;
+                self.flush(pending, report)?;
             }
         }
-        self.write_batch(&file.cited_path, &record, &batch, first, report)
-    }
-
-    fn write_batch(
-        &self,
-        path: &str,
-        record: &MemoryFileRecord,
-        batch: &[TextChunk],
-        replace: bool,
-        report: &mut SyncReport,
-    ) -> Result<(), MemoryError> {
-        let hashes: Vec<[u8; 32]> = batch
-            .iter()
-            .map(|c| Sha256::digest(c.text.as_bytes()).into())
-            .collect();
-        let vectors = self.vectors_for(batch, &hashes, report)?;
-        let chunks: Vec<NewMemoryChunk> = batch
-            .iter()
-            .zip(hashes)
-            .zip(vectors)
-            .map(|((chunk, content_hash), vector)| {
-                let (term_counts, token_count) = term_counts(&chunk.text);
-                NewMemoryChunk {
-                    start_line: chunk.start_line,
-                    end_line: chunk.end_line,
-                    text: chunk.text.clone(),
-                    content_hash,
-                    vector,
-                    term_counts,
-                    token_count,
-                }
-            })
-            .collect();
-        self.store
-            .memory_write_chunks(self.scope, path, record, &chunks, replace)?;
-        report.chunks_written += chunks.len() as u64;
+        pending.stage(&file.cited_path, &record, batch, first);
+        if pending.chunks >= self.batch_size() {
+            self.flush(pending, report)?;
+        }
         Ok(())
     }
 
-    /// One vector per chunk: cached ones as stored, the rest embedded (one batch) and cached.
+    /// Embeds what the cache lacks for every staged chunk and writes all staged files in one transaction.
+    fn flush(
+        &self,
+        pending: &mut PendingWrites,
+        report: &mut SyncReport,
+    ) -> Result<(), MemoryError> {
+        if pending.writes.is_empty() {
+            return Ok(());
+        }
+        let staged = std::mem::take(&mut pending.writes);
+        pending.chunks = 0;
+        let texts: Vec<&TextChunk> = staged.iter().flat_map(|(_, chunks)| chunks).collect();
+        let hashes: Vec<[u8; 32]> = texts
+            .iter()
+            .map(|c| Sha256::digest(c.text.as_bytes()).into())
+            .collect();
+        let (vectors, fresh) = self.vectors_for(&texts, &hashes, report)?;
+        let mut vectors = vectors.into_iter();
+        let mut hashes = hashes.into_iter();
+        let mut writes = Vec::with_capacity(staged.len());
+        for (mut write, chunks) in staged {
+            for chunk in chunks {
+                let (term_counts, token_count) = term_counts(&chunk.text);
+                write.chunks.push(NewMemoryChunk {
+                    start_line: chunk.start_line,
+                    end_line: chunk.end_line,
+                    content_hash: hashes.next().expect("one hash per chunk"),
+                    vector: vectors.next().expect("one vector slot per chunk"),
+                    text: chunk.text,
+                    term_counts,
+                    token_count,
+                });
+            }
+            report.chunks_written += write.chunks.len() as u64;
+            writes.push(write);
+        }
+        let model_key = self.embedder.map_or("", Embedder::key);
+        self.store
+            .memory_write_batch(self.scope, &writes, model_key, &fresh)?;
+        Ok(())
+    }
+
+    /// One vector per chunk: cached ones as stored, the rest embedded; also the new cache entries.
+    #[allow(clippy::type_complexity)]
     fn vectors_for(
         &self,
-        batch: &[TextChunk],
+        batch: &[&TextChunk],
         hashes: &[[u8; 32]],
         report: &mut SyncReport,
-    ) -> Result<Vec<Option<QuantizedVector>>, MemoryError> {
+    ) -> Result<
+        (
+            Vec<Option<QuantizedVector>>,
+            Vec<([u8; 32], QuantizedVector)>,
+        ),
+        MemoryError,
+    > {
         let Some(embedder) = self.embedder else {
-            return Ok(vec![None; batch.len()]);
+            return Ok((vec![None; batch.len()], Vec::new()));
         };
         let mut vectors = self.store.embed_cache_get(embedder.key(), hashes)?;
         let missing: Vec<usize> = (0..batch.len()).filter(|&i| vectors[i].is_none()).collect();
         report.cache_hits += (batch.len() - missing.len()) as u64;
         if missing.is_empty() {
-            return Ok(vectors);
+            return Ok((vectors, Vec::new()));
         }
         let texts: Vec<&str> = missing.iter().map(|&i| batch[i].text.as_str()).collect();
         let embedded = embedder.embed_batched(&texts)?;
@@ -320,9 +347,34 @@ impl Indexer<'_> {
             fresh.push((hashes[i], quantized.clone()));
             vectors[i] = Some(quantized);
         }
-        self.store.embed_cache_put(embedder.key(), &fresh)?;
         report.chunks_embedded += missing.len() as u64;
-        Ok(vectors)
+        Ok((vectors, fresh))
+    }
+}
+
+/// Chunks staged for the next write transaction, grouped by file, in order.
+#[derive(Default)]
+struct PendingWrites {
+    writes: Vec<(MemoryFileWrite, Vec<TextChunk>)>,
+    chunks: usize,
+}
+
+impl PendingWrites {
+    fn stage(
+        &mut self,
+        path: &str,
+        record: &MemoryFileRecord,
+        chunks: Vec<TextChunk>,
+        replace: bool,
+    ) {
+        self.chunks += chunks.len();
+        let write = MemoryFileWrite {
+            path: path.to_string(),
+            record: record.clone(),
+            chunks: Vec::new(),
+            replace,
+        };
+        self.writes.push((write, chunks));
     }
 }
 

@@ -250,6 +250,52 @@ fn remove_file_chunks(
     Ok(stats)
 }
 
+/// One file's share of a write batch. With `replace`, the file's previous chunks go first; without, the chunks
+/// are appended to those already recorded. `record` (hash, size, …) is stored as given with the chunk ids filled
+/// in; a large file arrives in several writes so indexing never holds all of its chunks (the indexer marks the
+/// hash pending until the last one).
+#[derive(Clone, Debug)]
+pub struct MemoryFileWrite {
+    pub path: String,
+    pub record: MemoryFileRecord,
+    pub chunks: Vec<NewMemoryChunk>,
+    pub replace: bool,
+}
+
+fn write_file_chunks(
+    txn: &mut RwTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    write: &MemoryFileWrite,
+    mut stats: MemoryIndexStats,
+) -> Result<MemoryIndexStats, TxnError> {
+    let key = scoped(scope, write.path.as_bytes());
+    let mut chunk_ids = Vec::new();
+    if let Some(bytes) = dbs.memory_files.get(txn, &key)? {
+        let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, &write.path, bytes)?;
+        if write.replace {
+            stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
+        } else {
+            chunk_ids = old.chunk_ids;
+        }
+        stats.files = stats.files.saturating_sub(1);
+    }
+    for chunk in &write.chunks {
+        chunk_ids.push(insert_chunk(txn, dbs, scope, &write.path, chunk)?);
+        stats.chunks += 1;
+        stats.vectors += u64::from(chunk.vector.is_some());
+        stats.total_tokens += u64::from(chunk.token_count);
+    }
+    stats.files += 1;
+    let record = MemoryFileRecord {
+        chunk_ids,
+        ..write.record.clone()
+    };
+    dbs.memory_files
+        .put(txn, &key, &encode(MEMORY_FILES_DB, &write.path, &record)?)?;
+    Ok(stats)
+}
+
 fn insert_chunk(
     txn: &mut RwTxn<'_>,
     dbs: &Databases,
@@ -326,10 +372,34 @@ impl Store {
         self.memory_write_chunks(scope, path, file, chunks, true)
     }
 
-    /// Writes one batch of `path`'s chunks in one transaction. With `replace`, the file's previous chunks go
-    /// first; without, the batch is appended to the chunks already recorded. `file` (its hash, size, …) is
-    /// stored as given, with the chunk ids filled in; large files are written batch by batch so indexing
-    /// never holds a whole file's chunks (the indexer marks the hash pending until the last batch).
+    /// Writes several files' chunk batches and their new cache entries in one transaction (one fsync), in
+    /// order. See `MemoryFileWrite` for what each write does.
+    pub fn memory_write_batch(
+        &self,
+        scope: &str,
+        writes: &[MemoryFileWrite],
+        cache_model_key: &str,
+        cache_entries: &[([u8; 32], QuantizedVector)],
+    ) -> Result<(), StoreError> {
+        check_scope(scope)?;
+        if !cache_entries.is_empty() {
+            check_scope(cache_model_key)?;
+        }
+        self.env.write("memory_write_batch", |txn, dbs| {
+            let mut stats = read_stats(txn, dbs, scope)?;
+            for write in writes {
+                stats = write_file_chunks(txn, dbs, scope, write, stats)?;
+            }
+            write_stats(txn, dbs, scope, &stats)?;
+            for (hash, vector) in cache_entries {
+                dbs.embed_cache
+                    .put(txn, &scoped(cache_model_key, hash), &vector.to_bytes())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes one batch of `path`'s chunks in one transaction (see `MemoryFileWrite`).
     pub fn memory_write_chunks(
         &self,
         scope: &str,
@@ -338,36 +408,13 @@ impl Store {
         chunks: &[NewMemoryChunk],
         replace: bool,
     ) -> Result<(), StoreError> {
-        check_scope(scope)?;
-        let key = scoped(scope, path.as_bytes());
-        self.env.write("memory_write_chunks", |txn, dbs| {
-            let mut stats = read_stats(txn, dbs, scope)?;
-            let mut chunk_ids = Vec::new();
-            if let Some(bytes) = dbs.memory_files.get(txn, &key)? {
-                let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, path, bytes)?;
-                if replace {
-                    stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
-                } else {
-                    chunk_ids = old.chunk_ids;
-                }
-                stats.files = stats.files.saturating_sub(1);
-            }
-            for chunk in chunks {
-                chunk_ids.push(insert_chunk(txn, dbs, scope, path, chunk)?);
-                stats.chunks += 1;
-                stats.vectors += u64::from(chunk.vector.is_some());
-                stats.total_tokens += u64::from(chunk.token_count);
-            }
-            stats.files += 1;
-            let record = MemoryFileRecord {
-                chunk_ids,
-                ..file.clone()
-            };
-            dbs.memory_files
-                .put(txn, &key, &encode(MEMORY_FILES_DB, path, &record)?)?;
-            write_stats(txn, dbs, scope, &stats)?;
-            Ok(())
-        })
+        let write = MemoryFileWrite {
+            path: path.to_string(),
+            record: file.clone(),
+            chunks: chunks.to_vec(),
+            replace,
+        };
+        self.memory_write_batch(scope, &[write], "", &[])
     }
 
     /// Removes `path` and all its chunks; returns whether it was indexed.

@@ -35,8 +35,8 @@ pub use maintenance::{
     LAST_MAINTENANCE_KEY,
 };
 pub use memory::{
-    MemoryChunk, MemoryFileRecord, MemoryIndexStats, NewMemoryChunk, QuantizedVector,
-    MAX_TERM_BYTES,
+    MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
+    QuantizedVector, MAX_TERM_BYTES,
 };
 pub use memory_search::ScoredChunk;
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
