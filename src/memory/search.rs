@@ -176,11 +176,14 @@ fn merge(
     for hit in keyword_hits {
         by_id.entry(hit.id).or_default().1 = Some(bm25_to_score(hit.score));
     }
+    let ids: Vec<u64> = by_id.keys().copied().collect();
+    let chunks = store.memory_chunks(scope, &ids)?;
     let mut candidates = Vec::with_capacity(by_id.len());
-    for (id, (vector, text)) in by_id {
-        let Some(chunk) = store.memory_chunk(scope, id)? else {
+    for (id, chunk) in ids.into_iter().zip(chunks) {
+        let Some(chunk) = chunk else {
             continue;
         };
+        let (vector, text) = by_id[&id];
         let score = match mode {
             SearchMode::Hybrid => {
                 options.vector_weight * vector.unwrap_or(0.0)

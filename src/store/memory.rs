@@ -437,21 +437,35 @@ impl Store {
 
     /// The chunk with `id` in `scope`.
     pub fn memory_chunk(&self, scope: &str, id: u64) -> Result<Option<MemoryChunk>, StoreError> {
+        Ok(self.memory_chunks(scope, &[id])?.pop().flatten())
+    }
+
+    /// The chunks with `ids` in `scope` (None where absent), in order, read in one transaction.
+    pub fn memory_chunks(
+        &self,
+        scope: &str,
+        ids: &[u64],
+    ) -> Result<Vec<Option<MemoryChunk>>, StoreError> {
         check_scope(scope)?;
-        let key = scoped(scope, &id.to_be_bytes());
-        self.env.read("memory_chunk", |txn, dbs| {
-            let Some(bytes) = dbs.memory_chunks.get(txn, &key)? else {
-                return Ok(None);
-            };
-            let record: ChunkRecord = decode_at(MEMORY_CHUNKS_DB, &id.to_string(), bytes)?;
-            Ok(Some(MemoryChunk {
-                id,
-                path: record.path,
-                start_line: record.start_line,
-                end_line: record.end_line,
-                text: record.text,
-                content_hash: record.content_hash,
-            }))
+        self.env.read("memory_chunks", |txn, dbs| {
+            let mut chunks = Vec::with_capacity(ids.len());
+            for &id in ids {
+                let key = scoped(scope, &id.to_be_bytes());
+                let Some(bytes) = dbs.memory_chunks.get(txn, &key)? else {
+                    chunks.push(None);
+                    continue;
+                };
+                let record: ChunkRecord = decode_at(MEMORY_CHUNKS_DB, &id.to_string(), bytes)?;
+                chunks.push(Some(MemoryChunk {
+                    id,
+                    path: record.path,
+                    start_line: record.start_line,
+                    end_line: record.end_line,
+                    text: record.text,
+                    content_hash: record.content_hash,
+                }));
+            }
+            Ok(chunks)
         })
     }
 
