@@ -196,7 +196,19 @@ impl MemoryService {
             embedder: self.embedder.as_deref(),
             limits: self.limits,
         };
-        let report = indexer.sync(&self.files(), force, progress)?;
+        let files = self.files();
+        let report = indexer.sync(&files, force, progress)?;
+        if report.files_indexed + report.files_removed > 0 {
+            log::info!(
+                "memory: agent {} synced: {} of {} files indexed, {} removed, {} chunks ({} embedded)",
+                self.agent_id,
+                report.files_indexed,
+                report.files_seen,
+                report.files_removed,
+                report.chunks_written,
+                report.chunks_embedded
+            );
+        }
         *last = Some((now_ms(), report.clone()));
         Ok(report)
     }

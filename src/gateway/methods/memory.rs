@@ -1,7 +1,7 @@
 //! `memory.status` and `memory.search` for the Control UI: the same service and tool function the agent
 //! uses, for one agent (`agentId`, default the default agent).
 //!
-//! The first call for an agent creates its service and starts its watcher (a sync, then debounced syncs on
+//! The first call for an agent creates its service, indexes, and starts its watcher (debounced syncs on
 //! change) under the gateway's shutdown token. This file must not index or rank by itself.
 
 use std::sync::Arc;
@@ -32,7 +32,12 @@ fn service(
     };
     let (service, created) =
         registry::service_for(&state.store, &config, &agent_id, &state.data_dir);
-    if created {
+    if created && service.settings().enabled {
+        // The first call indexes before answering (handlers run where blocking is allowed); the watcher then
+        // keeps the index fresh.
+        if let Err(error) = service.sync(false, &mut |_| {}) {
+            log::warn!("memory: initial sync for agent {agent_id} failed: {error}");
+        }
         start_watcher(state, &service);
     }
     Ok(service)
