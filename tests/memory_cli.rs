@@ -86,6 +86,8 @@ fn index_status_and_search_from_the_command_line() {
     assert_eq!(status["files"], 2);
     assert_eq!(status["vectors"], 2);
     assert_eq!(status["model"], "all-MiniLM-L6-v2:384");
+    assert_eq!(status["lastSync"]["filesIndexed"], 2, "{status}");
+    assert!(status["lastSyncMs"].as_u64().is_some(), "{status}");
 
     let found = stdout(&pincer(
         dir.path(),

@@ -52,7 +52,7 @@ impl ChunkLimits {
 }
 
 /// What one sync did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SyncReport {
     pub files_seen: u64,

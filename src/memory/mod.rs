@@ -121,6 +121,11 @@ impl std::fmt::Debug for MemoryService {
     }
 }
 
+/// Meta key holding the last sync of an agent (JSON: `atMs`, `report`).
+fn last_sync_key(agent_id: &str) -> String {
+    format!("memory_last_sync:{agent_id}")
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -209,7 +214,16 @@ impl MemoryService {
                 report.chunks_embedded
             );
         }
-        *last = Some((now_ms(), report.clone()));
+        let at = now_ms();
+        let record = serde_json::json!({ "atMs": at, "report": report });
+        // Status in another process (the CLI beside the gateway) reads the last sync from the store.
+        if let Err(error) = self.store.put_meta(
+            &last_sync_key(&self.agent_id),
+            record.to_string().as_bytes(),
+        ) {
+            log::warn!("memory: cannot record the last sync: {error}");
+        }
+        *last = Some((at, report.clone()));
         Ok(report)
     }
 
@@ -263,6 +277,13 @@ impl MemoryService {
         self.search_with(query, &self.search_options(None, None))
     }
 
+    fn recorded_last_sync(&self) -> Option<(u64, SyncReport)> {
+        let bytes = self.store.meta(&last_sync_key(&self.agent_id)).ok()??;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let report = serde_json::from_value(value.get("report")?.clone()).ok()?;
+        Some((value.get("atMs")?.as_u64()?, report))
+    }
+
     /// Index counts, model and settings.
     pub fn status(&self) -> Result<MemoryStatus, MemoryError> {
         let stats = self.store.memory_stats(&self.agent_id)?;
@@ -270,7 +291,8 @@ impl MemoryService {
             .sync_gate
             .try_lock()
             .ok()
-            .and_then(|guard| guard.clone());
+            .and_then(|guard| guard.clone())
+            .or_else(|| self.recorded_last_sync());
         let note = self.limits.clamped.then(|| {
             format!(
                 "chunking.tokens {} lowered to {} (the model's maximum sequence length)",
