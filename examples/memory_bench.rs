@@ -7,11 +7,10 @@
 //! - query embedding latency p50/p95 (the model alone),
 //! - hybrid query latency p50/p95 excluding the query embedding (vector scan + BM25 + merge, with the query
 //!   vectors embedded beforehand),
-//! and at the end the RSS after the model's idle unload.
-//! It reports numbers only; it must not judge them.
 //!
-//!   cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200]
-//!       [--threads 1] [--batch 8]
+//! and at the end the RSS after the model's idle unload. It reports numbers only; it must not judge them.
+//!
+//! `cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200] [--threads 1] [--batch 8]`
 
 use std::collections::HashMap;
 use std::path::Path;

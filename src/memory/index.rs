@@ -317,19 +317,12 @@ impl Indexer<'_> {
     }
 
     /// One vector per chunk: cached ones as stored, the rest embedded; also the new cache entries.
-    #[allow(clippy::type_complexity)]
     fn vectors_for(
         &self,
         batch: &[&TextChunk],
         hashes: &[[u8; 32]],
         report: &mut SyncReport,
-    ) -> Result<
-        (
-            Vec<Option<QuantizedVector>>,
-            Vec<([u8; 32], QuantizedVector)>,
-        ),
-        MemoryError,
-    > {
+    ) -> Result<(Vec<Option<QuantizedVector>>, NewCacheEntries), MemoryError> {
         let Some(embedder) = self.embedder else {
             return Ok((vec![None; batch.len()], Vec::new()));
         };
@@ -351,6 +344,9 @@ impl Indexer<'_> {
         Ok((vectors, fresh))
     }
 }
+
+/// Vectors embedded in this batch, to be cached under their chunk hashes.
+type NewCacheEntries = Vec<([u8; 32], QuantizedVector)>;
 
 /// Chunks staged for the next write transaction, grouped by file, in order.
 #[derive(Default)]

@@ -17,7 +17,10 @@ use crate::store::Store;
 type EmbedderSlot = Result<Arc<dyn Embedder>, String>;
 
 static EMBEDDERS: OnceLock<Mutex<HashMap<PathBuf, EmbedderSlot>>> = OnceLock::new();
-static SERVICES: OnceLock<Mutex<HashMap<(PathBuf, String), Arc<MemoryService>>>> = OnceLock::new();
+/// Services by (store directory, agent id).
+type ServiceMap = HashMap<(PathBuf, String), Arc<MemoryService>>;
+
+static SERVICES: OnceLock<Mutex<ServiceMap>> = OnceLock::new();
 
 /// The process's embedder for `settings` (board profile threads and batch), or why there is none.
 pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
