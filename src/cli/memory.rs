@@ -108,18 +108,34 @@ pub fn run(
     command: MemoryCommand,
 ) -> Result<(), String> {
     match command {
-        MemoryCommand::Index { force, agent } => {
-            let service = open_service(loaded, data_dir, &agent)?;
-            let started = Instant::now();
-            let mut progress = progress_printer();
-            let report = service
-                .sync(force, &mut progress)
-                .map_err(|e| e.to_string())?;
-            if started.elapsed() >= Duration::from_millis(PROGRESS_AFTER_MS) {
-                eprintln!();
-            }
-            let value = serde_json::to_value(&report).unwrap_or_default();
-            let text = format!(
+        MemoryCommand::Index { force, agent } => index(loaded, data_dir, force, &agent),
+        MemoryCommand::Status { agent } => status(loaded, data_dir, &agent),
+        MemoryCommand::Search {
+            query,
+            max_results,
+            min_score,
+            agent,
+        } => search(loaded, data_dir, &query, max_results, min_score, &agent),
+    }
+}
+
+fn index(
+    loaded: &LoadedConfig,
+    data_dir: &std::path::Path,
+    force: bool,
+    agent: &AgentArg,
+) -> Result<(), String> {
+    let service = open_service(loaded, data_dir, agent)?;
+    let started = Instant::now();
+    let mut progress = progress_printer();
+    let report = service
+        .sync(force, &mut progress)
+        .map_err(|e| e.to_string())?;
+    if started.elapsed() >= Duration::from_millis(PROGRESS_AFTER_MS) {
+        eprintln!();
+    }
+    let value = serde_json::to_value(&report).unwrap_or_default();
+    let text = format!(
                 "indexed {} of {} files ({} unchanged, {} removed): {} chunks written, {} embedded, {} from cache{} in {:.1} s",
                 report.files_indexed,
                 report.files_seen,
@@ -131,14 +147,19 @@ pub fn run(
                 if report.keyword_only { " (keyword-only: no embedding model)" } else { "" },
                 started.elapsed().as_secs_f64()
             );
-            print(agent.json, &value, text);
-            Ok(())
-        }
-        MemoryCommand::Status { agent } => {
-            let service = open_service(loaded, data_dir, &agent)?;
-            let status = service.status().map_err(|e| e.to_string())?;
-            let value = serde_json::to_value(&status).unwrap_or_default();
-            let mut text = format!(
+    print(agent.json, &value, text);
+    Ok(())
+}
+
+fn status(
+    loaded: &LoadedConfig,
+    data_dir: &std::path::Path,
+    agent: &AgentArg,
+) -> Result<(), String> {
+    let service = open_service(loaded, data_dir, agent)?;
+    let status = service.status().map_err(|e| e.to_string())?;
+    let value = serde_json::to_value(&status).unwrap_or_default();
+    let mut text = format!(
                 "agent {}: {} files, {} chunks, {} vectors\nworkspace: {}\nmodel: {}\nchunks: {} tokens, {} overlap\nembedding cache: {} entries\nstore file: {} bytes",
                 status.agent_id,
                 status.files,
@@ -151,45 +172,46 @@ pub fn run(
                 status.embed_cache_entries,
                 status.store_file_bytes
             );
-            if let Some(reason) = &status.keyword_only_reason {
-                text.push_str(&format!("\nkeyword-only: {reason}"));
-            }
-            if let Some(note) = &status.chunk_tokens_note {
-                text.push_str(&format!("\nnote: {note}"));
-            }
-            print(agent.json, &value, text);
-            Ok(())
-        }
-        MemoryCommand::Search {
-            query,
-            max_results,
-            min_score,
-            agent,
-        } => {
-            let service = open_service(loaded, data_dir, &agent)?;
-            let args = serde_json::json!({
-                "query": query, "maxResults": max_results, "minScore": min_score,
-            });
-            let value = crate::memory::tools::search(&service, &args).map_err(|e| e.to_string())?;
-            let mut text = String::new();
-            if let Some(reason) = value.get("fallbackReason").and_then(|r| r.as_str()) {
-                text.push_str(&format!("(keyword-only: {reason})\n"));
-            }
-            for hit in value["results"].as_array().into_iter().flatten() {
-                text.push_str(&format!(
-                    "{:.3}  {}:{}-{}\n    {}\n",
-                    hit["score"].as_f64().unwrap_or(0.0),
-                    hit["path"].as_str().unwrap_or(""),
-                    hit["startLine"],
-                    hit["endLine"],
-                    hit["snippet"].as_str().unwrap_or("").replace('\n', " ")
-                ));
-            }
-            if text.is_empty() {
-                text.push_str("no results");
-            }
-            print(agent.json, &value, text.trim_end().to_string());
-            Ok(())
-        }
+    if let Some(reason) = &status.keyword_only_reason {
+        text.push_str(&format!("\nkeyword-only: {reason}"));
     }
+    if let Some(note) = &status.chunk_tokens_note {
+        text.push_str(&format!("\nnote: {note}"));
+    }
+    print(agent.json, &value, text);
+    Ok(())
+}
+
+fn search(
+    loaded: &LoadedConfig,
+    data_dir: &std::path::Path,
+    query: &str,
+    max_results: Option<usize>,
+    min_score: Option<f32>,
+    agent: &AgentArg,
+) -> Result<(), String> {
+    let service = open_service(loaded, data_dir, agent)?;
+    let args = serde_json::json!({
+        "query": query, "maxResults": max_results, "minScore": min_score,
+    });
+    let value = crate::memory::tools::search(&service, &args).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    if let Some(reason) = value.get("fallbackReason").and_then(|r| r.as_str()) {
+        text.push_str(&format!("(keyword-only: {reason})\n"));
+    }
+    for hit in value["results"].as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "{:.3}  {}:{}-{}\n    {}\n",
+            hit["score"].as_f64().unwrap_or(0.0),
+            hit["path"].as_str().unwrap_or(""),
+            hit["startLine"],
+            hit["endLine"],
+            hit["snippet"].as_str().unwrap_or("").replace('\n', " ")
+        ));
+    }
+    if text.is_empty() {
+        text.push_str("no results");
+    }
+    print(agent.json, &value, text.trim_end().to_string());
+    Ok(())
 }

@@ -52,8 +52,9 @@ async fn current_fingerprint(service: &Arc<MemoryService>) -> Vec<(String, u64, 
 /// Syncs once, then watches until `cancel` fires.
 pub async fn run(service: Arc<MemoryService>, debounce: Duration, cancel: CancellationToken) {
     let poll = Duration::from_millis(POLL_INTERVAL_MS);
-    sync_now(&service).await;
+    // Fingerprint first: a file changed while the first sync runs is then seen as a change, never missed.
     let mut seen = current_fingerprint(&service).await;
+    sync_now(&service).await;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,

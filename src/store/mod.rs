@@ -17,6 +17,7 @@ mod env;
 mod maintenance;
 mod map;
 mod memory;
+mod memory_cache;
 mod memory_search;
 mod meta;
 mod sessions;
