@@ -118,6 +118,48 @@ pub(super) fn term_prefix(scope: &str, term: &str) -> Vec<u8> {
     key
 }
 
+/// Marks a document-frequency key: `scope 0 0xFF term` → chunks containing `term` (u32 LE). No UTF-8 term
+/// starts with 0xFF, so it never collides with a posting.
+const DF_KEY_MARKER: u8 = 0xff;
+
+pub(super) fn df_key(scope: &str, term: &str) -> Vec<u8> {
+    let mut key = scoped(scope, &[DF_KEY_MARKER]);
+    key.extend_from_slice(term.as_bytes());
+    key
+}
+
+/// Chunks of `scope` containing `term`.
+pub(super) fn read_df(
+    txn: &heed::RoTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    term: &str,
+) -> Result<u32, TxnError> {
+    Ok(dbs
+        .memory_terms
+        .get(txn, &df_key(scope, term))?
+        .and_then(|bytes| bytes.try_into().ok())
+        .map_or(0, u32::from_le_bytes))
+}
+
+fn add_df(
+    txn: &mut RwTxn<'_>,
+    dbs: &Databases,
+    scope: &str,
+    term: &str,
+    delta: i64,
+) -> Result<(), TxnError> {
+    let key = df_key(scope, term);
+    let now = i64::from(read_df(txn, dbs, scope, term)?) + delta;
+    if now <= 0 {
+        dbs.memory_terms.delete(txn, &key)?;
+    } else {
+        let count = u32::try_from(now).unwrap_or(u32::MAX);
+        dbs.memory_terms.put(txn, &key, &count.to_le_bytes())?;
+    }
+    Ok(())
+}
+
 pub(super) fn check_scope(scope: &str) -> Result<(), StoreError> {
     if scope.is_empty() || scope.contains('\0') || scope.len() > 128 {
         return Err(StoreError::InvalidKey {
@@ -184,7 +226,9 @@ fn remove_file_chunks(
         for term in &chunk.terms {
             let mut posting = term_prefix(scope, term);
             posting.extend_from_slice(&id.to_be_bytes());
-            dbs.memory_terms.delete(txn, &posting)?;
+            if dbs.memory_terms.delete(txn, &posting)? {
+                add_df(txn, dbs, scope, term, -1)?;
+            }
         }
         dbs.memory_chunks.delete(txn, &key)?;
         if dbs.memory_vectors.delete(txn, &key)? {
@@ -274,6 +318,7 @@ fn insert_chunk(
         value.extend_from_slice(&count.to_le_bytes());
         value.extend_from_slice(&chunk.token_count.to_le_bytes());
         dbs.memory_terms.put(txn, &posting, &value)?;
+        add_df(txn, dbs, scope, term, 1)?;
     }
     Ok(id)
 }
@@ -507,6 +552,13 @@ mod tests {
             .memory_replace_file("other", "a.md", &file(), &chunks)
             .expect("other");
         assert!(store.memory_remove_file("main", "a.md").expect("remove"));
+        assert!(store.memory_remove_file("other", "a.md").expect("remove"));
+        let entries = store.stats().expect("stats").entries;
+        // Postings and document-frequency counters leave with the last chunk that had them.
+        assert_eq!(entries.get("memory_terms"), Some(&0), "{entries:?}");
+        store
+            .memory_replace_file("other", "a.md", &file(), &chunks)
+            .expect("other again");
         assert_eq!(
             store.memory_stats("main").expect("stats"),
             MemoryIndexStats::default()

@@ -8,13 +8,16 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::env::MEMORY_TERMS_DB;
-use super::memory::{raw_vector, read_stats, scoped, term_prefix, RAW_LAYOUT_VERSION};
+use super::memory::{raw_vector, read_df, read_stats, scoped, term_prefix, RAW_LAYOUT_VERSION};
 use super::{Store, StoreError};
 
 /// BM25 term-frequency saturation.
 const BM25_K1: f32 = 1.2;
 /// BM25 length normalisation.
 const BM25_B: f32 = 0.75;
+/// Terms whose inverse document frequency is below this (in nearly every chunk, like "the") add almost
+/// nothing to any score: their postings are not read, which keeps a query's work bounded on large indexes.
+const MIN_TERM_IDF: f32 = 0.01;
 
 /// A chunk id with a score (cosine similarity or BM25).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -149,6 +152,11 @@ impl Store {
             let average_len = (stats.total_tokens as f32 / docs).max(1.0);
             let mut scores: HashMap<u64, f32> = HashMap::new();
             for term in &distinct {
+                let df = read_df(txn, dbs, scope, term)? as f32;
+                let idf = (1.0 + (docs - df + 0.5) / (df + 0.5)).ln();
+                if df == 0.0 || idf < MIN_TERM_IDF {
+                    continue;
+                }
                 let prefix = term_prefix(scope, term);
                 let mut postings: Vec<(u64, u32, u32)> = Vec::new();
                 for item in dbs.memory_terms.prefix_iter(txn, &prefix)? {
@@ -164,8 +172,6 @@ impl Store {
                         postings.push((id, posting.0, posting.1));
                     }
                 }
-                let df = postings.len() as f32;
-                let idf = (1.0 + (docs - df + 0.5) / (df + 0.5)).ln();
                 for (id, tf, len) in postings {
                     let tf = tf as f32;
                     let norm = 1.0 - BM25_B + BM25_B * (len as f32 / average_len);
