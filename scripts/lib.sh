@@ -13,6 +13,12 @@ OPENCLAW_CLI_DIR="$PINCER_TOOLS/openclaw-cli"
 OPENCLAW_CLI_ENTRY="$OPENCLAW_CLI_DIR/node_modules/openclaw/openclaw.mjs"
 CLIENTS_DIR="$PINCER_ROOT/tests/clients"
 
+# Memory search assets (scripts/setup memory): ONNX Runtime library + embedding model.
+ONNX_DIR="$PINCER_TOOLS/onnx"
+ONNXRUNTIME_VERSION="1.31.1"
+ONNXRUNTIME_LIB="$ONNX_DIR/lib/libonnxruntime.so.$ONNXRUNTIME_VERSION"
+EMBED_MODEL_DIR="$ONNX_DIR/all-MiniLM-L6-v2"
+
 # Where cargo puts binaries; honours CARGO_TARGET_DIR like cargo does.
 PINCER_TARGET_DIR="${CARGO_TARGET_DIR:-$PINCER_ROOT/target}"
 

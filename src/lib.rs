@@ -7,6 +7,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod memory;
 pub mod pipeline;
 pub mod queue;
 pub mod reply;

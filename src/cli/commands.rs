@@ -61,6 +61,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Doctor => doctor(&cli.global),
         Command::Devices(command) => devices(&cli.global, command),
         Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
+        Command::Memory(command) => {
+            let loaded = load(&cli.global)?;
+            super::memory::run(&loaded, &data_dir(&cli.global), command)
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+mod memory;
 mod pairing;
 
 use std::path::PathBuf;
@@ -52,6 +53,9 @@ pub enum Command {
     /// List or approve DM pairing codes of chat senders (asks a running gateway).
     #[command(subcommand)]
     Pairing(PairingCommand),
+    /// Index, inspect and search the agent's long-term memory.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
 }
 
 #[derive(Debug, Args)]

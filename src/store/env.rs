@@ -48,6 +48,11 @@ pub(super) struct Databases {
     pub pair_requests: RawDb,
     pub dedupe: RawDb,
     pub meta: RawDb,
+    pub memory_files: RawDb,
+    pub memory_chunks: RawDb,
+    pub memory_vectors: RawDb,
+    pub memory_terms: RawDb,
+    pub embed_cache: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -57,10 +62,15 @@ pub(super) const DEVICES_DB: &str = "devices";
 pub(super) const PAIR_REQUESTS_DB: &str = "pair_requests";
 pub(super) const DEDUPE_DB: &str = "dedupe";
 pub(super) const META_DB: &str = "meta";
+pub(super) const MEMORY_FILES_DB: &str = "memory_files";
+pub(super) const MEMORY_CHUNKS_DB: &str = "memory_chunks";
+pub(super) const MEMORY_VECTORS_DB: &str = "memory_vectors";
+pub(super) const MEMORY_TERMS_DB: &str = "memory_terms";
+pub(super) const EMBED_CACHE_DB: &str = "embed_cache";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 6] {
+    pub fn all(&self) -> [(&'static str, RawDb); 11] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -68,6 +78,11 @@ impl Databases {
             (PAIR_REQUESTS_DB, self.pair_requests),
             (DEDUPE_DB, self.dedupe),
             (META_DB, self.meta),
+            (MEMORY_FILES_DB, self.memory_files),
+            (MEMORY_CHUNKS_DB, self.memory_chunks),
+            (MEMORY_VECTORS_DB, self.memory_vectors),
+            (MEMORY_TERMS_DB, self.memory_terms),
+            (EMBED_CACHE_DB, self.embed_cache),
         ]
     }
 }
@@ -327,7 +342,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         .map_err(|e| lmdb_error("open databases", e))?;
     // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
     // uncommitted, so a refused environment is left exactly as it was found.
-    let (sessions, transcripts, devices, pair_requests, dedupe, meta) = env
+    let ((sessions, transcripts, devices, pair_requests, dedupe, meta), memory) = env
         .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
             let dbs = (
@@ -338,8 +353,15 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(DEDUPE_DB)?,
                 create(META_DB)?,
             );
+            let memory = [
+                create(MEMORY_FILES_DB)?,
+                create(MEMORY_CHUNKS_DB)?,
+                create(MEMORY_VECTORS_DB)?,
+                create(MEMORY_TERMS_DB)?,
+                create(EMBED_CACHE_DB)?,
+            ];
             meta::check_and_record_schema(wtxn, dbs.5)?;
-            Ok(CommitOrAbort::<_, ()>::Commit(dbs))
+            Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory)))
         })
         .map_err(|e| e.into_store("open databases"))?
         .commit()
@@ -354,5 +376,10 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         pair_requests,
         dedupe,
         meta,
+        memory_files: memory[0],
+        memory_chunks: memory[1],
+        memory_vectors: memory[2],
+        memory_terms: memory[3],
+        embed_cache: memory[4],
     })
 }

@@ -17,6 +17,9 @@ mod dm_pairing;
 mod env;
 mod maintenance;
 mod map;
+mod memory;
+mod memory_cache;
+mod memory_search;
 mod meta;
 mod sessions;
 mod transcripts;
@@ -36,6 +39,11 @@ pub use maintenance::{
     MaintenancePolicy, MaintenanceReport, DEFAULT_MAX_SESSION_ENTRIES, DEFAULT_PRUNE_AFTER_MS,
     LAST_MAINTENANCE_KEY,
 };
+pub use memory::{
+    MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
+    QuantizedVector, MAX_TERM_BYTES,
+};
+pub use memory_search::ScoredChunk;
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
 pub use transcripts::{TranscriptEntry, MAX_SESSION_ID_BYTES};
@@ -360,6 +368,11 @@ mod tests {
             [
                 "dedupe",
                 "devices",
+                "embed_cache",
+                "memory_chunks",
+                "memory_files",
+                "memory_terms",
+                "memory_vectors",
                 "meta",
                 "pair_requests",
                 "sessions",

@@ -8,6 +8,7 @@ pub mod chat;
 pub mod config;
 pub mod devices;
 pub mod health;
+pub mod memory;
 pub mod pairing;
 pub mod params;
 pub mod sessions;
@@ -51,6 +52,8 @@ pub const METHODS: &[&str] = &[
     "models.list",
     "agents.list",
     "commands.list",
+    "memory.status",
+    "memory.search",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -168,6 +171,8 @@ fn dispatch_sync(
         "models.list" => catalog::models(state).into(),
         "agents.list" => catalog::agents(state).into(),
         "commands.list" => catalog::commands().into(),
+        "memory.status" => memory::status(state, &params).into(),
+        "memory.search" => memory::search(state, &params).into(),
         other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }

@@ -1,0 +1,291 @@
+//! Memory search benchmarks, run by `scripts/bench`: real embeddings (ONNX Runtime + the int8
+//! all-MiniLM-L6-v2 from `scripts/setup memory`) over generated notes, one chunk each.
+//!
+//! For each corpus size it reports:
+//! - indexing throughput in chunks/s (chunking, embedding, LMDB writes, one sync),
+//! - peak RSS of the process so far (`VmHWM`), i.e. while indexing,
+//! - query embedding latency p50/p95 (the model alone),
+//! - hybrid query latency p50/p95 excluding the query embedding (vector scan + BM25 + merge, with the query
+//!   vectors embedded beforehand),
+//!
+//! and at the end the RSS after the model's idle unload. It reports numbers only; it must not judge them.
+//!
+//! `cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200] [--threads 1] [--batch 8]`
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pincer::config::schema::memory::MemorySearchConfig;
+use pincer::memory::embedder::{EmbedderSettings, OnnxEmbedder};
+use pincer::memory::{EmbedError, Embedder, MemoryService};
+use pincer::store::{Store, StoreOptions};
+
+const WORDS: [&str; 48] = [
+    "garden",
+    "kettle",
+    "river",
+    "invoice",
+    "dentist",
+    "bicycle",
+    "concert",
+    "passport",
+    "recipe",
+    "landlord",
+    "holiday",
+    "battery",
+    "library",
+    "meeting",
+    "password",
+    "doctor",
+    "harbour",
+    "violin",
+    "pharmacy",
+    "birthday",
+    "mortgage",
+    "printer",
+    "mountain",
+    "ferry",
+    "museum",
+    "plumber",
+    "insurance",
+    "tomato",
+    "lantern",
+    "blanket",
+    "umbrella",
+    "airport",
+    "cinema",
+    "bakery",
+    "festival",
+    "notebook",
+    "keyboard",
+    "window",
+    "ticket",
+    "market",
+    "island",
+    "bridge",
+    "school",
+    "village",
+    "forest",
+    "station",
+    "castle",
+    "orchard",
+];
+
+fn note(i: usize) -> String {
+    let w = |k: usize| WORDS[(i * 7 + k * 13 + i / 48) % WORDS.len()];
+    format!(
+        "Note {i}: on day {} I dealt with the {} and the {}, then talked about the {} near the {} before {}.",
+        i % 365,
+        w(1),
+        w(2),
+        w(3),
+        w(4),
+        w(5)
+    )
+}
+
+fn query(i: usize) -> String {
+    let w = |k: usize| WORDS[(i * 11 + k * 5) % WORDS.len()];
+    format!("what happened with the {} and the {}", w(1), w(2))
+}
+
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+/// Answers queries from vectors embedded beforehand, so search timing excludes the model.
+struct PrecomputedQueries {
+    key: String,
+    dims: usize,
+    vectors: HashMap<String, Vec<f32>>,
+}
+
+impl Embedder for PrecomputedQueries {
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn dimensions(&self) -> usize {
+        self.dims
+    }
+    fn max_input_tokens(&self) -> usize {
+        254
+    }
+    fn count_tokens(&self, text: &str) -> usize {
+        text.split_whitespace().count()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        texts
+            .iter()
+            .map(|t| {
+                self.vectors
+                    .get(*t)
+                    .cloned()
+                    .ok_or_else(|| EmbedError::Inference(format!("query not precomputed: {t}")))
+            })
+            .collect()
+    }
+    fn batch_size(&self) -> usize {
+        1
+    }
+    fn inferences(&self) -> u64 {
+        0
+    }
+    fn is_loaded(&self) -> bool {
+        true
+    }
+}
+
+struct Args {
+    sizes: Vec<usize>,
+    queries: usize,
+    threads: usize,
+    batch: usize,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        sizes: vec![1000, 10_000],
+        queries: 200,
+        threads: 1,
+        batch: 8,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().unwrap_or_default();
+        match flag.as_str() {
+            "--sizes" => args.sizes = value.split(',').filter_map(|v| v.parse().ok()).collect(),
+            "--queries" => args.queries = value.parse().unwrap_or(args.queries),
+            "--threads" => args.threads = value.parse().unwrap_or(args.threads),
+            "--batch" => args.batch = value.parse().unwrap_or(args.batch),
+            other => panic!("unknown flag {other}"),
+        }
+    }
+    args
+}
+
+fn settings(args: &Args) -> EmbedderSettings {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/onnx");
+    let env_or = |name: &str, default: std::path::PathBuf| {
+        std::env::var_os(name).map(Into::into).unwrap_or(default)
+    };
+    EmbedderSettings {
+        runtime_library: env_or(
+            "PINCER_ORT_DYLIB",
+            root.join("lib/libonnxruntime.so.1.31.1"),
+        ),
+        model_dir: env_or("PINCER_EMBED_MODEL_DIR", root.join("all-MiniLM-L6-v2")),
+        intra_threads: args.threads,
+        batch_size: args.batch,
+        max_sequence_tokens: 256,
+        idle_unload: Duration::from_secs(3),
+    }
+}
+
+fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
+    for i in 0..size {
+        std::fs::write(workspace.join(format!("memory/n{i:05}.md")), note(i)).expect("note");
+    }
+    let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+    let resolved = MemorySearchConfig::default().resolve();
+    let service = MemoryService::new(
+        store.clone(),
+        "bench",
+        workspace.clone(),
+        resolved.clone(),
+        Ok(embedder.clone() as Arc<dyn Embedder>),
+    );
+    let started = Instant::now();
+    let report = service.sync(false, &mut |_| {}).expect("index");
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "memory {size:>6} chunks: indexing {:.1} chunks/s ({} chunks in {seconds:.1} s), peak RSS {:.1} MiB",
+        report.chunks_written as f64 / seconds,
+        report.chunks_written,
+        proc_status_kib("VmHWM:") as f64 / 1024.0
+    );
+    let queries: Vec<String> = (0..args.queries).map(query).collect();
+    let mut embed_times = Vec::new();
+    let mut vectors = HashMap::new();
+    for q in &queries {
+        let t = Instant::now();
+        let v = embedder
+            .embed(&[q.as_str()])
+            .expect("embed query")
+            .remove(0);
+        embed_times.push(t.elapsed());
+        vectors.insert(q.clone(), v);
+    }
+    let precomputed: Arc<dyn Embedder> = Arc::new(PrecomputedQueries {
+        key: embedder.key().to_string(),
+        dims: embedder.dimensions(),
+        vectors,
+    });
+    let searcher = MemoryService::new(store, "bench", workspace, resolved, Ok(precomputed));
+    let mut search_times = Vec::new();
+    for q in &queries {
+        let options = searcher.search_options(None, None);
+        let t = Instant::now();
+        searcher.search_with(q, &options).expect("search");
+        search_times.push(t.elapsed());
+    }
+    embed_times.sort();
+    search_times.sort();
+    println!(
+        "memory {size:>6} chunks: query embedding p50 {:.2} ms p95 {:.2} ms; hybrid search excl. embedding p50 {:.2} ms p95 {:.2} ms",
+        percentile(&embed_times, 0.5),
+        percentile(&embed_times, 0.95),
+        percentile(&search_times, 0.5),
+        percentile(&search_times, 0.95)
+    );
+}
+
+fn main() {
+    let args = parse_args();
+    let embedder =
+        OnnxEmbedder::open(settings(&args)).expect("open embedder (run scripts/setup memory)");
+    println!(
+        "memory bench: model {}, {} intra-op thread(s), batch {}",
+        embedder.key(),
+        args.threads,
+        args.batch
+    );
+    let before = proc_status_kib("VmHWM:");
+    embedder
+        .embed(&["warm-up: load the model"])
+        .expect("load model");
+    println!(
+        "memory: RSS before model load {:.1} MiB; after load + one inference: RSS {:.1} MiB, peak {:.1} MiB",
+        before as f64 / 1024.0,
+        proc_status_kib("VmRSS:") as f64 / 1024.0,
+        proc_status_kib("VmHWM:") as f64 / 1024.0
+    );
+    for &size in &args.sizes {
+        bench_size(&embedder, size, &args);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while embedder.is_loaded() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "memory: RSS after idle unload {:.1} MiB (model loaded: {}, loads: {})",
+        proc_status_kib("VmRSS:") as f64 / 1024.0,
+        embedder.is_loaded(),
+        embedder.loads()
+    );
+}

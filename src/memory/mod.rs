@@ -1,0 +1,335 @@
+//! Long-term memory: the agent's markdown notes, indexed on the board into LMDB with local ONNX embeddings
+//! and BM25, searched hybrid (vector + keyword) within bounded memory.
+//!
+//! `MemoryService` is the face of the module for one agent: it discovers files (`discovery`), keeps the index
+//! in sync (`index`, `watch`), searches (`search`) and serves the tools (`tools`). Embedding goes through the
+//! `Embedder` trait (`embedder`, `onnx`); without a model the service runs keyword-only and says why. Every
+//! method blocks (LMDB, file reads, inference): async callers use `spawn_blocking`.
+//!
+//! Not here: the `/new` session flush and the pre-compaction memory flush (they need the agent runtime), and
+//! indexing session transcripts (`sources: ["sessions"]` is accepted but not indexed yet).
+
+pub mod chunker;
+pub mod discovery;
+pub mod embedder;
+pub mod index;
+pub mod keywords;
+#[cfg(not(target_arch = "arm"))]
+mod onnx;
+pub mod registry;
+pub mod search;
+pub mod tools;
+pub mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::config::schema::memory::ResolvedMemorySearch;
+use crate::config::Config;
+use crate::store::{Store, StoreError};
+
+pub use discovery::MemoryFile;
+pub use embedder::{EmbedError, Embedder, EmbedderSettings};
+pub use index::{ChunkLimits, SyncProgress, SyncReport};
+pub use search::{SearchHit, SearchMode, SearchOptions, SearchOutcome};
+
+/// Everything that can go wrong in memory indexing and search.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("memory search is disabled for this agent (memorySearch.enabled is false)")]
+    Disabled,
+}
+
+/// The workspace of `agent_id`: its own `workspace`, else `agents.defaults.workspace`, else
+/// `<data_dir>/workspace` (default agent) or `<data_dir>/workspace-<agentId>`.
+pub fn workspace_for(config: &Config, agent_id: &str, data_dir: &Path) -> PathBuf {
+    if let Some(path) = config
+        .agents
+        .entry(agent_id)
+        .and_then(|agent| agent.workspace.clone())
+    {
+        return path;
+    }
+    if let Some(path) = config.agents.defaults.workspace.clone() {
+        return path;
+    }
+    if agent_id == config.agents.default_agent_id() {
+        data_dir.join("workspace")
+    } else {
+        data_dir.join(format!("workspace-{agent_id}"))
+    }
+}
+
+/// Counts and settings for `memory status`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryStatus {
+    pub agent_id: String,
+    pub workspace: String,
+    pub files: u64,
+    pub chunks: u64,
+    pub vectors: u64,
+    /// `Embedder::key()`, absent in keyword-only mode.
+    pub model: Option<String>,
+    pub model_loaded: bool,
+    pub mode: SearchMode,
+    pub keyword_only_reason: Option<String>,
+    pub chunk_tokens: usize,
+    pub chunk_overlap_tokens: usize,
+    /// Set when the configured chunk size was lowered to the model's sequence length.
+    pub chunk_tokens_note: Option<String>,
+    pub embed_cache_entries: u64,
+    /// Bytes of the whole LMDB data file (memory shares it with the rest of the store).
+    pub store_file_bytes: u64,
+    pub last_sync_ms: Option<u64>,
+    pub last_sync: Option<SyncReport>,
+}
+
+/// Memory search for one agent.
+pub struct MemoryService {
+    store: Store,
+    agent_id: String,
+    workspace: PathBuf,
+    settings: ResolvedMemorySearch,
+    embedder: Option<Arc<dyn Embedder>>,
+    keyword_only_reason: Option<String>,
+    limits: ChunkLimits,
+    sync_gate: Mutex<Option<(u64, SyncReport)>>,
+}
+
+impl std::fmt::Debug for MemoryService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryService")
+            .field("agent_id", &self.agent_id)
+            .field("workspace", &self.workspace)
+            .field(
+                "model",
+                &self.embedder.as_ref().map(|e| e.key().to_string()),
+            )
+            .finish()
+    }
+}
+
+/// Meta key holding the last sync of an agent (JSON: `atMs`, `report`).
+fn last_sync_key(agent_id: &str) -> String {
+    format!("memory_last_sync:{agent_id}")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl MemoryService {
+    /// A service over `workspace` for `agent_id`. `embedder` is the local model or why there is none.
+    pub fn new(
+        store: Store,
+        agent_id: &str,
+        workspace: PathBuf,
+        settings: ResolvedMemorySearch,
+        embedder: Result<Arc<dyn Embedder>, String>,
+    ) -> MemoryService {
+        let (embedder, keyword_only_reason) = match embedder {
+            Ok(embedder) => (Some(embedder), None),
+            Err(reason) => {
+                log::warn!("memory: keyword-only search for agent {agent_id}: {reason}");
+                (None, Some(reason))
+            }
+        };
+        let limits = ChunkLimits::for_model(
+            settings.chunk_tokens,
+            settings.chunk_overlap_tokens,
+            embedder.as_deref(),
+        );
+        MemoryService {
+            store,
+            agent_id: agent_id.to_string(),
+            workspace,
+            settings,
+            embedder,
+            keyword_only_reason,
+            limits,
+            sync_gate: Mutex::new(None),
+        }
+    }
+
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    pub fn settings(&self) -> &ResolvedMemorySearch {
+        &self.settings
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    /// The memory files as they are on disk now.
+    pub fn files(&self) -> Vec<MemoryFile> {
+        discovery::discover(&self.workspace, &self.settings.extra_paths)
+    }
+
+    /// Brings the index in line with the files (`force`: re-index every file). One sync at a time.
+    pub fn sync(
+        &self,
+        force: bool,
+        progress: &mut dyn FnMut(SyncProgress),
+    ) -> Result<SyncReport, MemoryError> {
+        if !self.settings.enabled {
+            return Err(MemoryError::Disabled);
+        }
+        let mut last = self
+            .sync_gate
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let indexer = index::Indexer {
+            store: &self.store,
+            scope: &self.agent_id,
+            embedder: self.embedder.as_deref(),
+            limits: self.limits,
+        };
+        let files = self.files();
+        let report = indexer.sync(&files, force, progress)?;
+        if report.files_indexed + report.files_removed > 0 {
+            log::info!(
+                "memory: agent {} synced: {} of {} files indexed, {} removed, {} chunks ({} embedded)",
+                self.agent_id,
+                report.files_indexed,
+                report.files_seen,
+                report.files_removed,
+                report.chunks_written,
+                report.chunks_embedded
+            );
+        }
+        let at = now_ms();
+        let record = serde_json::json!({ "atMs": at, "report": report });
+        // Status in another process (the CLI beside the gateway) reads the last sync from the store.
+        if let Err(error) = self.store.put_meta(
+            &last_sync_key(&self.agent_id),
+            record.to_string().as_bytes(),
+        ) {
+            log::warn!("memory: cannot record the last sync: {error}");
+        }
+        *last = Some((at, report.clone()));
+        Ok(report)
+    }
+
+    /// Search options from the config, with the per-call overrides of the tool.
+    pub fn search_options(
+        &self,
+        max_results: Option<usize>,
+        min_score: Option<f32>,
+    ) -> SearchOptions {
+        let s = &self.settings;
+        SearchOptions {
+            max_results: max_results.unwrap_or(s.max_results as usize).max(1),
+            min_score: min_score.unwrap_or(s.min_score as f32),
+            vector_weight: s.vector_weight as f32,
+            text_weight: s.text_weight as f32,
+            candidate_multiplier: s.candidate_multiplier as usize,
+            mode: if s.hybrid_enabled {
+                SearchMode::Hybrid
+            } else {
+                SearchMode::Vector
+            },
+            mmr_lambda: s.mmr_enabled.then_some(s.mmr_lambda as f32),
+            temporal_half_life_days: s
+                .temporal_decay_enabled
+                .then_some(s.temporal_half_life_days as f32),
+            now_ms: now_ms(),
+        }
+    }
+
+    /// Searches with explicit options.
+    pub fn search_with(
+        &self,
+        query: &str,
+        options: &SearchOptions,
+    ) -> Result<SearchOutcome, MemoryError> {
+        if !self.settings.enabled {
+            return Err(MemoryError::Disabled);
+        }
+        search::search(
+            &self.store,
+            &self.agent_id,
+            self.embedder.as_deref(),
+            self.keyword_only_reason.as_deref(),
+            query,
+            options,
+        )
+    }
+
+    /// Searches with the configured options.
+    pub fn search(&self, query: &str) -> Result<SearchOutcome, MemoryError> {
+        self.search_with(query, &self.search_options(None, None))
+    }
+
+    fn recorded_last_sync(&self) -> Option<(u64, SyncReport)> {
+        let bytes = self.store.meta(&last_sync_key(&self.agent_id)).ok()??;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let report = serde_json::from_value(value.get("report")?.clone()).ok()?;
+        Some((value.get("atMs")?.as_u64()?, report))
+    }
+
+    /// Index counts, model and settings.
+    pub fn status(&self) -> Result<MemoryStatus, MemoryError> {
+        let stats = self.store.memory_stats(&self.agent_id)?;
+        let last = self
+            .sync_gate
+            .try_lock()
+            .ok()
+            .and_then(|guard| guard.clone())
+            .or_else(|| self.recorded_last_sync());
+        let note = self.limits.clamped.then(|| {
+            format!(
+                "chunking.tokens {} lowered to {} (the model's maximum sequence length)",
+                self.settings.chunk_tokens, self.limits.max_tokens
+            )
+        });
+        Ok(MemoryStatus {
+            agent_id: self.agent_id.clone(),
+            workspace: self.workspace.display().to_string(),
+            files: stats.files,
+            chunks: stats.chunks,
+            vectors: stats.vectors,
+            model: self.embedder.as_ref().map(|e| e.key().to_string()),
+            model_loaded: self.embedder.as_ref().is_some_and(|e| e.is_loaded()),
+            mode: if self.embedder.is_some() {
+                SearchMode::Hybrid
+            } else {
+                SearchMode::Keyword
+            },
+            keyword_only_reason: self.keyword_only_reason.clone(),
+            chunk_tokens: self.limits.max_tokens,
+            chunk_overlap_tokens: self.limits.overlap_tokens,
+            chunk_tokens_note: note,
+            embed_cache_entries: self.store.embed_cache_len()?,
+            store_file_bytes: self.store.stats()?.file_bytes,
+            last_sync_ms: last.as_ref().map(|(at, _)| *at),
+            last_sync: last.map(|(_, report)| report),
+        })
+    }
+
+    /// Lines `from..from+lines` (1-based) of a memory file; only indexed-or-discoverable memory files.
+    pub fn read_lines(
+        &self,
+        path: &str,
+        from: usize,
+        lines: Option<usize>,
+    ) -> Result<(String, usize, usize), MemoryError> {
+        tools::read_memory_lines(&self.files(), path, from, lines)
+    }
+}

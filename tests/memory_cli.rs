@@ -1,0 +1,109 @@
+//! `pincer memory index | status | search` as a user runs them: real model, a small workspace, then the
+//! same commands with the runtime missing (keyword-only, said plainly).
+
+mod memory_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn pincer(dir: &Path, args: &[&str], ort: &Path, model: &Path) -> Output {
+    let config = dir.join("pincer.json5");
+    let workspace = dir.join("workspace");
+    std::fs::write(
+        &config,
+        format!(
+            "{{ agents: {{ defaults: {{ workspace: \"{}\" }} }} }}",
+            workspace.display()
+        ),
+    )
+    .expect("config");
+    Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--log-level", "warn"])
+        .args(args)
+        .env("PINCER_ORT_DYLIB", ort)
+        .env("PINCER_EMBED_MODEL_DIR", model)
+        .env_remove("PINCER_CONFIG")
+        .env_remove("PINCER_DATA_DIR")
+        .output()
+        .expect("run pincer")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "pincer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn index_status_and_search_from_the_command_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let settings = memory_support::embedder_settings(Duration::from_secs(300));
+    let (ort, model) = (settings.runtime_library, settings.model_dir);
+    memory_support::write_note(
+        dir.path(),
+        "MEMORY.md",
+        "# Home\n\nThe spare key is under the blue flowerpot.\n",
+    );
+    memory_support::write_note(
+        dir.path(),
+        "memory/2026-02-01.md",
+        "Booked the ferry to the island for March.\n",
+    );
+
+    let index = stdout(&pincer(dir.path(), &["memory", "index"], &ort, &model));
+    assert!(index.contains("indexed 2 of 2 files"), "{index}");
+    let again = stdout(&pincer(dir.path(), &["memory", "index"], &ort, &model));
+    assert!(
+        again.contains("indexed 0 of 2 files (2 unchanged"),
+        "{again}"
+    );
+    let forced = stdout(&pincer(
+        dir.path(),
+        &["memory", "index", "--force"],
+        &ort,
+        &model,
+    ));
+    assert!(
+        forced.contains("indexed 2 of 2 files") && forced.contains("2 from cache"),
+        "{forced}"
+    );
+
+    let status = stdout(&pincer(
+        dir.path(),
+        &["memory", "status", "--json"],
+        &ort,
+        &model,
+    ));
+    let status: serde_json::Value = serde_json::from_str(&status).expect("status JSON");
+    assert_eq!(status["files"], 2);
+    assert_eq!(status["vectors"], 2);
+    assert_eq!(status["model"], "all-MiniLM-L6-v2:384");
+    assert_eq!(status["lastSync"]["filesIndexed"], 2, "{status}");
+    assert!(status["lastSyncMs"].as_u64().is_some(), "{status}");
+
+    let found = stdout(&pincer(
+        dir.path(),
+        &["memory", "search", "where did I hide the house key"],
+        &ort,
+        &model,
+    ));
+    assert!(found.contains("MEMORY.md:1-3"), "{found}");
+
+    let missing = Path::new("/nonexistent/libonnxruntime.so");
+    let fallback = stdout(&pincer(
+        dir.path(),
+        &["memory", "search", "ferry island"],
+        missing,
+        &model,
+    ));
+    assert!(fallback.contains("keyword-only"), "{fallback}");
+    assert!(fallback.contains("memory/2026-02-01.md"), "{fallback}");
+}

@@ -1,0 +1,99 @@
+//! `memory.status` and `memory.search` over the gateway protocol, against a real `pincer gateway` process
+//! with the real embedding model, plus the watcher picking up a new note without a restart.
+
+mod memory_support;
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::gateway::GatewayProcess;
+use support::ws_client::TestClient;
+
+const TOKEN: &str = "memory-gateway-test-token";
+
+fn start_with_workspace(workspace: &std::path::Path) -> GatewayProcess {
+    // The child inherits these: the real runtime and model.
+    let settings = memory_support::embedder_settings(Duration::from_secs(300));
+    std::env::set_var("PINCER_ORT_DYLIB", &settings.runtime_library);
+    std::env::set_var("PINCER_EMBED_MODEL_DIR", &settings.model_dir);
+    let config = format!(
+        r#"{{ agents: {{ defaults: {{ workspace: "{}", memorySearch: {{ sync: {{ watchDebounceMs: 300 }} }} }} }} }}"#,
+        workspace.display()
+    );
+    GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN])
+}
+
+#[tokio::test]
+async fn control_ui_can_read_memory_status_and_search_and_sees_new_notes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        "# People\n\nMy sister Lena is allergic to peanuts.\n",
+    )
+    .expect("write");
+    let gateway = start_with_workspace(&workspace);
+    let (mut client, hello) =
+        TestClient::connect(&gateway.url(), Some(TOKEN), &["operator.read"], None).await;
+    let methods = hello["features"]["methods"].to_string();
+    assert!(methods.contains("memory.search"), "{methods}");
+
+    let res = client
+        .call(
+            "memory.search",
+            json!({ "query": "is my sister allergic to peanuts" }),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    assert_eq!(res["payload"]["mode"], "hybrid", "{res}");
+    assert_eq!(
+        res["payload"]["results"][0]["path"],
+        "MEMORY.md",
+        "{res}\n{}",
+        gateway.stderr()
+    );
+    assert_eq!(res["payload"]["results"][0]["startLine"], 1, "{res}");
+
+    let status = client.call("memory.status", json!({})).await;
+    assert_eq!(status["ok"], true, "{status}");
+    assert_eq!(status["payload"]["files"], 1, "{status}");
+    assert_eq!(
+        status["payload"]["model"], "all-MiniLM-L6-v2:384",
+        "{status}"
+    );
+
+    std::fs::write(
+        workspace.join("memory/2026-01-05.md"),
+        "The boiler service is booked for Friday morning.\n",
+    )
+    .expect("write new note");
+    let mut found = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let res = client
+            .call(
+                "memory.search",
+                json!({ "query": "boiler service", "minScore": 0.0 }),
+            )
+            .await;
+        let paths = res["payload"]["results"].to_string();
+        if paths.contains("memory/2026-01-05.md") {
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "the watcher indexed the new note");
+
+    let bad = client.call("memory.search", json!({ "query": "" })).await;
+    assert_eq!(bad["ok"], false, "{bad}");
+    assert!(
+        bad["error"]["message"].to_string().contains("query"),
+        "{bad}"
+    );
+    let unknown = client
+        .call("memory.status", json!({ "agentId": "nobody" }))
+        .await;
+    assert_eq!(unknown["ok"], false, "{unknown}");
+}
