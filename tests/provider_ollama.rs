@@ -4,7 +4,7 @@
 
 mod support;
 
-use pincer::agent::runs::RunStatus;
+use pincer::agent::runs::{RunEvent, RunStatus};
 use pincer::agent::tool_loop::LoopResult;
 use serde_json::json;
 use support::agent_loop::{done_text, LoopHarness};
@@ -59,13 +59,16 @@ async fn abort_mid_stream_stops_the_run_and_closes_the_connection() {
     let harness = harness(&fake, "off");
     let cancel = CancellationToken::new();
     let models = harness.models();
-    let run = harness.run(&models, "tell a story", &cancel);
-    let abort = async {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        cancel.cancel();
+    let abort_on_first_delta = |event: &RunEvent| {
+        if matches!(event, RunEvent::Delta { .. }) {
+            cancel.cancel();
+        }
+    };
+    let run = harness.run_watching(&models, "tell a story", &cancel, abort_on_first_delta);
+    let disconnected = async {
         fake.wait_for_disconnects(1).await;
     };
-    let ((result, _), ()) = tokio::join!(run, abort);
+    let ((result, _), ()) = tokio::join!(run, disconnected);
     match result {
         LoopResult::Stopped { partial, status } => {
             assert_eq!(status, RunStatus::Aborted);

@@ -79,6 +79,17 @@ impl LoopHarness {
         message: &str,
         cancel: &CancellationToken,
     ) -> (LoopResult, Vec<RunEvent>) {
+        self.run_watching(models, message, cancel, |_| {}).await
+    }
+
+    /// Like [`LoopHarness::run`], calling `on_event` for each event as it comes.
+    pub async fn run_watching(
+        &self,
+        models: &[ResolvedModel],
+        message: &str,
+        cancel: &CancellationToken,
+        mut on_event: impl FnMut(&RunEvent),
+    ) -> (LoopResult, Vec<RunEvent>) {
         let spec = TurnSpec {
             run_id: "run-1".into(),
             agent_id: "main".into(),
@@ -104,10 +115,20 @@ impl LoopHarness {
             ChatMessage::system("You are a test."),
             ChatMessage::user(message),
         ];
-        let result = run(input, messages).await;
-        drop(events);
         let mut seen = Vec::new();
-        while let Some(event) = received.recv().await {
+        let turn = run(input, messages);
+        tokio::pin!(turn);
+        let result = loop {
+            tokio::select! {
+                result = &mut turn => break result,
+                Some(event) = received.recv() => {
+                    on_event(&event);
+                    seen.push(event);
+                }
+            }
+        };
+        while let Ok(event) = received.try_recv() {
+            on_event(&event);
             seen.push(event);
         }
         (result, seen)

@@ -78,7 +78,7 @@ fn render(request: &RecordedRequest, reply: Option<AnthropicReply>) -> Answer {
             None,
         );
     }
-    if request.headers.get("anthropic-version").is_none() {
+    if !request.headers.contains_key("anthropic-version") {
         return error_answer(
             400,
             "invalid_request_error",
