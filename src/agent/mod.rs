@@ -4,7 +4,10 @@
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
 
+pub mod anthropic;
+pub mod failover;
 pub mod models;
+pub mod ollama;
 pub mod openai;
 pub mod provider;
 pub mod runs;

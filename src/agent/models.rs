@@ -2,24 +2,77 @@
 //! provider instance and the model id it expects.
 //!
 //! A model reference is `provider/model` (the model part may itself contain
-//! slashes). Only the OpenAI-compatible chat-completions API is wired so far;
-//! other `api` values are refused with an error naming the key.
+//! slashes). The `api` of the model (or its provider) picks the wire format:
+//! OpenAI-compatible chat completions (the default), Anthropic Messages or
+//! Ollama's native chat; other values are refused with an error naming the
+//! key. Each provider's `apiKey` plus its `authProfiles` become the auth
+//! profiles failover rotates through. This file builds providers; it holds
+//! no retry policy of its own (see `failover.rs`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, ModelApi, ModelProviderConfig};
 
+use super::anthropic::AnthropicProvider;
+use super::failover::{FailoverPolicy, ThinkingLevel};
+use super::ollama::OllamaProvider;
 use super::openai::OpenAiCompatProvider;
 use super::provider::Provider;
+
+/// Builds the provider for one credential at a given thinking level.
+pub type ProviderBuilder = Arc<dyn Fn(ThinkingLevel) -> Arc<dyn Provider> + Send + Sync>;
+
+/// One credential of a provider, ready to build calls with.
+#[derive(Clone)]
+pub struct AuthProfile {
+    /// `<provider>:default` for `apiKey`, else the configured profile id.
+    pub id: String,
+    pub build: ProviderBuilder,
+}
 
 /// One candidate model for a run, ready to call.
 #[derive(Clone)]
 pub struct ResolvedModel {
     pub provider_id: String,
     pub model_id: String,
+    /// The first auth profile at the configured thinking level.
     pub provider: Arc<dyn Provider>,
     pub context_window: Option<u32>,
     pub max_tokens: Option<u32>,
+    /// The thinking level asked for (`thinkingDefault`).
+    pub thinking: ThinkingLevel,
+    /// Every credential, in rotation order (never empty when resolved from
+    /// config; a hand-built model with none always uses `provider`).
+    pub auth_profiles: Arc<[AuthProfile]>,
+    /// Retry policy and backoff sleeper (tests inject their own sleeper).
+    pub policy: Arc<FailoverPolicy>,
+}
+
+impl ResolvedModel {
+    /// A model around one ready provider: no extra profiles, default retry.
+    pub fn new(provider_id: &str, model_id: &str, provider: Arc<dyn Provider>) -> Self {
+        ResolvedModel {
+            provider_id: provider_id.to_string(),
+            model_id: model_id.to_string(),
+            provider,
+            context_window: None,
+            max_tokens: None,
+            thinking: ThinkingLevel::Off,
+            auth_profiles: Arc::from(Vec::new()),
+            policy: Arc::new(FailoverPolicy::default()),
+        }
+    }
+
+    /// This model with auth profile `index` at `thinking` as its provider.
+    pub fn with_profile(&self, index: usize, thinking: ThinkingLevel) -> ResolvedModel {
+        let mut model = self.clone();
+        if let Some(profile) = self.auth_profiles.get(index) {
+            model.provider = (profile.build)(thinking);
+        }
+        model.thinking = thinking;
+        model
+    }
 }
 
 /// Why no model could be resolved.
@@ -34,7 +87,7 @@ pub enum ModelError {
     )]
     UnknownProvider { reference: String, provider: String },
     #[error(
-        "models.providers.{provider}.api is {api:?}; pincer speaks \"openai-completions\" so far"
+        "models.providers.{provider}.api is {api:?}; pincer speaks \"openai-completions\", \"anthropic-messages\" and \"ollama\""
     )]
     UnsupportedApi { provider: String, api: String },
 }
@@ -84,32 +137,103 @@ pub fn resolve(
                 reference: reference.to_string(),
                 provider: provider_id.to_string(),
             })?;
-    if let Some(api) = &provider_config.api {
+    let definition = provider_config.model(model_id);
+    let api = definition
+        .and_then(|d| d.api)
+        .or(provider_config.api)
+        .unwrap_or(ModelApi::OpenaiCompletions);
+    if !matches!(
+        api,
+        ModelApi::OpenaiCompletions | ModelApi::AnthropicMessages | ModelApi::Ollama
+    ) {
         let api_name = serde_json::to_value(api)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_default();
-        if api_name != "openai-completions" {
-            return Err(ModelError::UnsupportedApi {
-                provider: provider_id.to_string(),
-                api: api_name,
-            });
-        }
+        return Err(ModelError::UnsupportedApi {
+            provider: provider_id.to_string(),
+            api: api_name,
+        });
     }
-    let definition = provider_config.models.iter().find(|m| m.id == model_id);
-    let provider = OpenAiCompatProvider::new(
-        &provider_config.base_url,
-        provider_config.api_key.clone(),
-        provider_config.headers.clone(),
-        http.clone(),
-    );
+    let mut headers = provider_config.headers.clone();
+    if let Some(model) = definition {
+        headers.extend(model.headers.clone());
+    }
+    let auth_profiles = auth_profiles(provider_id, provider_config, api, &headers, http);
+    let thinking = thinking_default(config, None);
+    let first = auth_profiles
+        .first()
+        .expect("auth_profiles always holds at least the default profile");
     Ok(ResolvedModel {
         provider_id: provider_id.to_string(),
         model_id: model_id.to_string(),
-        provider: Arc::new(provider),
+        provider: (first.build)(thinking),
         context_window: definition.and_then(|d| d.context_window),
         max_tokens: definition.and_then(|d| d.max_tokens),
+        thinking,
+        auth_profiles: Arc::from(auth_profiles),
+        policy: Arc::new(FailoverPolicy::default()),
     })
+}
+
+/// `apiKey` (as `<provider>:default`, even when absent) then `authProfiles`.
+fn auth_profiles(
+    provider_id: &str,
+    config: &ModelProviderConfig,
+    api: ModelApi,
+    headers: &BTreeMap<String, String>,
+    http: &reqwest::Client,
+) -> Vec<AuthProfile> {
+    let default = (format!("{provider_id}:default"), config.api_key.clone());
+    let extra = config
+        .auth_profiles
+        .iter()
+        .map(|p| (p.id.clone(), p.api_key.clone()));
+    std::iter::once(default)
+        .chain(extra)
+        .map(|(id, key)| AuthProfile {
+            id,
+            build: provider_builder(api, &config.base_url, key, headers.clone(), http.clone()),
+        })
+        .collect()
+}
+
+fn provider_builder(
+    api: ModelApi,
+    base_url: &str,
+    key: Option<String>,
+    headers: BTreeMap<String, String>,
+    http: reqwest::Client,
+) -> ProviderBuilder {
+    let base_url = base_url.to_string();
+    Arc::new(move |thinking: ThinkingLevel| -> Arc<dyn Provider> {
+        let (key, headers, http) = (key.clone(), headers.clone(), http.clone());
+        match api {
+            ModelApi::AnthropicMessages => Arc::new(
+                AnthropicProvider::new(&base_url, key, headers, http).with_thinking(thinking),
+            ),
+            ModelApi::Ollama => {
+                Arc::new(OllamaProvider::new(&base_url, key, headers, http).with_thinking(thinking))
+            }
+            _ => Arc::new(OpenAiCompatProvider::new(&base_url, key, headers, http)),
+        }
+    })
+}
+
+/// The agent's `thinkingDefault`, else `agents.defaults.thinkingDefault`.
+fn thinking_default(config: &Config, agent_id: Option<&str>) -> ThinkingLevel {
+    let agent_level = agent_id.and_then(|id| {
+        config
+            .agents
+            .list
+            .iter()
+            .find(|a| a.id == id)
+            .and_then(|a| a.thinking_default.as_deref())
+    });
+    agent_level
+        .or(config.agents.defaults.thinking_default.as_deref())
+        .and_then(ThinkingLevel::parse)
+        .unwrap_or_default()
 }
 
 /// Resolves the whole chain; errors only when nothing at all resolves.
@@ -127,7 +251,10 @@ pub fn resolve_chain(
     let mut first_error = None;
     for reference in &chain {
         match resolve(config, reference, http) {
-            Ok(model) => resolved.push(model),
+            Ok(model) => {
+                let thinking = thinking_default(config, Some(agent_id));
+                resolved.push(model.with_profile(0, thinking));
+            }
             Err(e) => {
                 log::warn!("skipping model {reference}: {e}");
                 first_error.get_or_insert(e);

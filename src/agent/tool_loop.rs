@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::store::TranscriptEntry;
 use crate::tools::{cap_result, ToolContext, ToolError};
 
+use super::failover::{pause, FailoverStep, ModelAttempt, PauseEnd};
 use super::models::ResolvedModel;
 use super::provider::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall, ToolSpec,
@@ -243,8 +244,11 @@ async fn finish_tool(
     text
 }
 
-/// One model call with the fallback chain: the next model is tried only when
-/// nothing of this step was shown yet.
+/// One model call with failover: transient errors are retried with backoff,
+/// refused keys rotate to the provider's next auth profile, a rejected
+/// thinking level is lowered, and otherwise the next model of the chain is
+/// tried — all only while nothing of this step was shown yet. A context
+/// overflow stops at once with a message starting `context overflow:`.
 async fn stream_with_fallbacks(
     input: &LoopInput<'_>,
     messages: &[ChatMessage],
@@ -254,35 +258,57 @@ async fn stream_with_fallbacks(
 ) -> Result<(Completion, ResolvedModel), LoopResult> {
     let mut last_error = String::from("no model answered");
     let before = text.len();
-    for model in input.models {
-        let request = ProviderRequest {
-            model: model.model_id.clone(),
-            messages: messages.to_vec(),
-            max_tokens: model.max_tokens,
-            tools: tools.to_vec(),
-        };
-        match stream_one(model, request, input.cancel, deadline, input.events, text).await {
-            Ok(completion) => return Ok((completion, model.clone())),
-            Err(Stop::Aborted) => {
-                return Err(LoopResult::Stopped {
+    let stopped = |text: &String, status| LoopResult::Stopped {
+        partial: text.clone(),
+        status,
+    };
+    for chain_model in input.models {
+        let mut attempt = ModelAttempt::new(chain_model);
+        loop {
+            let model = attempt.current();
+            let request = ProviderRequest {
+                model: model.model_id.clone(),
+                messages: messages.to_vec(),
+                max_tokens: model.max_tokens,
+                tools: tools.to_vec(),
+            };
+            let error =
+                match stream_one(&model, request, input.cancel, deadline, input.events, text).await
+                {
+                    Ok(completion) => return Ok((completion, model)),
+                    Err(Stop::Aborted) => return Err(stopped(text, RunStatus::Aborted)),
+                    Err(Stop::TimedOut) => return Err(stopped(text, RunStatus::Timeout)),
+                    Err(Stop::Failed(e)) => e,
+                };
+            last_error = format!(
+                "{}/{} ({}): {error}",
+                model.provider_id,
+                model.model_id,
+                attempt.profile_id()
+            );
+            log::warn!("run {}: {last_error}", input.spec.run_id);
+            if text.len() > before {
+                return Err(LoopResult::Failed {
                     partial: text.clone(),
-                    status: RunStatus::Aborted,
-                })
+                    message: last_error,
+                });
             }
-            Err(Stop::TimedOut) => {
-                return Err(LoopResult::Stopped {
-                    partial: text.clone(),
-                    status: RunStatus::Timeout,
-                })
-            }
-            Err(Stop::Failed(e)) => {
-                last_error = format!("{}/{}: {e}", model.provider_id, model.model_id);
-                log::warn!("run {}: {last_error}", input.spec.run_id);
-                if text.len() > before {
+            match attempt.after_error(&error) {
+                FailoverStep::Retry(delay) => {
+                    match pause(model.policy.sleeper.as_ref(), delay, input.cancel, deadline).await
+                    {
+                        PauseEnd::Elapsed => {}
+                        PauseEnd::Cancelled => return Err(stopped(text, RunStatus::Aborted)),
+                        PauseEnd::DeadlinePassed => return Err(stopped(text, RunStatus::Timeout)),
+                    }
+                }
+                FailoverStep::NextProfile | FailoverStep::Downgrade(_) => {}
+                FailoverStep::NextModel => break,
+                FailoverStep::ContextOverflow => {
                     return Err(LoopResult::Failed {
                         partial: text.clone(),
-                        message: last_error,
-                    });
+                        message: format!("context overflow: {last_error}"),
+                    })
                 }
             }
         }

@@ -6,6 +6,10 @@
 //! only some of the helpers, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod agent_loop;
+pub mod fake_anthropic;
+pub mod fake_ollama;
 pub mod fake_openai;
 pub mod gateway;
+pub mod wire_server;
 pub mod ws_client;

@@ -44,7 +44,21 @@ pub struct ModelProviderConfig {
     pub headers: BTreeMap<String, String>,
     /// Send the key as `Authorization: Bearer` (provider default otherwise).
     pub auth_header: Option<bool>,
+    /// More credentials for this provider, tried in order after `apiKey`
+    /// when a key is refused or rate limited (upstream's auth profiles,
+    /// `<provider>:<name>` ids).
+    pub auth_profiles: Vec<AuthProfileConfig>,
     pub models: Vec<ModelDefinition>,
+}
+
+/// One extra credential of a provider.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuthProfileConfig {
+    /// Profile id, e.g. `anthropic:work`.
+    pub id: String,
+    /// Usually `"${ANTHROPIC_API_KEY_WORK}"`.
+    pub api_key: Option<String>,
 }
 
 impl ModelProviderConfig {
