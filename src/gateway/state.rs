@@ -72,6 +72,10 @@ pub struct GatewayState {
     /// Built on first use: the TLS root store costs memory and start-up time.
     http: std::sync::OnceLock<reqwest::Client>,
     pub tools: Arc<crate::tools::ToolRegistry>,
+    /// Background processes and the exec approval gate, shared by every run's tools.
+    pub tool_services: crate::tools::ToolServices,
+    /// Pending exec approvals (`exec.approval.*`).
+    pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -104,7 +108,8 @@ impl GatewayState {
             lockout_ms: rate.lockout_ms,
             exempt_loopback: rate.exempt_loopback,
         };
-        Arc::new(GatewayState {
+        let approvals = Arc::new(crate::tools::approval::ApprovalTable::default());
+        Arc::new_cyclic(|state| GatewayState {
             version: env!("CARGO_PKG_VERSION"),
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
             loaded: RwLock::new(Arc::new(parts.loaded)),
@@ -117,6 +122,14 @@ impl GatewayState {
             runs: Arc::new(RunRegistry::new(parts.limits.max_concurrent_runs)),
             http: std::sync::OnceLock::new(),
             tools: Arc::new(crate::tools::ToolRegistry::builtin()),
+            tool_services: crate::tools::ToolServices {
+                processes: Arc::default(),
+                approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
+                    state.clone(),
+                    approvals.clone(),
+                )),
+            },
+            approvals,
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),
