@@ -329,3 +329,111 @@ impl ExecApprovalPolicy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            command: command.to_owned(),
+            agent_id: Some("main".to_owned()),
+            ..ApprovalRequest::default()
+        }
+    }
+
+    #[test]
+    fn prefixes_match_whole_words_of_simple_commands_only() {
+        assert!(matches_prefix("git status", "git"));
+        assert!(matches_prefix("git", "git"));
+        assert!(!matches_prefix("gitk", "git"));
+        assert!(!matches_prefix("git status; rm -rf /", "git"));
+        assert!(!matches_prefix("git $(rm x)", "git"));
+        assert!(!matches_prefix("ls", ""));
+    }
+
+    #[test]
+    fn gate_follows_ask_and_security() {
+        let policy = |ask, security| ExecApprovalPolicy {
+            ask,
+            security,
+            allowlist: vec!["ls".to_owned()],
+        };
+        assert_eq!(policy(None, None).gate("rm x", false), ExecGate::Run);
+        assert_eq!(
+            policy(Some(ExecAsk::Always), None).gate("ls", false),
+            ExecGate::Ask
+        );
+        assert_eq!(
+            policy(Some(ExecAsk::OnMiss), None).gate("ls -l", false),
+            ExecGate::Run
+        );
+        assert_eq!(
+            policy(Some(ExecAsk::OnMiss), None).gate("rm x", false),
+            ExecGate::Ask
+        );
+        assert_eq!(
+            policy(Some(ExecAsk::OnMiss), None).gate("rm x", true),
+            ExecGate::Run
+        );
+        assert!(matches!(
+            policy(Some(ExecAsk::Off), Some(ExecSecurity::Allowlist)).gate("rm x", false),
+            ExecGate::Refuse(_)
+        ));
+    }
+
+    #[test]
+    fn expired_approvals_cannot_be_resolved_and_leave_the_list() {
+        let table = ApprovalTable::default();
+        let (pending, _rx) = table
+            .open(None, request("ls"), 1_000, Duration::from_millis(500))
+            .expect("open");
+        assert_eq!(table.list(1_200).len(), 1);
+        assert!(table.list(1_500).is_empty());
+        assert_eq!(
+            table.resolve(&pending.id, ApprovalDecision::AllowOnce, 1_600),
+            Err(ApprovalError::Unknown)
+        );
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let table = ApprovalTable::default();
+        let mut receivers = Vec::new();
+        for _ in 0..MAX_PENDING_APPROVALS {
+            receivers.push(
+                table
+                    .open(None, request("ls"), 0, Duration::from_secs(60))
+                    .expect("room"),
+            );
+        }
+        assert_eq!(
+            table
+                .open(None, request("ls"), 0, Duration::from_secs(60))
+                .map(|_| ()),
+            Err(ApprovalError::TooManyPending)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_decision_reaches_the_requester_and_waiters_and_allow_always_is_remembered() {
+        let table = ApprovalTable::default();
+        let (pending, decision) = table
+            .open(
+                Some("a1".into()),
+                request("make build"),
+                0,
+                Duration::from_secs(60),
+            )
+            .expect("open");
+        let waiter = table.waiter(&pending.id).expect("waiter");
+        assert!(!table.allowlisted("main", "make test"));
+        table
+            .resolve("a1", ApprovalDecision::AllowAlways, 10)
+            .expect("resolved");
+        assert_eq!(decision.await, Ok(ApprovalDecision::AllowAlways));
+        assert_eq!(waiter.await, Ok(Some(ApprovalDecision::AllowAlways)));
+        assert!(table.allowlisted("main", "make test"));
+        assert!(!table.allowlisted("other", "make test"));
+    }
+}
