@@ -209,6 +209,7 @@ async fn run_tool(
         http: input.env.http.clone(),
         cancel: input.cancel.child_token(),
         config: input.env.config.clone(),
+        services: input.env.services.clone(),
     };
     let outcome = tokio::select! {
         outcome = tool.execute(args, &ctx) => outcome,

@@ -48,6 +48,8 @@ pub struct TurnEnv {
     pub tools: Arc<crate::tools::ToolRegistry>,
     /// The agent's workspace (file tools and `exec` are confined to it).
     pub workspace: std::path::PathBuf,
+    /// Shared tool services (background processes, approvals), passed through to tools.
+    pub services: crate::tools::ToolServices,
 }
 
 fn now_ms() -> u64 {

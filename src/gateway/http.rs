@@ -372,6 +372,7 @@ async fn tools_invoke(
         http: state.http(),
         cancel: state.shutdown.child_token(),
         config: config.clone(),
+        services: state.tool_services.clone(),
     };
     let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
     match tool_impl.execute(args, &ctx).await {

@@ -427,6 +427,14 @@ async fn drain(state: &Arc<GatewayState>) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    let killed = state
+        .tool_services
+        .processes
+        .kill_all(Duration::from_secs(3))
+        .await;
+    if killed > 0 {
+        log::info!("killed {killed} background processes at shutdown");
+    }
     // Give final replies a moment to reach their sockets.
     tokio::time::sleep(Duration::from_millis(100)).await;
     state.shutdown.cancel();

@@ -79,6 +79,7 @@ pub fn start(
         http: state.http(),
         tools: state.tools.clone(),
         workspace,
+        services: state.tool_services.clone(),
     };
     state.clone().tasks.spawn(async move {
         let (tx, rx) = mpsc::channel(64);

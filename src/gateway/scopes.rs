@@ -83,6 +83,8 @@ const APPROVAL_METHODS: &[&str] = &[
     "exec.approval.request",
     "exec.approval.waitDecision",
     "exec.approval.resolve",
+    "exec.approval.list",
+    "exec.approval.get",
 ];
 
 /// Methods only a `node` role may call.

@@ -74,6 +74,10 @@ pub struct GatewayState {
     pub tools: Arc<crate::tools::ToolRegistry>,
     /// What the sandbox can do on this host (probed once, after start).
     pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
+    /// Background processes and the exec approval gate, shared by every run's tools.
+    pub tool_services: crate::tools::ToolServices,
+    /// Pending exec approvals (`exec.approval.*`).
+    pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -106,7 +110,8 @@ impl GatewayState {
             lockout_ms: rate.lockout_ms,
             exempt_loopback: rate.exempt_loopback,
         };
-        Arc::new(GatewayState {
+        let approvals = Arc::new(crate::tools::approval::ApprovalTable::default());
+        Arc::new_cyclic(|state| GatewayState {
             version: env!("CARGO_PKG_VERSION"),
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
             loaded: RwLock::new(Arc::new(parts.loaded)),
@@ -120,6 +125,14 @@ impl GatewayState {
             http: std::sync::OnceLock::new(),
             tools: Arc::new(crate::tools::ToolRegistry::builtin()),
             sandbox_layers: std::sync::OnceLock::new(),
+            tool_services: crate::tools::ToolServices {
+                processes: Arc::default(),
+                approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
+                    state.clone(),
+                    approvals.clone(),
+                )),
+            },
+            approvals,
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),

@@ -6,8 +6,10 @@
 //! when available, and a command is refused rather than run unconfined when the policy's
 //! requirements are not met. rlimits, a scrubbed environment, dropped capabilities, the wall-clock
 //! timeout with whole-tree kill and the output caps apply to every run, confined or not. This
-//! module owns the policy types and the entry point; it must not be bypassed by other modules.
+//! module owns the policy types and the entry points ([`run`], and [`spawn`] for background runs);
+//! it must not be bypassed by other modules.
 
+pub mod background;
 pub mod exec;
 pub mod landlock;
 pub mod limits;
@@ -30,6 +32,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::background::{spawn, BackgroundRun, LiveOutput, OutputSlice, RunState};
 pub use self::landlock::LandlockEnforcement;
 pub use self::limits::ResourceLimits;
 pub use self::namespaces::SANDBOX_WORKSPACE;

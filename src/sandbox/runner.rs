@@ -27,18 +27,18 @@ use super::{Outcome, SandboxError, Termination};
 /// How long past the child's own deadline the parent waits before killing the relay itself.
 const BACKSTOP_GRACE: Duration = Duration::from_secs(5);
 /// How long output is still read after the process tree ended.
-const OUTPUT_DRAIN_GRACE: Duration = Duration::from_secs(2);
+pub(super) const OUTPUT_DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Most report bytes read (a run writes at most a handful of records).
 const MAX_REPORT_BYTES: usize = 64 * RECORD_BYTES;
 
 /// The report pipe: the child chain writes records, the parent reads them after the run.
-struct ReportPipe {
+pub(super) struct ReportPipe {
     read: File,
     write: Option<OwnedFd>,
 }
 
 impl ReportPipe {
-    fn new() -> io::Result<Self> {
+    pub(super) fn new() -> io::Result<Self> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 writes two descriptors into the array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
@@ -55,16 +55,16 @@ impl ReportPipe {
         })
     }
 
-    fn write_fd(&self) -> i32 {
+    pub(super) fn write_fd(&self) -> i32 {
         self.write.as_ref().map_or(-1, AsRawFd::as_raw_fd)
     }
 
-    fn close_write_end(&mut self) {
+    pub(super) fn close_write_end(&mut self) {
         self.write = None;
     }
 
     /// Reads what the chain reported (non-blocking: called once the relay has exited).
-    fn collect(&mut self) -> ChildReport {
+    pub(super) fn collect(&mut self) -> ChildReport {
         let mut bytes = Vec::with_capacity(4 * RECORD_BYTES);
         let mut chunk = [0u8; RECORD_BYTES * 4];
         while bytes.len() < MAX_REPORT_BYTES {
@@ -77,7 +77,7 @@ impl ReportPipe {
     }
 }
 
-fn build_command(prepared: &Prepared, report_fd: i32) -> Command {
+pub(super) fn build_command(prepared: &Prepared, report_fd: i32) -> Command {
     let mut command = Command::new(&prepared.argv[0]);
     command
         .args(&prepared.argv[1..])
@@ -95,7 +95,11 @@ fn build_command(prepared: &Prepared, report_fd: i32) -> Command {
 }
 
 /// Turns a failed spawn into the most precise error the report allows.
-fn spawn_error(prepared: &Prepared, error: io::Error, report: &ChildReport) -> SandboxError {
+pub(super) fn spawn_error(
+    prepared: &Prepared,
+    error: io::Error,
+    report: &ChildReport,
+) -> SandboxError {
     match report.setup_failure {
         Some(failure) => setup_error(prepared, failure),
         None => SandboxError::Spawn {
@@ -105,7 +109,7 @@ fn spawn_error(prepared: &Prepared, error: io::Error, report: &ChildReport) -> S
     }
 }
 
-fn setup_error(prepared: &Prepared, failure: StepFailure) -> SandboxError {
+pub(super) fn setup_error(prepared: &Prepared, failure: StepFailure) -> SandboxError {
     let plan = &prepared.plan;
     let entry = failure.index.map(|i| i as usize);
     let detail = match (failure.step, entry) {
@@ -185,7 +189,7 @@ fn spawn_drain<R: AsyncRead + Unpin + Send + 'static>(
 
 /// Waits for the relay; past the child's own deadline plus a grace, kills the whole run.
 /// Returns the relay's status and whether the backstop had to act.
-async fn wait_with_backstop(
+pub(super) async fn wait_with_backstop(
     child: &mut tokio::process::Child,
     prepared: &Prepared,
 ) -> Result<(ExitStatus, bool), SandboxError> {
@@ -228,7 +232,7 @@ async fn finish_draining(
     Ok((joined(stdout)?, joined(stderr)?))
 }
 
-fn termination(
+pub(super) fn termination(
     report: &ChildReport,
     backstop_fired: bool,
     relay_status: ExitStatus,

@@ -1,5 +1,10 @@
 //! `exec`: a shell command in the agent's workspace, always through the
-//! sandbox runner (`sandbox::exec::run_command`) — never a bare spawn.
+//! sandbox runner (`sandbox::exec::run_command`, or `sandbox::spawn` through
+//! the process registry with `background: true`) — never a bare spawn.
+//!
+//! Before anything runs, the exec approval policy (`tools.exec.ask`,
+//! `security`, `allowlist`) decides: run, refuse, or wait for an operator's
+//! decision through the context's approval gate.
 
 use std::time::Duration;
 
@@ -8,6 +13,10 @@ use serde_json::{json, Value};
 use crate::sandbox::exec::{run_command, ExecRequest};
 use crate::sandbox::{SandboxPolicy, SessionScope};
 
+use super::approval::{
+    ApprovalDecision, ApprovalError, ApprovalRequest, ExecApprovalPolicy, ExecGate,
+    DEFAULT_EXEC_APPROVAL_TIMEOUT_MS,
+};
 use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// The sandbox policy for an agent: its own `sandbox` block, else
@@ -54,12 +63,13 @@ impl Tool for ExecTool {
         "exec"
     }
     fn description(&self) -> &'static str {
-        "Run a shell command (/bin/sh -c) in the workspace, inside the sandbox. Optional workdir and timeout (seconds)."
+        "Run a shell command (/bin/sh -c) in the workspace, inside the sandbox. Optional workdir and timeout (seconds); background=true returns a sessionId for the process tool."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
             "command": {"type": "string"}, "workdir": {"type": "string"},
-            "timeout": {"type": "integer", "minimum": 1}}, "required": ["command"]})
+            "timeout": {"type": "integer", "minimum": 1},
+            "background": {"type": "boolean"}}, "required": ["command"]})
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
@@ -74,6 +84,13 @@ impl Tool for ExecTool {
                 SessionScope::NonMain
             };
             request.policy = policy_for(&ctx.config, &ctx.agent_id);
+            tokio::select! {
+                checked = check_approval(ctx, &request) => checked?,
+                _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+            }
+            if args.get("background").and_then(Value::as_bool) == Some(true) {
+                return start_background(ctx, request).await;
+            }
             let outcome = tokio::select! {
                 outcome = run_command(request) => outcome.map_err(|e| ToolError::Denied(format!("exec refused: {e}")))?,
                 _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
@@ -86,5 +103,58 @@ impl Tool for ExecTool {
                 ),
             })
         })
+    }
+}
+
+async fn start_background(
+    ctx: &ToolContext,
+    request: ExecRequest,
+) -> Result<ToolOutput, ToolError> {
+    let id = ctx
+        .services
+        .processes
+        .start(&ctx.session_key, request)
+        .await
+        .map_err(|e| ToolError::Denied(e.to_string()))?;
+    Ok(ToolOutput {
+        text: format!(
+            "Command running in the background (session {id}). Use the process tool to poll, write, or kill it."
+        ),
+        details: Some(json!({"status": "running", "sessionId": id})),
+    })
+}
+
+/// Applies the exec approval policy; `Ok` means the command may run.
+async fn check_approval(ctx: &ToolContext, request: &ExecRequest) -> Result<(), ToolError> {
+    let policy = ExecApprovalPolicy::for_agent(&ctx.config, &ctx.agent_id);
+    let approvals = &ctx.services.approvals;
+    let extra = approvals.allowlisted(&ctx.agent_id, &request.command);
+    match policy.gate(&request.command, extra) {
+        ExecGate::Run => return Ok(()),
+        ExecGate::Refuse(reason) => {
+            return Err(ToolError::Denied(format!("exec refused: {reason}")))
+        }
+        ExecGate::Ask => {}
+    }
+    let spell = |v: Option<String>| v.map(|s| s.trim_matches('"').to_owned());
+    let asked = ApprovalRequest {
+        command: request.command.clone(),
+        cwd: Some(ctx.workspace.display().to_string()),
+        host: Some("sandbox".to_owned()),
+        security: spell(policy.security.and_then(|s| serde_json::to_string(&s).ok())),
+        ask: spell(policy.ask.and_then(|a| serde_json::to_string(&a).ok())),
+        agent_id: Some(ctx.agent_id.clone()),
+        session_key: Some(ctx.session_key.clone()),
+    };
+    let timeout = Duration::from_millis(DEFAULT_EXEC_APPROVAL_TIMEOUT_MS);
+    match approvals.decide(asked, timeout).await {
+        Ok(ApprovalDecision::AllowOnce | ApprovalDecision::AllowAlways) => Ok(()),
+        Ok(ApprovalDecision::Deny) => Err(ToolError::Denied(
+            "exec denied: an operator denied this command".to_owned(),
+        )),
+        Err(error @ (ApprovalError::TimedOut(_) | ApprovalError::NoApprover)) => Err(
+            ToolError::Denied(format!("exec denied: approval required, {error}")),
+        ),
+        Err(error) => Err(ToolError::Denied(format!("exec denied: {error}"))),
     }
 }

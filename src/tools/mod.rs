@@ -4,10 +4,12 @@
 //! Tools never spawn processes themselves: `exec` goes through `sandbox/`.
 //! File tools are confined to the agent's workspace (`workspace.rs`).
 
+pub mod approval;
 pub mod exec;
 pub mod fs;
 pub mod patch;
 pub mod policy;
+pub mod process;
 pub mod sessions;
 pub mod web_fetch;
 pub mod workspace;
@@ -40,6 +42,27 @@ pub struct ToolContext {
     pub http: reqwest::Client,
     pub cancel: CancellationToken,
     pub config: Arc<crate::config::Config>,
+    /// Gateway-wide services: background runs and the approval gate.
+    pub services: ToolServices,
+}
+
+/// What tools share across runs: the background process registry and the way to ask an
+/// operator. The gateway builds one and hands clones to every run; the agent layer only passes
+/// it through.
+#[derive(Clone)]
+pub struct ToolServices {
+    pub processes: Arc<process::ProcessRegistry>,
+    pub approvals: Arc<dyn approval::ApprovalGate>,
+}
+
+impl Default for ToolServices {
+    /// A private process registry and no operator to ask.
+    fn default() -> Self {
+        ToolServices {
+            processes: Arc::new(process::ProcessRegistry::default()),
+            approvals: Arc::new(approval::NoApprover),
+        }
+    }
 }
 
 /// A tool's answer.
@@ -100,6 +123,7 @@ impl ToolRegistry {
             Arc::new(fs::EditTool),
             Arc::new(patch::ApplyPatchTool),
             Arc::new(exec::ExecTool),
+            Arc::new(process::ProcessTool),
             Arc::new(sessions::SessionsListTool),
             Arc::new(sessions::SessionsHistoryTool),
             Arc::new(sessions::SessionStatusTool),

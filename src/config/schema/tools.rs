@@ -144,6 +144,9 @@ pub struct ExecToolConfig {
     /// stdin-only binaries allowed without an allowlist entry.
     pub safe_bins: Option<Vec<String>>,
     pub safe_bin_trusted_dirs: Option<Vec<String>>,
+    /// pincer: command prefixes that run without asking (upstream keeps these in
+    /// `exec-approvals.json`); `allow-always` adds to it in memory.
+    pub allowlist: Option<Vec<String>>,
     /// Refuse `-c`/`-e` style inline code in interpreters.
     pub strict_inline_eval: Option<bool>,
     /// Time before a command is backgrounded.

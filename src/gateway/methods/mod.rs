@@ -3,6 +3,7 @@
 //! Each family lives in its own file; every handler validates its params and
 //! answers with upstream's shapes and error codes.
 
+pub mod approvals;
 pub mod catalog;
 pub mod chat;
 pub mod config;
@@ -54,6 +55,11 @@ pub const METHODS: &[&str] = &[
     "commands.list",
     "memory.status",
     "memory.search",
+    "exec.approval.request",
+    "exec.approval.waitDecision",
+    "exec.approval.resolve",
+    "exec.approval.list",
+    "exec.approval.get",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -68,6 +74,8 @@ pub const EVENTS: &[&str] = &[
     "sessions.changed",
     "device.pair.requested",
     "device.pair.resolved",
+    "exec.approval.requested",
+    "exec.approval.resolved",
 ];
 
 /// What a handler produced.
@@ -130,6 +138,12 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     if method == "agent.wait" {
         return chat::wait(state, &params).await.into();
     }
+    if method == "exec.approval.request" {
+        return approvals::request(state, &params).await.into();
+    }
+    if method == "exec.approval.waitDecision" {
+        return approvals::wait_decision(state, &params).await.into();
+    }
     // Handlers read and write the store, whose commits wait for fsync: keep
     // that off the async workers' backs.
     tokio::task::block_in_place(|| dispatch_sync(state, info, method, &request.id, &params))
@@ -173,6 +187,9 @@ fn dispatch_sync(
         "commands.list" => catalog::commands().into(),
         "memory.status" => memory::status(state, &params).into(),
         "memory.search" => memory::search(state, &params).into(),
+        "exec.approval.resolve" => approvals::resolve(state, &params).into(),
+        "exec.approval.list" => approvals::list(state).into(),
+        "exec.approval.get" => approvals::get(state, &params).into(),
         other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }

@@ -227,6 +227,7 @@ pub fn reset(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> 
         }
     }
     state.runs.abort_session(&key);
+    state.tool_services.processes.kill_session(&key);
     let old = state.store.session(&key).map_err(store_error)?;
     let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms());
     if let Some(old) = old {
@@ -247,6 +248,7 @@ pub fn delete(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
     let key = canonical_key(&config, None, Some(p.str("key", false)?));
     let delete_transcript = p.opt_bool("deleteTranscript")?.unwrap_or(true);
     state.runs.abort_session(&key);
+    state.tool_services.processes.kill_session(&key);
     let removed = state.store.delete_session(&key).map_err(store_error)?;
     if let (Some(entry), true) = (&removed, delete_transcript) {
         state

@@ -1,0 +1,409 @@
+//! The `process` tool and the registry of background runs (`exec` with `background: true`):
+//! list, poll new output, read the log, write stdin, kill, remove, clear.
+//!
+//! Every run is a [`crate::sandbox::BackgroundRun`] — started by `sandbox::spawn`, never here —
+//! owned by one session. A session holds at most [`MAX_BACKGROUND_RUNS_PER_SESSION`] runs
+//! (running or finished; the oldest finished one makes room), sees only its own, and loses all
+//! of them, killed, when it is reset or deleted or the gateway stops. This file must not spawn
+//! processes and must not keep output beyond each run's caps.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::sandbox::exec::ExecRequest;
+use crate::sandbox::{BackgroundRun, RunState, SandboxError, SandboxSpec, Termination};
+
+use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+/// Background runs one session may hold (a Pi Zero has 512 MB: a few shells, not a farm).
+pub const MAX_BACKGROUND_RUNS_PER_SESSION: usize = 4;
+/// Longest a `poll` waits for the run to end, in milliseconds.
+pub const MAX_POLL_WAIT_MS: u64 = 30_000;
+/// The shell background commands run with.
+const SHELL: &str = "/bin/sh";
+
+/// Why a background action failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("this session already has {MAX_BACKGROUND_RUNS_PER_SESSION} running background processes; kill or remove one first")]
+    TooMany,
+    #[error("no background process {0} in this session")]
+    Unknown(String),
+    #[error("could not start the background process: {0}")]
+    Start(#[from] SandboxError),
+    #[error("could not write to stdin: {0}")]
+    Stdin(std::io::Error),
+}
+
+struct Entry {
+    session_key: String,
+    command: String,
+    run: Arc<BackgroundRun>,
+    /// Output offset the next `poll` reads from.
+    polled: u64,
+    serial: u64,
+}
+
+/// All background runs of the gateway, by id.
+#[derive(Default)]
+pub struct ProcessRegistry {
+    runs: Mutex<BTreeMap<String, Entry>>,
+    /// Serialises starts so the per-session cap holds across concurrent calls.
+    starting: tokio::sync::Mutex<u64>,
+}
+
+/// One line of `list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessSummary {
+    pub id: String,
+    pub command: String,
+    pub state: RunState,
+    pub runtime_ms: u64,
+}
+
+fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ProcessRegistry {
+    /// Starts `request` in the background for `session_key`; returns the run's id.
+    pub async fn start(
+        &self,
+        session_key: &str,
+        request: ExecRequest,
+    ) -> Result<String, ProcessError> {
+        let mut serial = self.starting.lock().await;
+        self.make_room(session_key)?;
+        let command = request.command.clone();
+        let spec = SandboxSpec {
+            argv: vec![SHELL.to_owned(), "-c".to_owned(), request.command],
+            workspace: request.workspace,
+            workdir: request.workdir,
+            env: request.env,
+            timeout: request.timeout,
+            session: request.session,
+            policy: request.policy,
+        };
+        let run = crate::sandbox::spawn(spec).await?;
+        *serial += 1;
+        let id = format!(
+            "bg{}-{}",
+            *serial,
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        guard(&self.runs).insert(
+            id.clone(),
+            Entry {
+                session_key: session_key.to_owned(),
+                command,
+                run: Arc::new(run),
+                polled: 0,
+                serial: *serial,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Drops the session's oldest finished run when it is at the cap; errs when all are running.
+    fn make_room(&self, session_key: &str) -> Result<(), ProcessError> {
+        let mut runs = guard(&self.runs);
+        let own: Vec<(&String, &Entry)> = runs
+            .iter()
+            .filter(|(_, e)| e.session_key == session_key)
+            .collect();
+        if own.len() < MAX_BACKGROUND_RUNS_PER_SESSION {
+            return Ok(());
+        }
+        let oldest_finished = own
+            .iter()
+            .filter(|(_, e)| e.run.state() != RunState::Running)
+            .min_by_key(|(_, e)| e.serial)
+            .map(|(id, _)| (*id).clone());
+        match oldest_finished {
+            Some(id) => {
+                runs.remove(&id);
+                Ok(())
+            }
+            None => Err(ProcessError::TooMany),
+        }
+    }
+
+    fn run(&self, session_key: &str, id: &str) -> Result<Arc<BackgroundRun>, ProcessError> {
+        guard(&self.runs)
+            .get(id)
+            .filter(|e| e.session_key == session_key)
+            .map(|e| e.run.clone())
+            .ok_or_else(|| ProcessError::Unknown(id.to_owned()))
+    }
+
+    /// The session's runs, oldest first.
+    pub fn list(&self, session_key: &str) -> Vec<ProcessSummary> {
+        let runs = guard(&self.runs);
+        let mut list: Vec<(u64, ProcessSummary)> = runs
+            .iter()
+            .filter(|(_, e)| e.session_key == session_key)
+            .map(|(id, e)| {
+                (
+                    e.serial,
+                    ProcessSummary {
+                        id: id.clone(),
+                        command: e.command.clone(),
+                        state: e.run.state(),
+                        runtime_ms: e.run.elapsed().as_millis() as u64,
+                    },
+                )
+            })
+            .collect();
+        list.sort_by_key(|(serial, _)| *serial);
+        list.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Output since the last poll and the state, after waiting up to `wait` for the run to end.
+    pub async fn poll(
+        &self,
+        session_key: &str,
+        id: &str,
+        wait: Duration,
+    ) -> Result<(crate::sandbox::OutputSlice, RunState), ProcessError> {
+        let run = self.run(session_key, id)?;
+        let state = run.wait(wait).await;
+        let mut runs = guard(&self.runs);
+        let entry = runs
+            .get_mut(id)
+            .ok_or_else(|| ProcessError::Unknown(id.to_owned()))?;
+        let slice = entry.run.read_output(entry.polled);
+        entry.polled = slice.next_offset;
+        Ok((slice, state))
+    }
+
+    /// All output still held, and the state.
+    pub fn log(
+        &self,
+        session_key: &str,
+        id: &str,
+    ) -> Result<(crate::sandbox::OutputSlice, RunState), ProcessError> {
+        let run = self.run(session_key, id)?;
+        Ok((run.read_output(0), run.state()))
+    }
+
+    /// Writes to the run's stdin, closing it after when `eof`.
+    pub async fn write(
+        &self,
+        session_key: &str,
+        id: &str,
+        data: &str,
+        eof: bool,
+    ) -> Result<(), ProcessError> {
+        let run = self.run(session_key, id)?;
+        run.write_stdin(data.as_bytes(), eof)
+            .await
+            .map_err(ProcessError::Stdin)
+    }
+
+    /// Kills the run's process tree and waits briefly for it to end.
+    pub async fn kill(&self, session_key: &str, id: &str) -> Result<RunState, ProcessError> {
+        let run = self.run(session_key, id)?;
+        run.kill();
+        Ok(run.wait(Duration::from_secs(5)).await)
+    }
+
+    /// Kills (if needed) and forgets the run.
+    pub fn remove(&self, session_key: &str, id: &str) -> Result<(), ProcessError> {
+        let run = self.run(session_key, id)?;
+        run.kill();
+        guard(&self.runs).remove(id);
+        Ok(())
+    }
+
+    /// Forgets the session's finished runs; returns how many.
+    pub fn clear(&self, session_key: &str) -> usize {
+        let mut runs = guard(&self.runs);
+        let before = runs.len();
+        runs.retain(|_, e| e.session_key != session_key || e.run.state() == RunState::Running);
+        before - runs.len()
+    }
+
+    /// Kills and forgets every run of a session (reset, delete); returns how many.
+    pub fn kill_session(&self, session_key: &str) -> usize {
+        let mut runs = guard(&self.runs);
+        let before = runs.len();
+        runs.retain(|_, e| {
+            let own = e.session_key == session_key;
+            if own {
+                e.run.kill();
+            }
+            !own
+        });
+        before - runs.len()
+    }
+
+    /// Kills and forgets every run (gateway shutdown), then waits up to `limit` for the
+    /// killed process trees to end; returns how many were still running.
+    pub async fn kill_all(&self, limit: Duration) -> usize {
+        let runs = std::mem::take(&mut *guard(&self.runs));
+        let running: Vec<Arc<BackgroundRun>> = runs
+            .into_values()
+            .filter(|e| e.run.state() == RunState::Running)
+            .map(|e| e.run)
+            .collect();
+        for run in &running {
+            run.kill();
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        for run in &running {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            run.wait(left).await;
+        }
+        running.len()
+    }
+}
+
+/// One word for a run's state.
+pub fn describe_state(state: RunState) -> String {
+    match state {
+        RunState::Running => "running".to_owned(),
+        RunState::Ended(Termination::Exited(code)) => format!("exited with code {code}"),
+        RunState::Ended(Termination::Signaled(signal)) => format!("killed by signal {signal}"),
+        RunState::Ended(Termination::TimedOut) => "timed out (process tree killed)".to_owned(),
+        RunState::Failed => "failed".to_owned(),
+    }
+}
+
+fn state_json(state: RunState) -> Value {
+    match state {
+        RunState::Running => json!({"status": "running"}),
+        RunState::Ended(Termination::Exited(code)) => {
+            json!({"status": "completed", "exitCode": code})
+        }
+        RunState::Ended(Termination::Signaled(signal)) => {
+            json!({"status": "killed", "signal": signal})
+        }
+        RunState::Ended(Termination::TimedOut) => json!({"status": "timed-out"}),
+        RunState::Failed => json!({"status": "failed"}),
+    }
+}
+
+fn slice_text(slice: &crate::sandbox::OutputSlice, state: RunState) -> String {
+    let mut text = String::new();
+    if slice.missed_bytes > 0 {
+        text.push_str(&format!("[… {} bytes dropped …]\n", slice.missed_bytes));
+    }
+    text.push_str(&slice.text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!("[{}]", describe_state(state)));
+    text
+}
+
+/// `process`: manage the session's background exec runs.
+pub struct ProcessTool;
+
+impl Tool for ProcessTool {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+    fn description(&self) -> &'static str {
+        "Manage background exec sessions (started with exec background=true): list, poll (new output; optional timeout ms to wait for exit), log, write (data to stdin, eof closes it), kill, remove, clear."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "action": {"type": "string", "enum": ["list", "poll", "log", "write", "kill", "remove", "clear"]},
+            "sessionId": {"type": "string"}, "data": {"type": "string"}, "eof": {"type": "boolean"},
+            "timeout": {"type": "integer", "minimum": 0}}, "required": ["action"]})
+    }
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let action = arg_str(&args, "action")?;
+            let registry = &ctx.services.processes;
+            let key = ctx.session_key.as_str();
+            let failed = |e: ProcessError| ToolError::Failed(e.to_string());
+            if action == "list" {
+                return Ok(list_output(registry.list(key)));
+            }
+            if action == "clear" {
+                let cleared = registry.clear(key);
+                return Ok(ToolOutput::text(format!(
+                    "cleared {cleared} finished background process(es)"
+                )));
+            }
+            let id = arg_str(&args, "sessionId")?;
+            let (text, details) = match action {
+                "poll" => {
+                    let wait = arg_u64(&args, "timeout")?.unwrap_or(0).min(MAX_POLL_WAIT_MS);
+                    let (slice, state) = tokio::select! {
+                        polled = registry.poll(key, id, Duration::from_millis(wait)) => polled.map_err(failed)?,
+                        () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+                    };
+                    (slice_text(&slice, state), state_json(state))
+                }
+                "log" => {
+                    let (slice, state) = registry.log(key, id).map_err(failed)?;
+                    (slice_text(&slice, state), state_json(state))
+                }
+                "write" => {
+                    let data = args.get("data").and_then(Value::as_str).unwrap_or("");
+                    let eof = args.get("eof").and_then(Value::as_bool).unwrap_or(false);
+                    registry.write(key, id, data, eof).await.map_err(failed)?;
+                    (format!("wrote {} bytes to {id}{}", data.len(), if eof { " and closed stdin" } else { "" }), json!({"status": "running"}))
+                }
+                "kill" => {
+                    let state = registry.kill(key, id).await.map_err(failed)?;
+                    (format!("killed {id}: {}", describe_state(state)), state_json(state))
+                }
+                "remove" => {
+                    registry.remove(key, id).map_err(failed)?;
+                    (format!("removed {id}"), json!({"status": "removed"}))
+                }
+                other => {
+                    return Err(ToolError::InvalidArguments(format!(
+                        "action must be one of list, poll, log, write, kill, remove, clear; got {other:?}"
+                    )))
+                }
+            };
+            let mut details = details;
+            details["sessionId"] = json!(id);
+            Ok(ToolOutput {
+                text,
+                details: Some(details),
+            })
+        })
+    }
+}
+
+fn list_output(list: Vec<ProcessSummary>) -> ToolOutput {
+    if list.is_empty() {
+        return ToolOutput::text("no background processes in this session");
+    }
+    let lines: Vec<String> = list
+        .iter()
+        .map(|p| {
+            format!(
+                "{}  {}  {:.1} s  {}",
+                p.id,
+                describe_state(p.state),
+                p.runtime_ms as f64 / 1000.0,
+                p.command
+            )
+        })
+        .collect();
+    let details: Vec<Value> = list
+        .iter()
+        .map(|p| {
+            let mut v = state_json(p.state);
+            v["sessionId"] = json!(p.id);
+            v["command"] = json!(p.command);
+            v["runtimeMs"] = json!(p.runtime_ms);
+            v
+        })
+        .collect();
+    ToolOutput {
+        text: lines.join("\n"),
+        details: Some(json!({"sessions": details})),
+    }
+}
