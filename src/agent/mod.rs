@@ -4,9 +4,13 @@
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
 
+pub mod compaction;
+pub mod context;
 pub mod models;
 pub mod openai;
+pub mod prompt;
 pub mod provider;
 pub mod runs;
+pub mod skills;
 pub mod tool_loop;
 pub mod turn;
