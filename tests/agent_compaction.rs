@@ -116,12 +116,6 @@ impl Harness {
             .expect("messages")
             .clone()
     }
-
-    fn system_prompt(&self, index: usize) -> String {
-        let messages = self.request_messages(index);
-        assert_eq!(messages[0]["role"], "system");
-        messages[0]["content"].as_str().expect("text").to_string()
-    }
 }
 
 fn text(reply: &str) -> FakeReply {
