@@ -5,11 +5,15 @@
 //! values that the gateway turns into protocol events.
 
 pub mod anthropic;
+pub mod compaction;
+pub mod context;
 pub mod failover;
 pub mod models;
 pub mod ollama;
 pub mod openai;
+pub mod prompt;
 pub mod provider;
 pub mod runs;
+pub mod skills;
 pub mod tool_loop;
 pub mod turn;

@@ -15,13 +15,15 @@ use tokio_util::sync::CancellationToken;
 use crate::store::TranscriptEntry;
 use crate::tools::{cap_result, ToolContext, ToolError};
 
+use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
+use super::context::{self, ContextWindow, PruningSettings};
 use super::failover::{pause, FailoverStep, ModelAttempt, PauseEnd};
 use super::models::ResolvedModel;
 use super::provider::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall, ToolSpec,
 };
 use super::runs::{RunEvent, RunStatus};
-use super::turn::{TurnEnv, TurnSpec};
+use super::turn::{prompt_messages, TurnEnv, TurnSpec};
 
 /// Model calls one run may make at most (each tool round is one).
 pub const MAX_TOOL_ITERATIONS: usize = 24;
@@ -52,24 +54,71 @@ pub struct LoopInput<'a> {
     pub allowed_tools: Vec<String>,
     pub cancel: &'a CancellationToken,
     pub events: &'a mpsc::Sender<RunEvent>,
+    /// The primary model's context window.
+    pub window: ContextWindow,
+    /// The system prompt, for rebuilding the prompt after a compaction.
+    pub system_prompt: String,
+    /// When the model last answered in this session (cache-ttl pruning).
+    pub last_call_ms: Option<u64>,
 }
 
-/// Runs the loop to its end.
+/// Runs the loop to its end. Before each model call the prompt is pruned
+/// (when the cache TTL has passed), tool output is held to its budget, and
+/// the session is compacted once if the prompt passes the target; a
+/// context-overflow refusal compacts once and retries.
 pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopResult {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(input.spec.timeout_ms);
     let specs: Vec<ToolSpec> = input.env.tools.specs(&input.allowed_tools);
+    let pruning =
+        PruningSettings::from_config(input.env.config.agents.defaults.context_pruning.as_ref());
+    let settings = CompactionSettings::for_window(&input.env.config, input.window);
+    let mut last_call_ms = input.last_call_ms;
+    let mut compacted = false;
     let mut text = String::new();
     for _ in 0..MAX_TOOL_ITERATIONS {
         if !text.is_empty() && !text.ends_with("\n\n") {
             // Keep the steps of a multi-step answer apart in the cumulative text.
             text.push_str("\n\n");
         }
+        let now = crate::system::clock::now_ms();
+        if pruning.due(last_call_ms, now) {
+            context::prune(&mut messages, input.window, &pruning);
+        }
+        context::enforce_tool_budget(&mut messages, input.window);
+        if !compacted
+            && settings.needs_compaction(context::estimate_tokens(&messages), input.window)
+        {
+            compacted = true;
+            if let Some(rebuilt) = compact_and_rebuild(&input, CompactionReason::Auto).await {
+                messages = rebuilt;
+            }
+        }
         let before = text.len();
-        let (completion, model) =
-            match stream_with_fallbacks(&input, &messages, &specs, deadline, &mut text).await {
-                Ok(done) => done,
-                Err(result) => return result,
-            };
+        let streamed = stream_with_fallbacks(&input, &messages, &specs, deadline, &mut text).await;
+        last_call_ms = Some(crate::system::clock::now_ms());
+        let (completion, model) = match streamed {
+            Ok(done) => done,
+            Err(LoopResult::Failed { message, .. })
+                if !compacted
+                    && text.len() == before
+                    && compaction::is_context_overflow_message(&message) =>
+            {
+                compacted = true;
+                match compact_and_rebuild(&input, CompactionReason::Overflow).await {
+                    Some(rebuilt) => {
+                        messages = rebuilt;
+                        continue;
+                    }
+                    None => {
+                        return LoopResult::Failed {
+                            partial: text,
+                            message,
+                        }
+                    }
+                }
+            }
+            Err(result) => return result,
+        };
         if completion.tool_calls.is_empty() {
             text.truncate(text.trim_end().len().max(before.min(text.len())));
             return LoopResult::Done {
@@ -99,6 +148,7 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
                     status: RunStatus::Aborted,
                 };
             }
+            let result = context::cap_tool_result(result, input.window);
             record(
                 &input,
                 "tool",
@@ -113,6 +163,57 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
         message: format!(
             "the model kept calling tools: stopped after {MAX_TOOL_ITERATIONS} rounds"
         ),
+    }
+}
+
+/// Compacts the session with the primary model and rebuilds the prompt from
+/// the transcript; `None` (logged) when compaction was not possible.
+async fn compact_and_rebuild(
+    input: &LoopInput<'_>,
+    reason: CompactionReason,
+) -> Option<Vec<ChatMessage>> {
+    let config = &input.env.config;
+    let job = CompactionJob {
+        store: &input.env.store,
+        session_key: &input.spec.session_key,
+        session_id: input.session_id,
+        model: input.models.first()?,
+        window: input.window,
+        settings: CompactionSettings::for_window(config, input.window),
+        reason,
+        custom_instructions: config
+            .agents
+            .defaults
+            .compaction
+            .as_ref()
+            .and_then(|c| c.custom_instructions.as_deref()),
+        cancel: input.cancel,
+    };
+    if let Err(e) = compaction::compact(job).await {
+        log::warn!(
+            "run {}: {} compaction failed: {e}",
+            input.spec.run_id,
+            reason.as_str()
+        );
+        return None;
+    }
+    let rebuilt = tokio::task::block_in_place(|| {
+        prompt_messages(
+            input.env,
+            input.session_id,
+            &input.system_prompt,
+            input.window,
+        )
+    });
+    match rebuilt {
+        Ok(history) => Some(history.messages),
+        Err(e) => {
+            log::error!(
+                "run {}: could not reload the history: {e}",
+                input.spec.run_id
+            );
+            None
+        }
     }
 }
 

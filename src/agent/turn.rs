@@ -17,11 +17,13 @@ use super::models::resolve_chain;
 use super::provider::{ChatMessage, Role, Usage};
 use super::runs::{RunEvent, RunOutcome, RunStatus};
 use super::tool_loop::{self, LoopInput, LoopResult};
+use super::{compaction, context, prompt, skills};
 
-/// How many earlier transcript entries go into the prompt at most.
-pub const MAX_HISTORY_MESSAGES: usize = 40;
-/// How many characters of earlier transcript go into the prompt at most.
-pub const MAX_HISTORY_CHARS: usize = 48_000;
+/// How many transcript messages go into the prompt at most.
+pub const MAX_HISTORY_MESSAGES: usize = compaction::MAX_HISTORY_SCAN_ENTRIES;
+/// How many characters of transcript go into the prompt at most (the
+/// window caps it further; compaction keeps it below the window).
+pub const MAX_HISTORY_CHARS: usize = 800_000;
 /// The run timeout when neither the request nor the config sets one.
 pub const DEFAULT_RUN_TIMEOUT_MS: u64 = 600_000;
 
@@ -82,7 +84,7 @@ pub async fn run_turn(
     let _ = events.send(RunEvent::Started { started_at_ms }).await;
     // Store commits wait for fsync: keep them off the async workers.
     let prepared = tokio::task::block_in_place(|| prepare(env, spec, started_at_ms));
-    let (session, history) = match prepared {
+    let (session, first_run) = match prepared {
         Ok(p) => p,
         Err(message) => return fail(outcome, message),
     };
@@ -96,8 +98,24 @@ pub async fn run_turn(
         Ok(models) => models,
         Err(e) => return fail(outcome, e.to_string()),
     };
+    let primary = &models[0];
+    let window = context::resolve_window(&env.config, primary.context_window);
+    let model_ref = format!("{}/{}", primary.provider_id, primary.model_id);
+    if let Err(e) = context::guard_window(&model_ref, window) {
+        return fail(outcome, e.to_string());
+    }
     let allowed_tools =
         crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names());
+    let system_prompt = tokio::task::block_in_place(|| {
+        system_prompt(env, spec, &model_ref, &allowed_tools, first_run)
+    });
+    let history = tokio::task::block_in_place(|| {
+        prompt_messages(env, &session.session_id, &system_prompt, window)
+    });
+    let history = match history {
+        Ok(history) => history,
+        Err(e) => return fail(outcome, format!("session store: {e}")),
+    };
     let input = LoopInput {
         env,
         spec,
@@ -106,8 +124,11 @@ pub async fn run_turn(
         allowed_tools,
         cancel: &cancel,
         events: &events,
+        window,
+        system_prompt,
+        last_call_ms: history.last_call_ms,
     };
-    let result = tool_loop::run(input, history).await;
+    let result = tool_loop::run(input, history.messages).await;
     outcome.ended_at_ms = now_ms();
     match result {
         LoopResult::Done {
@@ -151,21 +172,19 @@ fn fail(mut outcome: RunOutcome, message: String) -> RunOutcome {
     outcome
 }
 
-/// Loads or creates the session, records the user's message and builds the prompt.
-fn prepare(
-    env: &TurnEnv,
-    spec: &TurnSpec,
-    now: u64,
-) -> Result<(SessionEntry, Vec<ChatMessage>), String> {
+/// Loads or creates the session and records the user's message. Returns the
+/// session and whether this is its first run (nothing recorded before).
+fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bool), String> {
     let store_err = |e: crate::store::StoreError| format!("session store: {e}");
     let mut session = match env.store.session(&spec.session_key).map_err(store_err)? {
         Some(entry) => entry,
         None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now),
     };
-    let history = env
+    let first_run = env
         .store
-        .transcript_tail(&session.session_id, MAX_HISTORY_MESSAGES)
-        .map_err(store_err)?;
+        .transcript_tail(&session.session_id, 1)
+        .map_err(store_err)?
+        .is_empty();
     env.store
         .append_transcript(
             &session.session_id,
@@ -192,22 +211,96 @@ fn prepare(
     env.store
         .put_session(&spec.session_key, &session)
         .map_err(store_err)?;
-    let mut messages = Vec::new();
-    if let Some(system) = spec
-        .extra_system_prompt
-        .as_ref()
-        .filter(|s| !s.trim().is_empty())
-    {
-        messages.push(ChatMessage::system(system.clone()));
+    Ok((session, first_run))
+}
+
+/// The system prompt for this turn: workspace files, skills, tools, runtime.
+fn system_prompt(
+    env: &TurnEnv,
+    spec: &TurnSpec,
+    model_ref: &str,
+    tool_names: &[String],
+    first_run: bool,
+) -> String {
+    let limits = prompt::BootstrapLimits::from_config(&env.config);
+    let bootstrap = prompt::load_bootstrap(&env.workspace, first_run, limits);
+    let skills = skills::discover(
+        &env.workspace,
+        prompt::skill_allowlist(&env.config, &spec.agent_id),
+    );
+    let runtime = prompt::RuntimeInfo {
+        agent_id: spec.agent_id.clone(),
+        host: crate::system::host_name(),
+        model: model_ref.to_string(),
+        now_ms: now_ms(),
+        timezone: env.config.agents.defaults.user_timezone.clone(),
+    };
+    prompt::build_system_prompt(&prompt::PromptParts {
+        workspace: &env.workspace,
+        tool_names,
+        skills: &skills,
+        bootstrap: &bootstrap,
+        extra_system_prompt: spec.extra_system_prompt.as_deref(),
+        runtime: &runtime,
+    })
+}
+
+/// The prompt from the transcript: system prompt (with the latest compaction
+/// summary and the AGENTS.md refresh), then the history after it.
+pub struct PromptHistory {
+    pub messages: Vec<ChatMessage>,
+    /// When the model last answered in this session (for cache-ttl pruning).
+    pub last_call_ms: Option<u64>,
+}
+
+/// Builds the prompt messages from the stored history (the current user
+/// message included, as it is already recorded).
+pub fn prompt_messages(
+    env: &TurnEnv,
+    session_id: &str,
+    system_prompt: &str,
+    window: context::ContextWindow,
+) -> Result<PromptHistory, crate::store::StoreError> {
+    let stored = compaction::load_history(&env.store, session_id)?;
+    let last_call_ms = stored
+        .entries
+        .iter()
+        .rev()
+        .find(|(_, e)| e.role == "assistant")
+        .map(|(_, e)| e.timestamp_ms);
+    let mut system = system_prompt.to_string();
+    if let Some(summary) = &stored.summary {
+        system.push_str(
+            "
+## Summary of the earlier conversation
+Older messages of this session were compacted into this summary:
+",
+        );
+        system.push_str(summary);
+        system.push('\n');
+        if let Some(refresh) = compaction::post_compaction_refresh(&env.workspace) {
+            system.push('\n');
+            system.push_str(&refresh);
+            system.push('\n');
+        }
     }
-    messages.extend(history_messages(history.into_iter().map(|(_, e)| e)));
-    messages.push(ChatMessage::user(spec.message.clone()));
-    Ok((session, messages))
+    let budget = window.chars().min(MAX_HISTORY_CHARS);
+    let mut messages = vec![ChatMessage::system(system)];
+    messages.extend(history_messages(
+        stored.entries.into_iter().map(|(_, e)| e),
+        budget,
+    ));
+    Ok(PromptHistory {
+        messages,
+        last_call_ms,
+    })
 }
 
 /// The newest transcript entries that fit the character budget, oldest first.
-fn history_messages(entries: impl DoubleEndedIterator<Item = TranscriptEntry>) -> Vec<ChatMessage> {
-    let mut budget = MAX_HISTORY_CHARS;
+fn history_messages(
+    entries: impl DoubleEndedIterator<Item = TranscriptEntry>,
+    mut budget: usize,
+) -> Vec<ChatMessage> {
     let mut kept = Vec::new();
     for entry in entries.rev() {
         let extra: serde_json::Value = entry
@@ -233,13 +326,8 @@ fn history_messages(entries: impl DoubleEndedIterator<Item = TranscriptEntry>) -
         {
             continue;
         }
-        let size = message.content.len()
-            + message
-                .tool_calls
-                .iter()
-                .map(|c| c.arguments.len())
-                .sum::<usize>();
-        if size > budget {
+        let size = context::message_chars(&message);
+        if size > budget || kept.len() >= MAX_HISTORY_MESSAGES {
             break;
         }
         budget -= size;
@@ -380,7 +468,7 @@ mod tests {
                 ),
             ),
         ];
-        let messages = history_messages(entries.into_iter());
+        let messages = history_messages(entries.into_iter(), MAX_HISTORY_CHARS);
         let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,

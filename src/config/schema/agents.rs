@@ -144,6 +144,10 @@ pub struct AgentDefaults {
     pub timeout_seconds: Option<u32>,
     /// Context window cap used for estimates.
     pub context_tokens: Option<u32>,
+    /// Most characters of one workspace bootstrap file in the system prompt.
+    pub bootstrap_max_chars: Option<u32>,
+    /// Most characters of all bootstrap files together.
+    pub bootstrap_total_max_chars: Option<u32>,
     /// off | minimal | low | medium | high | xhigh | adaptive.
     pub thinking_default: Option<String>,
     /// Concurrent agent runs across all conversations (upstream default 4).

@@ -172,7 +172,8 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
     }
 }
 
-/// `chat.send`: the web chat's way in; `/stop` aborts, `/new` and `/reset` start over.
+/// `chat.send`: the web chat's way in; `/stop` aborts, `/new` and `/reset`
+/// start over (`/compact` is answered by [`compact`]).
 pub fn send(
     state: &Arc<GatewayState>,
     info: &Arc<ClientInfo>,
@@ -233,6 +234,26 @@ pub fn send(
         return Err(error);
     }
     Ok(ack)
+}
+
+/// The instructions of a `/compact [instructions]` message, if it is one.
+pub fn compact_command(params: &Value) -> Option<String> {
+    let message = params.get("message")?.as_str()?.trim();
+    let rest = message.strip_prefix("/compact")?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    Some(rest.trim().to_string())
+}
+
+/// `chat.send` with `/compact`: compacts the session now and answers when done.
+pub async fn compact(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("chat.send", params)?;
+    let config = state.config();
+    let agent_id = resolve_agent(state, p.opt_str("agentId")?)?;
+    let session_key = canonical_key(&config, Some(&agent_id), Some(p.str("sessionKey", false)?));
+    let instructions = compact_command(params).filter(|i| !i.is_empty());
+    super::sessions::compact_session(state, &session_key, instructions.as_deref()).await
 }
 
 /// `chat.abort`: stops the session's runs (or one of them).

@@ -36,6 +36,7 @@ pub const METHODS: &[&str] = &[
     "sessions.patch",
     "sessions.reset",
     "sessions.delete",
+    "sessions.compact",
     "chat.history",
     "chat.abort",
     "chat.send",
@@ -143,6 +144,13 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     }
     if method == "exec.approval.waitDecision" {
         return approvals::wait_decision(state, &params).await.into();
+    }
+    // Compaction waits for the session's lane and the model: async paths.
+    if method == "sessions.compact" {
+        return sessions::compact(state, &params).await.into();
+    }
+    if method == "chat.send" && chat::compact_command(&params).is_some() {
+        return chat::compact(state, &params).await.into();
     }
     // Handlers read and write the store, whose commits wait for fsync: keep
     // that off the async workers' backs.

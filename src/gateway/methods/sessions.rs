@@ -1,7 +1,12 @@
-//! `sessions.list`, `sessions.patch`, `sessions.reset`, `sessions.delete` and
-//! `chat.history`, over the store's session index and transcripts.
+//! `sessions.list`, `sessions.patch`, `sessions.reset`, `sessions.delete`,
+//! `sessions.compact` and `chat.history`, over the store's session index and
+//! transcripts.
 
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::compaction::{self, CompactionError, CompactionJob, CompactionReason};
+use crate::agent::{context, models};
 
 use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
@@ -257,6 +262,68 @@ pub fn delete(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
             .map_err(store_error)?;
     }
     Ok(json!({"ok": true, "key": key, "deleted": removed.is_some()}))
+}
+
+/// `sessions.compact`: summarises the session's older history with the model
+/// now (waiting for a running turn of the session to end first).
+pub async fn compact(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("sessions.compact", params)?;
+    let config = state.config();
+    let key = canonical_key(&config, None, Some(p.str("key", false)?));
+    let instructions = p.opt_str("instructions")?.map(str::to_string);
+    compact_session(state, &key, instructions.as_deref()).await
+}
+
+/// Compacts the session under `key` (canonical) with its agent's primary model.
+pub async fn compact_session(
+    state: &GatewayState,
+    key: &str,
+    instructions: Option<&str>,
+) -> Result<Value, ErrorShape> {
+    let config = state.config();
+    let _lane = state.runs.admit(key).await;
+    let entry = tokio::task::block_in_place(|| state.store.session(key)).map_err(store_error)?;
+    let Some(entry) = entry else {
+        return Ok(
+            json!({"ok": true, "key": key, "compacted": false, "reason": "no such session"}),
+        );
+    };
+    let agent_id = key
+        .strip_prefix("agent:")
+        .and_then(|rest| rest.split(':').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| config.agents.default_agent_id());
+    let chain = models::resolve_chain(&config, &agent_id, None, &state.http())
+        .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
+    let model = &chain[0];
+    let window = context::resolve_window(&config, model.context_window);
+    let cancel = CancellationToken::new();
+    let job = CompactionJob {
+        store: &state.store,
+        session_key: key,
+        session_id: &entry.session_id,
+        model,
+        window,
+        settings: compaction::CompactionSettings::for_window(&config, window),
+        reason: CompactionReason::Manual,
+        custom_instructions: instructions,
+        cancel: &cancel,
+    };
+    match compaction::compact(job).await {
+        Ok(done) => Ok(json!({
+            "ok": true,
+            "key": key,
+            "compacted": true,
+            "tokensBefore": done.tokens_before,
+            "summarizedEntries": done.summarized_entries,
+            "firstKeptSeq": done.first_kept_seq,
+            "summaryChars": done.summary.len(),
+        })),
+        Err(e @ CompactionError::NothingToCompact) => {
+            Ok(json!({"ok": true, "key": key, "compacted": false, "reason": e.to_string()}))
+        }
+        Err(e) => Err(ErrorShape::unavailable(format!("compaction failed: {e}"))),
+    }
 }
 
 /// `chat.history`: the newest transcript entries, oldest first.

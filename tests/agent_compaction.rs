@@ -1,0 +1,362 @@
+//! Compaction end to end with the fake OpenAI server: a context-length refusal
+//! compacts once and the retry succeeds, the prompt passing the target
+//! compacts before the call, the summary entry is persisted and starts the
+//! next turn's prompt (with AGENTS.md's refresh sections), and `/compact` /
+//! `sessions.compact` run it on demand through the gateway.
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use pincer::agent::runs::{RunOutcome, RunStatus};
+use pincer::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use pincer::store::{SessionEntry, Store, StoreOptions, TranscriptEntry};
+use serde_json::{json, Value};
+use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::gateway::{config_with_provider, GatewayProcess};
+use support::ws_client::{Device, Read, TestClient};
+use tokio_util::sync::CancellationToken;
+
+const SESSION_KEY: &str = "agent:main:main";
+const SESSION_ID: &str = "session-ctx";
+
+struct Harness {
+    fake: FakeOpenAi,
+    _dir: tempfile::TempDir,
+    env: TurnEnv,
+}
+
+impl Harness {
+    async fn start(defaults: &str) -> Harness {
+        let fake = FakeOpenAi::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = format!(
+            r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} {defaults} }} }},
+}}"#,
+            fake.base_url()
+        );
+        let config = pincer::config::parse_str(&text, "test").expect("test config parses");
+        let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let env = TurnEnv {
+            store,
+            config: Arc::new(config),
+            http: reqwest::Client::new(),
+            tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
+            workspace,
+        };
+        Harness {
+            fake,
+            _dir: dir,
+            env,
+        }
+    }
+
+    fn workspace(&self) -> &Path {
+        &self.env.workspace
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        let path = self.workspace().join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+        std::fs::write(path, text).expect("write workspace file");
+    }
+
+    /// Records earlier history directly in the store.
+    fn seed(&self, entries: &[(&str, String, Option<Value>)]) {
+        if self.env.store.session(SESSION_KEY).expect("read").is_none() {
+            let session = SessionEntry::new(SESSION_ID, 1);
+            self.env
+                .store
+                .put_session(SESSION_KEY, &session)
+                .expect("session");
+        }
+        for (role, text, extra) in entries {
+            let entry = TranscriptEntry {
+                role: role.to_string(),
+                text: text.clone(),
+                timestamp_ms: 1_000,
+                extra_json: extra.as_ref().map(Value::to_string),
+                ..TranscriptEntry::default()
+            };
+            self.env
+                .store
+                .append_transcript(SESSION_ID, &entry)
+                .expect("append");
+        }
+    }
+
+    async fn turn(&self, run_id: &str, message: &str) -> RunOutcome {
+        let spec = TurnSpec {
+            run_id: run_id.into(),
+            agent_id: "main".into(),
+            session_key: SESSION_KEY.into(),
+            message: message.into(),
+            timeout_ms: 30_000,
+            model_override: None,
+            extra_system_prompt: Some("EXTRA-INSTRUCTIONS".into()),
+            label: None,
+            channel: None,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let outcome = run_turn(&self.env, &spec, CancellationToken::new(), tx).await;
+        drain.await.expect("drain");
+        outcome
+    }
+
+    fn request_messages(&self, index: usize) -> Vec<Value> {
+        self.fake.requests()[index].body["messages"]
+            .as_array()
+            .expect("messages")
+            .clone()
+    }
+}
+
+fn text(reply: &str) -> FakeReply {
+    FakeReply::Text {
+        chunks: vec![reply.to_string()],
+        delay_ms: 0,
+    }
+}
+
+fn earlier_turns(count: usize, size: usize) -> Vec<(&'static str, String, Option<Value>)> {
+    (0..count)
+        .flat_map(|i| {
+            [
+                ("user", format!("EARLY-Q{i} {}", "q".repeat(size)), None),
+                (
+                    "assistant",
+                    format!("EARLY-A{i} {}", "a".repeat(size)),
+                    None,
+                ),
+            ]
+        })
+        .collect()
+}
+
+fn non_system_text(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const AGENTS_MD: &str = "# Rules\n## Session Startup\nGreet by name.\n## Red Lines\nNEVER-SHARE-SECRETS\n## Style\nSTYLE-NOT-REFRESHED\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_compacts_once_and_the_retry_succeeds() {
+    let h = Harness::start(", contextTokens: 16000").await;
+    h.write("AGENTS.md", AGENTS_MD);
+    h.seed(&earlier_turns(3, 100));
+    h.fake.push_reply(FakeReply::Error {
+        status: 400,
+        message: "This model's maximum context length is 16000 tokens. However, your messages resulted in 17000 tokens.".into(),
+        retry_after_secs: None,
+    });
+    h.fake.push_reply(text("SUMMARY-OF-EARLY-TURNS"));
+    h.fake.push_reply(text("final answer"));
+    let outcome = h.turn("r1", "current question").await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{:?}", outcome.error);
+    assert_eq!(outcome.text, "final answer");
+    assert_eq!(h.fake.requests().len(), 3);
+    // The summary call saw the early turns, not the current question.
+    let summary_call = non_system_text(&h.request_messages(1));
+    assert!(summary_call.contains("EARLY-Q0") && summary_call.contains("EARLY-A2"));
+    assert!(!summary_call.contains("current question"));
+    // The retry starts from the summary and the refresh, then the question.
+    let retry = h.request_messages(2);
+    let system = retry[0]["content"].as_str().expect("system");
+    assert!(system.contains("SUMMARY-OF-EARLY-TURNS"));
+    assert!(system.contains("[Post-compaction context refresh]"));
+    assert!(system.contains("NEVER-SHARE-SECRETS") && system.contains("Greet by name."));
+    let rest = non_system_text(&retry);
+    assert!(!rest.contains("EARLY-Q0"), "{rest}");
+    assert!(rest.contains("current question"));
+    // The summary is persisted and counted.
+    let stored = h.env.store.transcript_tail(SESSION_ID, 50).expect("tail");
+    let summary = stored
+        .iter()
+        .find(|(_, e)| e.role == "system")
+        .expect("summary entry");
+    assert_eq!(summary.1.text, "SUMMARY-OF-EARLY-TURNS");
+    let extra: Value =
+        serde_json::from_str(summary.1.extra_json.as_deref().expect("extra")).expect("json");
+    assert_eq!(extra["type"], "compaction");
+    assert_eq!(extra["reason"], "overflow");
+    let session = h
+        .env
+        .store
+        .session(SESSION_KEY)
+        .expect("read")
+        .expect("session");
+    assert_eq!(session.compaction_count, 1);
+    // The next turn builds on the summary too.
+    let next = h.turn("r2", "follow-up").await;
+    assert_eq!(next.status, RunStatus::Ok);
+    let next_messages = h.request_messages(3);
+    assert!(next_messages[0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("SUMMARY-OF-EARLY-TURNS")));
+    let next_rest = non_system_text(&next_messages);
+    assert!(!next_rest.contains("EARLY-A1"));
+    assert!(next_rest.contains("current question") && next_rest.contains("final answer"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_overflow_in_one_run_fails_instead_of_looping() {
+    let h = Harness::start(", contextTokens: 16000").await;
+    h.seed(&earlier_turns(2, 50));
+    let overflow = FakeReply::Error {
+        status: 400,
+        message: "maximum context length exceeded".into(),
+        retry_after_secs: None,
+    };
+    h.fake.push_reply(overflow.clone());
+    h.fake.push_reply(text("SUMMARY"));
+    h.fake.push_reply(overflow);
+    let outcome = h.turn("r1", "q").await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(outcome
+        .error
+        .expect("error")
+        .contains("maximum context length"));
+    assert_eq!(h.fake.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_past_the_target_is_compacted_before_the_call() {
+    // Window 16k tokens, reserve clamped to 8k: the target is 8k tokens.
+    let h = Harness::start(", contextTokens: 16000").await;
+    h.seed(&earlier_turns(4, 5_000));
+    h.fake.push_reply(text("PART-SUMMARY"));
+    h.fake.push_reply(text("AUTO-SUMMARY"));
+    h.fake.push_reply(text("answer"));
+    let outcome = h.turn("r1", "now").await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{:?}", outcome.error);
+    // 30k chars to summarise in chunks of 0.4 × 16k / 1.2 tokens: two calls,
+    // the second merging the first's summary.
+    assert_eq!(h.fake.requests().len(), 3);
+    let first_chunk = non_system_text(&h.request_messages(0));
+    assert!(first_chunk.contains("EARLY-Q0") && !first_chunk.contains("EARLY-A2"));
+    let second_chunk = non_system_text(&h.request_messages(1));
+    assert!(second_chunk.contains("PART-SUMMARY") && second_chunk.contains("EARLY-A2"));
+    assert!(
+        !second_chunk.contains("EARLY-Q3"),
+        "recent turns stay verbatim"
+    );
+    let call = h.request_messages(2);
+    assert!(call[0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("AUTO-SUMMARY")));
+    assert!(non_system_text(&call).contains("EARLY-Q3"));
+    let size: usize = call
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .map(str::len)
+        .sum();
+    assert!(size < 8_000 * 4, "prompt still {size} chars");
+}
+
+const TOKEN: &str = "compaction-test-token";
+
+async fn connect(gateway: &GatewayProcess, seed: u8) -> TestClient {
+    let mut client = TestClient::open(&gateway.url()).await;
+    let device = Device::new(seed);
+    let params = client.connect_params(
+        Some(TOKEN),
+        &["operator.read", "operator.write", "operator.admin"],
+        Some(&device),
+    );
+    let id = client.request("connect", params).await;
+    assert_eq!(client.response(&id).await["ok"], true);
+    client
+}
+
+async fn agent_turn(client: &mut TestClient, key: &str, message: &str) -> Value {
+    let id = client
+        .request("agent", json!({"message": message, "idempotencyKey": key}))
+        .await;
+    loop {
+        let Read::Frame(frame) = client.read().await else {
+            panic!("closed during the run")
+        };
+        if frame["type"] == "res"
+            && frame["id"] == id.as_str()
+            && frame["payload"]["status"] != "accepted"
+        {
+            return frame;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_compact_summarises_and_the_next_turn_uses_the_summary() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = GatewayProcess::start(
+        &config_with_provider(&fake.base_url()),
+        &["--port", "0", "--token", TOKEN],
+    );
+    let mut client = connect(&gateway, 41).await;
+    for (i, question) in ["FIRST-QUESTION", "SECOND-QUESTION"].iter().enumerate() {
+        let res = agent_turn(&mut client, &format!("k{i}"), question).await;
+        assert_eq!(res["ok"], true, "{res}");
+    }
+    fake.push_reply(text("MANUAL-SUMMARY"));
+    let compacted = client
+        .call(
+            "chat.send",
+            json!({"sessionKey": "main", "message": "/compact keep the questions", "idempotencyKey": "c1"}),
+        )
+        .await;
+    assert_eq!(compacted["ok"], true, "{compacted}");
+    assert_eq!(compacted["payload"]["compacted"], true, "{compacted}");
+    let summary_request = fake.requests().pop().expect("summary call");
+    let instructions = summary_request.body["messages"][0]["content"]
+        .as_str()
+        .expect("instructions");
+    assert!(instructions.contains("keep the questions"));
+    let history = client
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    let messages = history["payload"]["messages"].as_array().expect("messages");
+    let last = messages.last().expect("summary entry");
+    assert_eq!(last["role"], "system");
+    assert_eq!(last["content"][0]["text"], "MANUAL-SUMMARY");
+    let res = agent_turn(&mut client, "k3", "THIRD-QUESTION").await;
+    assert_eq!(res["ok"], true, "{res}");
+    let next = fake.requests().pop().expect("next turn");
+    let sent = next.body["messages"].as_array().expect("messages").clone();
+    assert!(sent[0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("MANUAL-SUMMARY")));
+    let rest = non_system_text(&sent);
+    assert!(!rest.contains("FIRST-QUESTION"), "{rest}");
+    assert!(rest.contains("THIRD-QUESTION"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_compact_reports_when_there_is_nothing_to_compact() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = GatewayProcess::start(
+        &config_with_provider(&fake.base_url()),
+        &["--port", "0", "--token", TOKEN],
+    );
+    let mut client = connect(&gateway, 42).await;
+    let res = agent_turn(&mut client, "only", "just one question").await;
+    assert_eq!(res["ok"], true, "{res}");
+    let before = fake.requests().len();
+    let answer = client
+        .call("sessions.compact", json!({"key": "main"}))
+        .await;
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["payload"]["compacted"], false, "{answer}");
+    assert_eq!(fake.requests().len(), before, "no summary call");
+}
