@@ -48,6 +48,8 @@ pub(super) struct Databases {
     pub pair_requests: RawDb,
     pub dedupe: RawDb,
     pub meta: RawDb,
+    pub cron: RawDb,
+    pub cron_runs: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -57,10 +59,12 @@ pub(super) const DEVICES_DB: &str = "devices";
 pub(super) const PAIR_REQUESTS_DB: &str = "pair_requests";
 pub(super) const DEDUPE_DB: &str = "dedupe";
 pub(super) const META_DB: &str = "meta";
+pub(super) const CRON_DB: &str = "cron";
+pub(super) const CRON_RUNS_DB: &str = "cron_runs";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 6] {
+    pub fn all(&self) -> [(&'static str, RawDb); 8] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -68,6 +72,8 @@ impl Databases {
             (PAIR_REQUESTS_DB, self.pair_requests),
             (DEDUPE_DB, self.dedupe),
             (META_DB, self.meta),
+            (CRON_DB, self.cron),
+            (CRON_RUNS_DB, self.cron_runs),
         ]
     }
 }
@@ -327,7 +333,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         .map_err(|e| lmdb_error("open databases", e))?;
     // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
     // uncommitted, so a refused environment is left exactly as it was found.
-    let (sessions, transcripts, devices, pair_requests, dedupe, meta) = env
+    let (sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs) = env
         .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
             let dbs = (
@@ -337,6 +343,8 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(PAIR_REQUESTS_DB)?,
                 create(DEDUPE_DB)?,
                 create(META_DB)?,
+                create(CRON_DB)?,
+                create(CRON_RUNS_DB)?,
             );
             meta::check_and_record_schema(wtxn, dbs.5)?;
             Ok(CommitOrAbort::<_, ()>::Commit(dbs))
@@ -354,5 +362,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         pair_requests,
         dedupe,
         meta,
+        cron,
+        cron_runs,
     })
 }
