@@ -231,25 +231,29 @@ impl CronService {
             .min())
     }
 
-    /// Start-up recovery: clears `runningAtMs` left by a previous process (recording the run as an error)
-    /// and computes a next run for enabled jobs that lack one. Jobs whose next run passed while the gateway
+    /// Start-up recovery: clears `runningAtMs` left by a previous process and computes a next run for enabled jobs that lack one. Jobs whose next run passed while the gateway
     /// was down stay due, so the first tick runs each of them once. Returns how many stale runs were cleared.
     pub fn recover(&self) -> Result<usize, CronError> {
         let now = self.now_ms();
         let mut cleared = 0;
         for job in self.list(true)? {
-            if job.state.running_at_ms.is_some() {
-                cleared += 1;
-                self.abandon_run(&job.id, now, "interrupted by a gateway restart")?;
-            } else if job.enabled && job.state.next_run_at_ms.is_none() {
-                blocking(|| {
-                    self.store.cron_job_update(&job.id, |cur| {
-                        let mut job = parse_job(cur?).ok()?;
-                        job.recompute_next(now);
-                        Some(to_json(&job))
-                    })
-                })?;
+            let stale = job.state.running_at_ms.is_some();
+            if !stale && !(job.enabled && job.state.next_run_at_ms.is_none()) {
+                continue;
             }
+            cleared += usize::from(stale);
+            blocking(|| {
+                self.store.cron_job_update(&job.id, |cur| {
+                    let mut job = parse_job(cur?).ok()?;
+                    // An interrupted run keeps its slot (`nextRunAtMs` is only moved when a run finishes),
+                    // so it is due again and runs once.
+                    job.state.running_at_ms = None;
+                    if job.enabled && job.state.next_run_at_ms.is_none() {
+                        job.recompute_next(now);
+                    }
+                    Some(to_json(&job))
+                })
+            })?;
         }
         Ok(cleared)
     }
