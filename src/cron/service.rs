@@ -238,7 +238,7 @@ impl CronService {
         let mut cleared = 0;
         for job in self.list(true)? {
             let stale = job.state.running_at_ms.is_some();
-            if !stale && !(job.enabled && job.state.next_run_at_ms.is_none()) {
+            if !(stale || job.enabled && job.state.next_run_at_ms.is_none()) {
                 continue;
             }
             cleared += usize::from(stale);
@@ -302,7 +302,7 @@ impl CronService {
     }
 
     /// Marks the job running if it may start now; `None` when it is running, disabled or not due.
-    fn claim(&self, id: &str, mode: RunMode, now: u64) -> Result<Option<CronJob>, CronError> {
+    pub fn claim(&self, id: &str, mode: RunMode, now: u64) -> Result<Option<CronJob>, CronError> {
         let written = blocking(|| {
             self.store.cron_job_update(id, |cur| {
                 let mut job = parse_job(cur?).ok()?;

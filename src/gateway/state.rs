@@ -74,6 +74,8 @@ pub struct GatewayState {
     pub tools: Arc<crate::tools::ToolRegistry>,
     /// What the sandbox can do on this host (probed once, after start).
     pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
+    /// The cron service, set once at start (absent in states built without a gateway run).
+    pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -120,6 +122,7 @@ impl GatewayState {
             http: std::sync::OnceLock::new(),
             tools: Arc::new(crate::tools::ToolRegistry::builtin()),
             sandbox_layers: std::sync::OnceLock::new(),
+            cron: std::sync::OnceLock::new(),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),

@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod chat;
 pub mod config;
+pub mod cron;
 pub mod devices;
 pub mod health;
 pub mod pairing;
@@ -51,6 +52,14 @@ pub const METHODS: &[&str] = &[
     "models.list",
     "agents.list",
     "commands.list",
+    "cron.list",
+    "cron.status",
+    "cron.add",
+    "cron.update",
+    "cron.remove",
+    "cron.run",
+    "cron.runs",
+    "wake",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -168,6 +177,8 @@ fn dispatch_sync(
         "models.list" => catalog::models(state).into(),
         "agents.list" => catalog::agents(state).into(),
         "commands.list" => catalog::commands().into(),
+        "cron.list" | "cron.status" | "cron.add" | "cron.update" | "cron.remove" | "cron.run"
+        | "cron.runs" | "wake" => cron::handle(state, method, &params).into(),
         other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }
