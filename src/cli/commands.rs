@@ -61,6 +61,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Doctor => doctor(&cli.global),
         Command::Devices(command) => devices(&cli.global, command),
         Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
+        Command::Cron(command) => super::cron::run(&cli.global, command, client),
     }
 }
 

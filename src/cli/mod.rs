@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+mod cron;
 mod pairing;
 
 use std::path::PathBuf;
@@ -52,6 +53,9 @@ pub enum Command {
     /// List or approve DM pairing codes of chat senders (asks a running gateway).
     #[command(subcommand)]
     Pairing(PairingCommand),
+    /// List, add, edit, remove or run scheduled jobs (asks a running gateway).
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
 }
 
 #[derive(Debug, Args)]
