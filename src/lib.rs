@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod cron;
 pub mod gateway;
 pub mod memory;
 pub mod pipeline;

@@ -65,6 +65,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             let loaded = load(&cli.global)?;
             super::memory::run(&loaded, &data_dir(&cli.global), command)
         }
+        Command::Cron(command) => super::cron::run(&cli.global, command, client),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+mod cron;
 mod memory;
 mod pairing;
 
@@ -56,6 +57,9 @@ pub enum Command {
     /// Index, inspect and search the agent's long-term memory.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
+    /// List, add, edit, remove or run scheduled jobs (asks a running gateway).
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
 }
 
 #[derive(Debug, Args)]

@@ -150,6 +150,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
         let _ = prober.sandbox_layers.set(capabilities.to_json());
     });
     state.set_ready();
+    methods::cron::start_service(&state);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;

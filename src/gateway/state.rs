@@ -78,6 +78,8 @@ pub struct GatewayState {
     pub tool_services: crate::tools::ToolServices,
     /// Pending exec approvals (`exec.approval.*`).
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
+    /// The cron service, set once at start (absent in states built without a gateway run).
+    pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -133,6 +135,7 @@ impl GatewayState {
                 )),
             },
             approvals,
+            cron: std::sync::OnceLock::new(),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),

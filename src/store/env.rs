@@ -53,6 +53,8 @@ pub(super) struct Databases {
     pub memory_vectors: RawDb,
     pub memory_terms: RawDb,
     pub embed_cache: RawDb,
+    pub cron: RawDb,
+    pub cron_runs: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -68,9 +70,12 @@ pub(super) const MEMORY_VECTORS_DB: &str = "memory_vectors";
 pub(super) const MEMORY_TERMS_DB: &str = "memory_terms";
 pub(super) const EMBED_CACHE_DB: &str = "embed_cache";
 
+pub(super) const CRON_DB: &str = "cron";
+pub(super) const CRON_RUNS_DB: &str = "cron_runs";
+
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 11] {
+    pub fn all(&self) -> [(&'static str, RawDb); 13] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -83,6 +88,8 @@ impl Databases {
             (MEMORY_VECTORS_DB, self.memory_vectors),
             (MEMORY_TERMS_DB, self.memory_terms),
             (EMBED_CACHE_DB, self.embed_cache),
+            (CRON_DB, self.cron),
+            (CRON_RUNS_DB, self.cron_runs),
         ]
     }
 }
@@ -342,8 +349,8 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         .map_err(|e| lmdb_error("open databases", e))?;
     // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
     // uncommitted, so a refused environment is left exactly as it was found.
-    let ((sessions, transcripts, devices, pair_requests, dedupe, meta), memory) = env
-        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
+    let ((sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs), memory) =
+        env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
             let dbs = (
                 create(SESSIONS_DB)?,
@@ -352,6 +359,8 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(PAIR_REQUESTS_DB)?,
                 create(DEDUPE_DB)?,
                 create(META_DB)?,
+                create(CRON_DB)?,
+                create(CRON_RUNS_DB)?,
             );
             let memory = [
                 create(MEMORY_FILES_DB)?,
@@ -381,5 +390,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         memory_vectors: memory[2],
         memory_terms: memory[3],
         embed_cache: memory[4],
+        cron,
+        cron_runs,
     })
 }

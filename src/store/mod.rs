@@ -11,6 +11,7 @@
 //! `tokio::task::spawn_blocking`, never directly on an async worker thread.
 
 mod codec;
+mod cron;
 mod dedupe;
 mod devices;
 mod dm_pairing;
@@ -30,6 +31,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use cron::MAX_CRON_RUN_LOG_ENTRIES;
 pub use devices::{DeviceRecord, DeviceToken, PairRequest, PAIR_REQUEST_TTL_MS};
 pub use dm_pairing::{
     ApprovedDmSender, DmApproval, DmPairingLimits, DmPairingRequest, PendingDmPairing,
@@ -366,6 +368,8 @@ mod tests {
         assert_eq!(
             names,
             [
+                "cron",
+                "cron_runs",
                 "dedupe",
                 "devices",
                 "embed_cache",

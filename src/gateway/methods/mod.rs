@@ -7,6 +7,7 @@ pub mod approvals;
 pub mod catalog;
 pub mod chat;
 pub mod config;
+pub mod cron;
 pub mod devices;
 pub mod health;
 pub mod memory;
@@ -61,6 +62,14 @@ pub const METHODS: &[&str] = &[
     "exec.approval.resolve",
     "exec.approval.list",
     "exec.approval.get",
+    "cron.list",
+    "cron.status",
+    "cron.add",
+    "cron.update",
+    "cron.remove",
+    "cron.run",
+    "cron.runs",
+    "wake",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -198,6 +207,8 @@ fn dispatch_sync(
         "exec.approval.resolve" => approvals::resolve(state, &params).into(),
         "exec.approval.list" => approvals::list(state).into(),
         "exec.approval.get" => approvals::get(state, &params).into(),
+        "cron.list" | "cron.status" | "cron.add" | "cron.update" | "cron.remove" | "cron.run"
+        | "cron.runs" | "wake" => cron::handle(state, method, &params).into(),
         other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }

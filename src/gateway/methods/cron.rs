@@ -1,0 +1,289 @@
+//! `cron.list`, `cron.status`, `cron.add`, `cron.update`, `cron.remove`, `cron.run`, `cron.runs` and `wake`,
+//! plus the gateway's `JobRunner`: a job's payload becomes an agent run started through `runs::start` (on
+//! `cron:<jobId>` for isolated jobs, the agent's main session otherwise), and a finished run is POSTed to the
+//! job's webhook when it has one.
+//!
+//! Handlers only translate params and results; scheduling, persistence and backoff live in `crate::cron`.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::agent::runs::{RunEvent, RunStatus as AgentStatus};
+use crate::agent::turn::TurnSpec;
+use crate::cron::{
+    CronError, CronJob, CronOptions, CronService, JobRunner, Payload, RunFuture, RunMode,
+    RunResult, RunStatus, SessionTarget, SystemClock,
+};
+use crate::gateway::frames::ErrorShape;
+use crate::gateway::runs::{self, RunOrigin};
+use crate::gateway::state::GatewayState;
+use crate::routing::session_key::cron_session_key;
+
+use super::params::Params;
+
+/// Default and largest `cron.runs` limits.
+pub const DEFAULT_RUNS_LIMIT: u64 = 200;
+pub const MAX_RUNS_LIMIT: u64 = 2_000;
+
+/// Runs cron jobs as gateway agent runs.
+struct GatewayRunner {
+    state: Weak<GatewayState>,
+}
+
+impl JobRunner for GatewayRunner {
+    fn run(&self, job: &CronJob) -> RunFuture {
+        let state = self.state.upgrade();
+        let job = job.clone();
+        Box::pin(async move {
+            let Some(state) = state else {
+                return failed("the gateway is shutting down".into());
+            };
+            run_as_agent_turn(&state, &job).await
+        })
+    }
+
+    fn finished(&self, job: &CronJob, entry: &Value) {
+        let Some(state) = self.state.upgrade() else {
+            return;
+        };
+        let config = state.config();
+        let url = match &job.delivery {
+            Some(d) if d.mode == "webhook" => d.to.clone(),
+            _ => None,
+        };
+        let Some(url) = url else {
+            return;
+        };
+        let token = config.cron.webhook_token.clone();
+        let request = state.http().post(&url).json(entry);
+        let request = match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = request.send().await.and_then(|r| r.error_for_status()) {
+                log::warn!("cron: webhook {url} failed: {e}");
+            }
+        });
+    }
+}
+
+fn failed(error: String) -> RunResult {
+    RunResult {
+        status: RunStatus::Error,
+        error: Some(error),
+        summary: None,
+    }
+}
+
+async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob) -> RunResult {
+    let config = state.config();
+    let agent_id = job
+        .agent_id
+        .clone()
+        .unwrap_or_else(|| config.agents.default_agent_id());
+    let (session_key, message, model, timeout_ms) = match &job.payload {
+        Payload::SystemEvent { text } => (
+            super::sessions::canonical_key(&config, Some(&agent_id), None),
+            text.clone(),
+            None,
+            crate::cron::service::DEFAULT_JOB_TIMEOUT_MS,
+        ),
+        Payload::AgentTurn {
+            message,
+            model,
+            timeout_seconds,
+            ..
+        } => (
+            match job.session_target {
+                SessionTarget::Isolated => cron_session_key(&job.id),
+                SessionTarget::Main => {
+                    super::sessions::canonical_key(&config, Some(&agent_id), None)
+                }
+            },
+            message.clone(),
+            model.clone(),
+            timeout_seconds.map_or(crate::cron::service::DEFAULT_JOB_TIMEOUT_MS, |s| s * 1_000),
+        ),
+    };
+    let spec = TurnSpec {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        agent_id,
+        session_key,
+        message,
+        timeout_ms,
+        model_override: model,
+        extra_system_prompt: None,
+        label: Some(format!("cron: {}", job.name)),
+        channel: None,
+    };
+    let (tap, mut events) = mpsc::channel(64);
+    let origin = RunOrigin {
+        tap: Some(tap),
+        ..RunOrigin::default()
+    };
+    if let Err(e) = runs::start(state, spec, origin) {
+        return failed(e.message);
+    }
+    while let Some(event) = events.recv().await {
+        if let RunEvent::Finished(outcome) = event {
+            return match outcome.status {
+                AgentStatus::Ok => RunResult {
+                    status: RunStatus::Ok,
+                    error: None,
+                    summary: (!outcome.text.is_empty()).then(|| outcome.text.clone()),
+                },
+                AgentStatus::Aborted => RunResult {
+                    status: RunStatus::Skipped,
+                    error: Some("aborted".into()),
+                    summary: None,
+                },
+                _ => failed(outcome.error.clone().unwrap_or_else(|| "run failed".into())),
+            };
+        }
+    }
+    failed("the run ended without an outcome".into())
+}
+
+/// Builds the cron service from the config and starts its timer on the gateway's task tracker.
+pub fn start_service(state: &Arc<GatewayState>) {
+    let config = state.config();
+    let options = CronOptions {
+        enabled: config.cron.enabled,
+        max_concurrent_runs: config.cron.max_concurrent_runs.max(1) as usize,
+        run_log_keep: config.cron.run_log.keep_lines as usize,
+    };
+    let runner = Arc::new(GatewayRunner {
+        state: Arc::downgrade(state),
+    });
+    let service = CronService::new(state.store.clone(), Arc::new(SystemClock), runner, options);
+    if state.cron.set(service.clone()).is_err() {
+        return;
+    }
+    let shutdown = state.shutdown.clone();
+    state.tasks.spawn(service.run_timer(shutdown));
+}
+
+fn cron_error(error: CronError) -> ErrorShape {
+    match error {
+        CronError::Invalid(_) | CronError::NotFound(_) => ErrorShape::invalid(error.to_string()),
+        other => ErrorShape::unavailable(other.to_string()),
+    }
+}
+
+fn job_id<'a>(p: &Params<'a>, method: &str) -> Result<&'a str, ErrorShape> {
+    match p.opt_str("id")?.or(p.opt_str("jobId")?) {
+        Some(id) if !id.trim().is_empty() => Ok(id),
+        _ => Err(ErrorShape::invalid(format!(
+            "invalid {method} params: id is required"
+        ))),
+    }
+}
+
+fn to_value(job: &CronJob) -> Value {
+    serde_json::to_value(job).unwrap_or(Value::Null)
+}
+
+/// Dispatches one cron method.
+pub fn handle(
+    state: &Arc<GatewayState>,
+    method: &str,
+    params: &Value,
+) -> Result<Value, ErrorShape> {
+    let service = state
+        .cron
+        .get()
+        .cloned()
+        .ok_or_else(|| ErrorShape::unavailable("the cron service is not running"))?;
+    let p = Params::new(method, params)?;
+    match method {
+        "cron.list" => {
+            let include = p.opt_bool("includeDisabled")?.unwrap_or(false);
+            let jobs = service.list(include).map_err(cron_error)?;
+            Ok(json!({"jobs": jobs.iter().map(to_value).collect::<Vec<_>>()}))
+        }
+        "cron.status" => Ok(json!({
+            "enabled": service.options().enabled,
+            "storePath": state.store_path(),
+            "jobs": service.list(true).map_err(cron_error)?.len(),
+            "nextWakeAtMs": service.next_wake_ms().map_err(cron_error)?,
+        })),
+        "cron.add" => service
+            .add(params)
+            .map(|j| to_value(&j))
+            .map_err(cron_error),
+        "cron.update" => {
+            let id = job_id(&p, method)?;
+            let patch = p.raw("patch").ok_or_else(|| {
+                ErrorShape::invalid("invalid cron.update params: patch is required")
+            })?;
+            service
+                .update(id, patch)
+                .map(|j| to_value(&j))
+                .map_err(cron_error)
+        }
+        "cron.remove" => {
+            let removed = service.remove(job_id(&p, method)?).map_err(cron_error)?;
+            Ok(json!({"ok": true, "removed": removed}))
+        }
+        "cron.run" => run(state, &service, &p),
+        "cron.runs" => {
+            let id = job_id(&p, method)?;
+            let limit = p
+                .opt_u64("limit", 1, MAX_RUNS_LIMIT)?
+                .unwrap_or(DEFAULT_RUNS_LIMIT);
+            let entries = service.runs(id, limit as usize).map_err(cron_error)?;
+            Ok(json!({"entries": entries}))
+        }
+        _ => wake(&service, &p),
+    }
+}
+
+/// `cron.run`: claims the job now and runs it in the background; `ran: false` with a reason otherwise.
+fn run(
+    state: &Arc<GatewayState>,
+    service: &Arc<CronService>,
+    p: &Params<'_>,
+) -> Result<Value, ErrorShape> {
+    let id = job_id(p, "cron.run")?;
+    let mode = match p.opt_str("mode")? {
+        None | Some("force") => RunMode::Force,
+        Some("due") => RunMode::Due,
+        Some(other) => {
+            return Err(ErrorShape::invalid(format!(
+                "invalid cron.run params: mode {other:?} must be \"due\" or \"force\""
+            )))
+        }
+    };
+    service.get(id).map_err(cron_error)?;
+    let Some(job) = service
+        .claim(id, mode, service.now_ms())
+        .map_err(cron_error)?
+    else {
+        return Ok(json!({"ok": true, "ran": false, "reason": "not-due"}));
+    };
+    let service = service.clone();
+    state.tasks.spawn(async move {
+        if let Err(e) = service.execute(job).await {
+            log::warn!("cron: manual run failed: {e}");
+        }
+    });
+    Ok(json!({"ok": true, "ran": true}))
+}
+
+/// `wake`: `mode` is `now` or `next-heartbeat`; `now` makes the timer re-check its jobs immediately.
+fn wake(service: &Arc<CronService>, p: &Params<'_>) -> Result<Value, ErrorShape> {
+    match p.opt_str("mode")? {
+        Some("now") => service.wake(),
+        Some("next-heartbeat") | None => {}
+        Some(other) => {
+            return Err(ErrorShape::invalid(format!(
+                "invalid wake params: mode {other:?} must be \"now\" or \"next-heartbeat\""
+            )))
+        }
+    }
+    p.opt_str("text")?;
+    Ok(json!({"ok": true}))
+}
