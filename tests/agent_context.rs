@@ -46,6 +46,7 @@ impl Harness {
             http: reqwest::Client::new(),
             tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
             workspace,
+            services: Default::default(),
         };
         Harness {
             fake,

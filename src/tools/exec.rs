@@ -32,11 +32,14 @@ pub fn policy_for(config: &crate::config::Config, agent_id: &str) -> SandboxPoli
         .find(|a| a.id == agent_id)
         .and_then(|a| a.sandbox.as_ref());
     let defaults = config.agents.defaults.sandbox.as_ref();
-    let mut policy = SandboxPolicy::default();
-    policy.mode = match agent.and_then(|s| s.mode).or(defaults.and_then(|s| s.mode)) {
+    let mode = match agent.and_then(|s| s.mode).or(defaults.and_then(|s| s.mode)) {
         Some(ConfigMode::Off) => SandboxMode::Off,
         Some(ConfigMode::NonMain) => SandboxMode::NonMain,
         Some(ConfigMode::All) | None => SandboxMode::All,
+    };
+    let mut policy = SandboxPolicy {
+        mode,
+        ..SandboxPolicy::default()
     };
     let board = crate::system::board::detect();
     policy.limits.memory_bytes = board.sandbox.memory_mb * 1024 * 1024;

@@ -51,6 +51,7 @@ impl LoopHarness {
             http: reqwest::Client::new(),
             tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
             workspace,
+            services: Default::default(),
         };
         LoopHarness {
             env,
@@ -110,6 +111,9 @@ impl LoopHarness {
             allowed_tools: vec!["read".into()],
             cancel,
             events: &events,
+            window: pincer::agent::context::resolve_window(&self.env.config, None),
+            system_prompt: "You are a test.".into(),
+            last_call_ms: None,
         };
         let messages = vec![
             ChatMessage::system("You are a test."),
