@@ -1,0 +1,130 @@
+//! The escape attempts of the sandbox suite, made through the `exec` tool
+//! itself (the path the agent uses), with the containment asserted.
+//! The full suite (`sandbox_escape_*.rs`) runs the same attacks and more
+//! through `sandbox::exec::run_command`, which this tool wraps.
+
+use std::sync::Arc;
+
+use pincer::config::Config;
+use pincer::store::{Store, StoreOptions};
+use pincer::tools::{exec::ExecTool, Tool, ToolContext};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    outside: std::path::PathBuf,
+    ctx: ToolContext,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let outside = dir.path().join("gateway-data");
+    std::fs::create_dir_all(&outside).expect("outside");
+    std::fs::write(
+        outside.join("pincer.json5"),
+        "{ gateway: { auth: { token: \"s3cret-token\" } } }",
+    )
+    .expect("secret");
+    let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+    let ctx = ToolContext {
+        agent_id: "main".into(),
+        session_key: "agent:main:telegram:direct:42".into(),
+        workspace,
+        store,
+        http: reqwest::Client::new(),
+        cancel: CancellationToken::new(),
+        config: Arc::new(Config::default()),
+        services: Default::default(),
+    };
+    Setup {
+        _dir: dir,
+        outside,
+        ctx,
+    }
+}
+
+async fn exec(ctx: &ToolContext, command: &str) -> String {
+    match ExecTool
+        .execute(json!({"command": command, "timeout": 20}), ctx)
+        .await
+    {
+        Ok(output) => output.text,
+        Err(e) => format!("refused: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_outside_the_workspace_cannot_be_read() {
+    let s = setup();
+    let out = exec(
+        &s.ctx,
+        &format!(
+            "cat {}/pincer.json5; cat /etc/shadow; ls ~/.ssh",
+            s.outside.display()
+        ),
+    )
+    .await;
+    assert!(!out.contains("s3cret-token"), "{out}");
+    assert!(!out.contains("root:"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_workspace_do_not_land() {
+    let s = setup();
+    let target = s.outside.join("planted");
+    let out = exec(
+        &s.ctx,
+        &format!(
+            "echo x > {0}; ln -s {0} link && echo y > link; echo z > ../planted; echo ok",
+            target.display()
+        ),
+    )
+    .await;
+    assert!(
+        !target.exists(),
+        "a file appeared outside the workspace: {out}"
+    );
+    assert!(!s.outside.parent().expect("parent").join("planted").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_loopback_is_unreachable_and_the_env_is_clean() {
+    let s = setup();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    std::env::set_var("PINCER_TEST_SECRET_KEY", "sk-should-not-leak");
+    let connect = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>&1 && echo CONNECTED");
+    // Control: the same command on the host does connect.
+    let host = std::process::Command::new("sh")
+        .args(["-c", &connect])
+        .output()
+        .expect("host control");
+    assert!(
+        String::from_utf8_lossy(&host.stdout).contains("CONNECTED"),
+        "control failed: the check could not tell"
+    );
+    let out = exec(&s.ctx, &format!("{connect}; env")).await;
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(!out.contains("sk-should-not-leak"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_command_is_killed_at_its_timeout() {
+    let s = setup();
+    let started = std::time::Instant::now();
+    let out = match ExecTool
+        .execute(
+            json!({"command": "while :; do :; done", "timeout": 1}),
+            &s.ctx,
+        )
+        .await
+    {
+        Ok(output) => output.text,
+        Err(e) => format!("refused: {e}"),
+    };
+    assert!(out.contains("timed out"), "{out}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
