@@ -6,118 +6,13 @@
 
 mod support;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use pincer::agent::runs::{RunOutcome, RunStatus};
-use pincer::agent::turn::{run_turn, TurnEnv, TurnSpec};
-use pincer::store::{SessionEntry, Store, StoreOptions, TranscriptEntry};
+use pincer::agent::runs::RunStatus;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::gateway::{config_with_provider, GatewayProcess};
 use support::ws_client::{Device, Read, TestClient};
-use tokio_util::sync::CancellationToken;
 
-const SESSION_KEY: &str = "agent:main:main";
-const SESSION_ID: &str = "session-ctx";
-
-struct Harness {
-    fake: FakeOpenAi,
-    _dir: tempfile::TempDir,
-    env: TurnEnv,
-}
-
-impl Harness {
-    async fn start(defaults: &str) -> Harness {
-        let fake = FakeOpenAi::start().await;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let text = format!(
-            r#"{{
-  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
-                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
-  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} {defaults} }} }},
-}}"#,
-            fake.base_url()
-        );
-        let config = pincer::config::parse_str(&text, "test").expect("test config parses");
-        let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
-        let workspace = dir.path().join("workspace");
-        std::fs::create_dir_all(&workspace).expect("workspace");
-        let env = TurnEnv {
-            store,
-            config: Arc::new(config),
-            http: reqwest::Client::new(),
-            tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
-            workspace,
-            services: Default::default(),
-        };
-        Harness {
-            fake,
-            _dir: dir,
-            env,
-        }
-    }
-
-    fn workspace(&self) -> &Path {
-        &self.env.workspace
-    }
-
-    fn write(&self, name: &str, text: &str) {
-        let path = self.workspace().join(name);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
-        std::fs::write(path, text).expect("write workspace file");
-    }
-
-    /// Records earlier history directly in the store.
-    fn seed(&self, entries: &[(&str, String, Option<Value>)]) {
-        if self.env.store.session(SESSION_KEY).expect("read").is_none() {
-            let session = SessionEntry::new(SESSION_ID, 1);
-            self.env
-                .store
-                .put_session(SESSION_KEY, &session)
-                .expect("session");
-        }
-        for (role, text, extra) in entries {
-            let entry = TranscriptEntry {
-                role: role.to_string(),
-                text: text.clone(),
-                timestamp_ms: 1_000,
-                extra_json: extra.as_ref().map(Value::to_string),
-                ..TranscriptEntry::default()
-            };
-            self.env
-                .store
-                .append_transcript(SESSION_ID, &entry)
-                .expect("append");
-        }
-    }
-
-    async fn turn(&self, run_id: &str, message: &str) -> RunOutcome {
-        let spec = TurnSpec {
-            run_id: run_id.into(),
-            agent_id: "main".into(),
-            session_key: SESSION_KEY.into(),
-            message: message.into(),
-            timeout_ms: 30_000,
-            model_override: None,
-            extra_system_prompt: Some("EXTRA-INSTRUCTIONS".into()),
-            label: None,
-            channel: None,
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        let outcome = run_turn(&self.env, &spec, CancellationToken::new(), tx).await;
-        drain.await.expect("drain");
-        outcome
-    }
-
-    fn request_messages(&self, index: usize) -> Vec<Value> {
-        self.fake.requests()[index].body["messages"]
-            .as_array()
-            .expect("messages")
-            .clone()
-    }
-}
+use support::turn_harness::{Harness, SESSION_ID, SESSION_KEY};
 
 fn text(reply: &str) -> FakeReply {
     FakeReply::Text {

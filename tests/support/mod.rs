@@ -11,5 +11,6 @@ pub mod fake_anthropic;
 pub mod fake_ollama;
 pub mod fake_openai;
 pub mod gateway;
+pub mod turn_harness;
 pub mod wire_server;
 pub mod ws_client;
