@@ -13,124 +13,25 @@
 
 mod support;
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 use support::fake_openai::{FakeOpenAi, FakeReply};
-use tempfile::TempDir;
+use support::gateway::{config_with_provider, GatewayProcess};
 
-/// How long the gateway may take from spawn to its "listening" line.
-const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upper bound for one client driver run (its own steps time out sooner).
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the gateway may take to drop the upstream stream after an abort.
 const ABORT_PROPAGATION_TIMEOUT: Duration = Duration::from_secs(20);
-const READY_LINE_PREFIX: &str = "pincer: listening on ws://127.0.0.1:";
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-/// A running `pincer gateway`; killed and reaped on drop, also when a test panics.
-struct GatewayProcess {
-    child: Child,
-    port: u16,
-    dir: TempDir,
-}
-
-impl GatewayProcess {
-    /// Writes the config (the fake as the only provider) and waits for readiness.
-    fn start(fake: &FakeOpenAi) -> GatewayProcess {
-        let dir = tempfile::tempdir().expect("temp dir for the gateway");
-        let config_path = dir.path().join("pincer.json5");
-        std::fs::write(&config_path, gateway_config(&fake.base_url())).expect("write config");
-        let data_dir = dir.path().join("data");
-        let stderr = File::create(dir.path().join("gateway.stderr")).expect("stderr file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pincer"))
-            .arg("gateway")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .args(["--port", "0", "--token", TOKEN])
-            .env_remove("OPENCLAW_GATEWAY_TOKEN")
-            .env_remove("OPENCLAW_GATEWAY_PASSWORD")
-            .env_remove("OPENCLAW_GATEWAY_PORT")
-            .env_remove("PINCER_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .expect("spawn pincer gateway");
-        let stdout = child.stdout.take().expect("gateway stdout is piped");
-        let port_rx = watch_for_ready_line(stdout);
-        let mut gateway = GatewayProcess {
-            child,
-            port: 0,
-            dir,
-        };
-        match port_rx.recv_timeout(GATEWAY_READY_TIMEOUT) {
-            Ok(port) => gateway.port = port,
-            Err(_) => panic!(
-                "gateway printed no '{READY_LINE_PREFIX}PORT' line within {GATEWAY_READY_TIMEOUT:?}; stderr:\n{}",
-                gateway.stderr()
-            ),
-        }
-        gateway
-    }
-
-    fn url(&self) -> String {
-        format!("ws://127.0.0.1:{}", self.port)
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("gateway.stderr")).unwrap_or_default()
-    }
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Reads stdout on a thread (draining it so the gateway never blocks on a
-/// full pipe) and sends the port of the first ready line.
-fn watch_for_ready_line(stdout: std::process::ChildStdout) -> mpsc::Receiver<u16> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            if let Some(port) = line.trim().strip_prefix(READY_LINE_PREFIX) {
-                if let Ok(port) = port.parse::<u16>() {
-                    let _ = tx.send(port);
-                }
-            }
-        }
-    });
-    rx
-}
-
-fn gateway_config(base_url: &str) -> String {
-    format!(
-        r#"// written by tests/openclaw_clients.rs
-{{
-  models: {{
-    providers: {{
-      fake: {{
-        baseUrl: "{base_url}",
-        apiKey: "sk-test",
-        api: "openai-completions",
-        models: [{{ id: "gpt-test", contextWindow: 128000 }}],
-      }},
-    }},
-  }},
-  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
-}}
-"#
+/// A gateway whose only model is served by `fake`.
+fn start_gateway(fake: &FakeOpenAi) -> GatewayProcess {
+    GatewayProcess::start(
+        &config_with_provider(&fake.base_url()),
+        &["--port", "0", "--token", TOKEN],
     )
 }
 
@@ -307,7 +208,7 @@ fn history_has(history: &Value, role: &str, text: &str) -> bool {
 /// The whole openclaw-node scenario for one library version.
 async fn openclaw_node_scenario(lib: &str, expected_protocol: u64) {
     let fake = FakeOpenAi::start().await;
-    let gateway = GatewayProcess::start(&fake);
+    let gateway = start_gateway(&fake);
     let session = format!("oc-node-{lib}");
     // Long enough that the fake's 4-character echo chunks span several deltas.
     let message = format!(
@@ -369,7 +270,7 @@ async fn openclaw_node_0_1_protocol_3_chats_lists_history_and_aborts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openclaw_cli_gateway_call_health_agent_and_sessions_list() {
     let fake = FakeOpenAi::start().await;
-    let gateway = GatewayProcess::start(&fake);
+    let gateway = start_gateway(&fake);
 
     let health = openclaw_gateway_call(&gateway, "health", &[])
         .await
