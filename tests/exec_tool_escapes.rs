@@ -128,3 +128,22 @@ async fn a_runaway_command_is_killed_at_its_timeout() {
     assert!(out.contains("timed out"), "{out}");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_sandbox_network_host_reaches_the_host_loopback() {
+    let mut s = setup();
+    let config = pincer::config::parse_str(
+        "{ agents: { defaults: { sandbox: { network: \"host\" } } } }",
+        "test",
+    )
+    .expect("config with the host-network opt-out");
+    s.ctx.config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    let out = exec(
+        &s.ctx,
+        &format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>&1 && echo CONNECTED"),
+    )
+    .await;
+    assert!(out.contains("CONNECTED"), "{out}");
+}

@@ -41,6 +41,13 @@ pub fn policy_for(config: &crate::config::Config, agent_id: &str) -> SandboxPoli
         mode,
         ..SandboxPolicy::default()
     };
+    if agent
+        .and_then(|s| s.network)
+        .or(defaults.and_then(|s| s.network))
+        == Some(crate::config::SandboxNetwork::Host)
+    {
+        policy.network = crate::sandbox::NetworkPolicy::Host;
+    }
     let board = crate::system::board::detect();
     policy.limits.memory_bytes = board.sandbox.memory_mb * 1024 * 1024;
     policy.limits.max_processes = board.sandbox.pids;

@@ -38,6 +38,13 @@ pub enum WorkspaceAccess {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+pub enum SandboxNetwork {
+    None,
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SandboxScope {
     Session,
     Agent,
@@ -60,6 +67,9 @@ pub struct SandboxConfig {
     pub session_tools_visibility: Option<SessionToolsVisibility>,
     pub scope: Option<SandboxScope>,
     pub workspace_root: Option<PathBuf>,
+    /// pincer: the sandbox's network, `none` (own namespace with only `lo`,
+    /// the default) or `host` (opt out for this agent).
+    pub network: Option<SandboxNetwork>,
     pub docker: Option<SandboxLimits>,
     pub prune: Option<SandboxPrune>,
 }
