@@ -147,3 +147,27 @@ async fn an_agent_with_sandbox_network_host_reaches_the_host_loopback() {
     .await;
     assert!(out.contains("CONNECTED"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_layer_the_host_lacks_refuses_exec_by_name() {
+    let mut s = setup();
+    // This host has no delegated cgroup v2 (checked: the probe must agree, or the test says so).
+    let caps = pincer::sandbox::probe();
+    let cgroup = caps.status(pincer::sandbox::Layer::Cgroup).to_string();
+    if cgroup.starts_with("available") {
+        eprintln!("SKIPPED: this host delegates a cgroup, so requiring it cannot fail here");
+        return;
+    }
+    let config = pincer::config::parse_str(
+        "{ agents: { defaults: { sandbox: { require: [\"cgroup\"] } } } }",
+        "test",
+    )
+    .expect("config requiring a cgroup");
+    s.ctx.config = Arc::new(config);
+    let out = exec(&s.ctx, "echo should-not-run").await;
+    assert!(
+        out.starts_with("refused:") && out.contains("cgroup"),
+        "{out}"
+    );
+    assert!(!out.contains("should-not-run"));
+}

@@ -48,6 +48,23 @@ pub fn policy_for(config: &crate::config::Config, agent_id: &str) -> SandboxPoli
     {
         policy.network = crate::sandbox::NetworkPolicy::Host;
     }
+    let required = agent
+        .map(|s| &s.require)
+        .filter(|r| !r.is_empty())
+        .or(defaults.map(|s| &s.require));
+    if let Some(required) = required {
+        use crate::config::SandboxLayer;
+        use crate::sandbox::Layer;
+        policy.require = required
+            .iter()
+            .map(|layer| match layer {
+                SandboxLayer::Namespaces => Layer::Namespaces,
+                SandboxLayer::Landlock => Layer::Landlock,
+                SandboxLayer::Seccomp => Layer::Seccomp,
+                SandboxLayer::Cgroup => Layer::Cgroup,
+            })
+            .collect();
+    }
     let board = crate::system::board::detect();
     policy.limits.memory_bytes = board.sandbox.memory_mb * 1024 * 1024;
     policy.limits.max_processes = board.sandbox.pids;

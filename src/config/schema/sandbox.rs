@@ -38,6 +38,15 @@ pub enum WorkspaceAccess {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+pub enum SandboxLayer {
+    Namespaces,
+    Landlock,
+    Seccomp,
+    Cgroup,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SandboxNetwork {
     None,
     Host,
@@ -70,6 +79,9 @@ pub struct SandboxConfig {
     /// pincer: the sandbox's network, `none` (own namespace with only `lo`,
     /// the default) or `host` (opt out for this agent).
     pub network: Option<SandboxNetwork>,
+    /// pincer: layers that must be available, or `exec` is refused naming the
+    /// missing one (empty: at least namespaces or landlock).
+    pub require: Vec<SandboxLayer>,
     pub docker: Option<SandboxLimits>,
     pub prune: Option<SandboxPrune>,
 }
