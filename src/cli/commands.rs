@@ -73,7 +73,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(8)
-        .thread_stack_size(256 * 1024)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))

@@ -52,10 +52,6 @@ pub const SHUTDOWN_DRAIN_MS: u64 = 15_000;
 pub const MAINTENANCE_INTERVAL_MS: u64 = 60 * 60 * 1000;
 /// How long a client may take to send its HTTP request head.
 pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
-/// Stack for the threads that parse config text: JSON5 parsing and the
-/// schema's deserializer recurse deeper than the runtime's worker stacks
-/// (sized for the smallest boards) allow.
-pub const CONFIG_PARSE_STACK_BYTES: usize = 2 * 1024 * 1024;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -328,7 +324,7 @@ fn spawn_reload(state: &Arc<GatewayState>) {
         return;
     };
     let mode = loaded.config.gateway.reload.mode;
-    let mut events = watch_on_own_thread(path.clone(), (*loaded).clone(), mode);
+    let mut events = crate::config::spawn_watcher(path.clone(), (*loaded).clone(), mode);
     let state = state.clone();
     tokio::spawn(async move {
         loop {
@@ -359,49 +355,6 @@ fn spawn_reload(state: &Arc<GatewayState>) {
             }
         }
     });
-}
-
-/// Runs the config watcher (which re-parses the file) on a thread of its own
-/// with a stack sized for parsing; its events arrive on the returned channel.
-/// The thread ends when the receiver is dropped.
-fn watch_on_own_thread(
-    path: PathBuf,
-    loaded: LoadedConfig,
-    mode: crate::config::ReloadMode,
-) -> tokio::sync::mpsc::Receiver<crate::config::ReloadEvent> {
-    let (tx, rx) = tokio::sync::mpsc::channel(crate::config::RELOAD_CHANNEL_CAPACITY);
-    if mode == crate::config::ReloadMode::Off {
-        return rx;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("config-watch".into())
-        .stack_size(CONFIG_PARSE_STACK_BYTES)
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(e) => return log::error!("config reload is off: no runtime for it: {e}"),
-            };
-            runtime.block_on(async move {
-                let mut watcher = crate::config::spawn_watcher(path, loaded, mode);
-                loop {
-                    let event = tokio::select! {
-                        Some(event) = watcher.recv() => event,
-                        _ = tx.closed() => break,
-                        else => break,
-                    };
-                    if tx.send(event).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        });
-    if let Err(e) = spawned {
-        log::error!("config reload is off: cannot start its thread: {e}");
-    }
-    rx
 }
 
 /// Stops taking work, lets turns finish, closes clients, syncs the store.

@@ -35,22 +35,8 @@ pub enum WriteMode {
     Apply,
 }
 
-/// `config.patch` / `config.apply`. Parsing JSON5 and deserializing the
-/// schema recurse deeper than the runtime's small worker stacks allow, so the
-/// write runs on a short-lived thread with a stack sized for it.
+/// `config.patch` / `config.apply`.
 pub fn write(state: &GatewayState, params: &Value, mode: WriteMode) -> Result<Value, ErrorShape> {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("config-write".into())
-            .stack_size(crate::gateway::CONFIG_PARSE_STACK_BYTES)
-            .spawn_scoped(scope, || write_here(state, params, mode))
-            .map_err(|e| ErrorShape::unavailable(format!("cannot start the config writer: {e}")))?
-            .join()
-            .map_err(|_| ErrorShape::unavailable("the config writer failed"))?
-    })
-}
-
-fn write_here(state: &GatewayState, params: &Value, mode: WriteMode) -> Result<Value, ErrorShape> {
     let method = match mode {
         WriteMode::Patch => "config.patch",
         WriteMode::Apply => "config.apply",
