@@ -7,9 +7,9 @@
 //! provider. It holds no retry policy (see `failover.rs`), and cancelling
 //! drops the response and so the connection.
 
-pub(crate) mod http;
 pub mod wire;
 
+use super::http;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -8,6 +8,7 @@ pub mod anthropic;
 pub mod compaction;
 pub mod context;
 pub mod failover;
+pub(crate) mod http;
 pub mod models;
 pub mod ollama;
 pub mod openai;

@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::anthropic::http;
 use super::failover::ThinkingLevel;
+use super::http;
 use super::openai::{MAX_COMPLETION_TEXT_BYTES, MAX_TOOL_CALLS, STREAM_IDLE_TIMEOUT_MS};
 use super::provider::{
     BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, Role,

@@ -10,10 +10,10 @@
 mod sse;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -24,14 +24,14 @@ use super::provider::{
 };
 pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
 
+use super::http::{configured_headers, describe_reqwest_error, error_from_response, idle_error};
+#[cfg(test)]
+use super::http::{error_message, retry_after_ms};
+
 /// How long a stream may go without a single byte before it is given up.
 pub const STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
 /// Connect timeout of the client built by [`OpenAiCompatProvider::http_client`].
 pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
-/// The most bytes of a non-2xx body read to find the error message.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
-/// Error bodies that are not OpenAI error JSON are cut to this many characters.
-const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 /// The most bytes of assistant text one completion may accumulate.
 pub const MAX_COMPLETION_TEXT_BYTES: usize = 8 * 1024 * 1024;
 /// The most tool calls one reply may make.
@@ -105,10 +105,10 @@ impl OpenAiCompatProvider {
             .send();
         let response = tokio::time::timeout(self.idle_timeout, send)
             .await
-            .map_err(|_| self.idle_error("waiting for response headers"))?
+            .map_err(|_| idle_error(self.idle_timeout, "waiting for response headers"))?
             .map_err(|e| ProviderError::Network(describe_reqwest_error(&e)))?;
         if !response.status().is_success() {
-            return Err(self.http_error(response).await);
+            return Err(error_from_response(response, self.idle_timeout).await);
         }
         if let Some(kind) = non_sse_content_type(response.headers()) {
             return Err(ProviderError::Protocol(format!(
@@ -129,7 +129,7 @@ impl OpenAiCompatProvider {
         loop {
             let next = tokio::time::timeout(self.idle_timeout, body.next())
                 .await
-                .map_err(|_| self.idle_error("streaming"))?;
+                .map_err(|_| idle_error(self.idle_timeout, "streaming"))?;
             let bytes = match next {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(e)) => return Err(ProviderError::Network(describe_reqwest_error(&e))),
@@ -152,59 +152,6 @@ impl OpenAiCompatProvider {
         }
         Err(ProviderError::Protocol(
             "stream ended early: no [DONE] and no finish_reason".to_string(),
-        ))
-    }
-
-    /// Builds the error for a non-2xx answer from its headers and bounded body.
-    async fn http_error(&self, response: reqwest::Response) -> ProviderError {
-        let status = response.status().as_u16();
-        let retry_after_ms = retry_after_ms(response.headers(), SystemTime::now());
-        let body = match self.read_bounded_body(response).await {
-            Ok(body) => body,
-            Err(error) => return error,
-        };
-        let message = error_message(&body).unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(&body);
-            let text = text.trim();
-            if text.is_empty() {
-                format!("empty body with status {status}")
-            } else {
-                text.chars().take(MAX_ERROR_MESSAGE_CHARS).collect()
-            }
-        });
-        ProviderError::Http {
-            status,
-            message,
-            retry_after_ms,
-        }
-    }
-
-    async fn read_bounded_body(
-        &self,
-        response: reqwest::Response,
-    ) -> Result<Vec<u8>, ProviderError> {
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while body.len() < MAX_ERROR_BODY_BYTES {
-            let next = tokio::time::timeout(self.idle_timeout, stream.next())
-                .await
-                .map_err(|_| self.idle_error("reading error body"))?;
-            match next {
-                Some(Ok(bytes)) => {
-                    let room = MAX_ERROR_BODY_BYTES - body.len();
-                    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                }
-                Some(Err(e)) => return Err(ProviderError::Network(describe_reqwest_error(&e))),
-                None => break,
-            }
-        }
-        Ok(body)
-    }
-
-    fn idle_error(&self, phase: &str) -> ProviderError {
-        ProviderError::Network(format!(
-            "stream idle for {} ms while {phase}",
-            self.idle_timeout.as_millis()
         ))
     }
 }
@@ -484,15 +431,7 @@ fn build_headers(
     api_key: Option<&str>,
     configured: &BTreeMap<String, String>,
 ) -> Result<HeaderMap, String> {
-    let mut headers = HeaderMap::new();
-    for (name, value) in configured {
-        let header_name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("configured header name {name:?} is not a valid HTTP header"))?;
-        let header_value = HeaderValue::from_str(value).map_err(|_| {
-            format!("configured header {name:?} has a value that is not valid HTTP")
-        })?;
-        headers.insert(header_name, header_value);
-    }
+    let mut headers = configured_headers(HeaderMap::new(), configured)?;
     if let Some(key) = api_key {
         let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
             .map_err(|_| "the API key contains characters not allowed in a header".to_string())?;
@@ -510,58 +449,8 @@ fn non_sse_content_type(headers: &HeaderMap) -> Option<String> {
     (media_type.eq_ignore_ascii_case("application/json")).then(|| value.to_string())
 }
 
-/// `error.message` (or a string `error`, or a top-level `message`) of a JSON body.
-fn error_message(body: &[u8]) -> Option<String> {
-    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let message = match &json["error"] {
-        serde_json::Value::String(text) => Some(text.as_str()),
-        error => error["message"].as_str(),
-    }
-    .or_else(|| json["message"].as_str())?;
-    Some(message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
-}
-
-/// The wait a provider asked for: `retry-after-ms`, else `retry-after` in
-/// seconds or as an HTTP date (relative to `now`).
-fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    if let Some(ms) = header("retry-after-ms").and_then(parse_non_negative) {
-        return Some(ms.round() as u64);
-    }
-    let value = header("retry-after")?;
-    if let Some(seconds) = parse_non_negative(value) {
-        return Some((seconds * 1000.0).round() as u64);
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    let wait = at.duration_since(now).unwrap_or(Duration::ZERO);
-    Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn parse_non_negative(text: &str) -> Option<f64> {
-    text.parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n >= 0.0)
-}
-
 fn sse_error(error: SseError) -> ProviderError {
     ProviderError::Protocol(error.to_string())
-}
-
-/// reqwest's top-level message plus its causes (`connection refused` etc.).
-fn describe_reqwest_error(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Unit tests of the parent module, kept apart so the module stays readable.
 use super::*;
+use std::time::SystemTime;
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut map = HeaderMap::new();

@@ -1,4 +1,4 @@
-//! HTTP plumbing shared by the native providers (Anthropic, Ollama): sending
+//! HTTP plumbing shared by every provider (OpenAI-compatible, Anthropic, Ollama): sending
 //! with a bounded wait for headers, turning a non-2xx answer into a
 //! [`ProviderError::Http`] from its bounded body and its `retry-after`, and
 //! describing reqwest errors with their causes.
