@@ -1,0 +1,182 @@
+//! The channel adapter design: what every chat platform adapter provides
+//! (account lifecycle, status, sending text) and the optional capabilities
+//! only some platforms have (typing, editing for streaming previews,
+//! deleting, reactions). The message path asks an adapter for a capability
+//! and never matches on platform names.
+//!
+//! Adapters translate platform events into `pipeline::context::InboundMessage`
+//! plus a `RouteInput` and hand them to an `InboundSink`; everything after
+//! that (dedupe, access policy, routing, queueing, the run, reply shaping)
+//! is channel-agnostic and must not live in an adapter.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::pipeline::context::InboundMessage;
+use crate::routing::RouteInput;
+
+/// A boxed future that can cross threads (adapters are `dyn`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where an outbound message goes, in the platform's own identifiers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutboundTarget {
+    pub account_id: String,
+    /// Chat / channel / conversation id on the platform.
+    pub to: String,
+    /// Forum topic, Slack `thread_ts`, Discord thread channel.
+    pub thread_id: Option<String>,
+    /// Message this one answers, when the platform threads replies.
+    pub reply_to_message_id: Option<String>,
+}
+
+/// How the text of an outbound message is meant to be read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TextFormat {
+    /// Markdown from the model: the adapter converts it to the platform's
+    /// markup and falls back to plain text when the platform rejects it.
+    #[default]
+    Markdown,
+    Plain,
+}
+
+/// A message the platform accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentMessage {
+    pub message_id: String,
+}
+
+/// Why a send failed, classified for the retry policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The platform asked us to wait (`retry_after`, HTTP 429).
+    #[error("rate limited; retry after {retry_after_ms} ms")]
+    RateLimited { retry_after_ms: u64 },
+    /// Network failure or server error: worth retrying.
+    #[error("temporary failure: {0}")]
+    Transient(String),
+    /// The platform refused the request for good (bad chat id, no rights).
+    #[error("refused: {0}")]
+    Permanent(String),
+    /// The adapter has no such account or the account is not running.
+    #[error("no running account {0}")]
+    NoAccount(String),
+}
+
+/// Per-platform outbound limits the reply layer must respect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextLimits {
+    /// Longest text per message, in characters.
+    pub max_chars: usize,
+    /// Most lines per message (Discord's 17), when the platform has such a limit.
+    pub max_lines: Option<usize>,
+}
+
+/// One account's state as `channels.status` and `health` report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountStatus {
+    pub account_id: String,
+    pub configured: bool,
+    pub connected: bool,
+    pub last_error: Option<String>,
+    pub last_inbound_at_ms: Option<u64>,
+    pub last_outbound_at_ms: Option<u64>,
+}
+
+/// One inbound platform event, translated.
+#[derive(Debug, Clone)]
+pub struct InboundEvent {
+    pub channel: String,
+    pub account_id: String,
+    pub message: InboundMessage,
+    pub route: RouteInput,
+    /// The bot was @-mentioned or the message replies to the bot.
+    pub bot_mentioned: bool,
+    /// The bot's username on this account, for `/cmd@BotName` stripping.
+    pub bot_username: Option<String>,
+}
+
+/// Where adapters deliver inbound events. Returning means the event is
+/// durably accepted (or deliberately ignored): an adapter may then advance
+/// its platform cursor (Telegram's update offset, Discord's sequence).
+pub trait InboundSink: Send + Sync {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>>;
+}
+
+/// Typing indicator ("bot is typing…").
+pub trait Typing: Send + Sync {
+    fn send_typing<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+    ) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
+/// Editing a sent message: streaming previews.
+pub trait EditMessage: Send + Sync {
+    fn edit_text<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+        text: &'a str,
+        format: TextFormat,
+    ) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
+/// Deleting a sent message.
+pub trait DeleteMessage: Send + Sync {
+    fn delete<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
+/// Reactions on a message (the ack reaction).
+pub trait React: Send + Sync {
+    fn react<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
+/// A chat platform adapter: one value serves all accounts of its channel.
+pub trait Channel: Send + Sync {
+    /// The channel id as config and session keys spell it (`telegram`).
+    fn id(&self) -> &'static str;
+
+    /// Outbound limits of the platform.
+    fn text_limits(&self) -> TextLimits;
+
+    /// Starts every configured, enabled account; events go to `sink`.
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>>;
+
+    /// Stops every account and waits for their tasks to end.
+    fn stop(&self) -> BoxFuture<'_, ()>;
+
+    /// Each account's state.
+    fn status(&self) -> Vec<AccountStatus>;
+
+    /// Sends one message (already within `text_limits`).
+    fn send_text<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        text: &'a str,
+        format: TextFormat,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>>;
+
+    fn typing(&self) -> Option<&dyn Typing> {
+        None
+    }
+    fn edit(&self) -> Option<&dyn EditMessage> {
+        None
+    }
+    fn delete(&self) -> Option<&dyn DeleteMessage> {
+        None
+    }
+    fn reactions(&self) -> Option<&dyn React> {
+        None
+    }
+}
