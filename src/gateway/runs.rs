@@ -49,22 +49,34 @@ pub fn start(
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<(), ErrorShape> {
+    let prepared = prepare(state, spec, origin)?;
+    state.tasks.spawn(prepared.execute());
+    Ok(())
+}
+
+/// A registered run that has not started: [`PreparedRun::execute`] runs it
+/// to its end (the queue's turn runner awaits it; [`start`] spawns it).
+pub struct PreparedRun {
+    state: Arc<GatewayState>,
+    spec: TurnSpec,
+    ticket: crate::agent::runs::RunTicket,
+    env: TurnEnv,
+    requester: Option<String>,
+    final_reply: Option<FinalReply>,
+    idempotency_key: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+}
+
+/// Registers the run (a duplicate active run id is refused) and prepares
+/// its environment, without starting it.
+pub fn prepare(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+) -> Result<PreparedRun, ErrorShape> {
     if !state.is_ready() {
         return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
     }
-    let RunOrigin {
-        requester,
-        final_reply,
-        idempotency_key,
-        tap,
-    } = origin;
-    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
-        return Err(ErrorShape::invalid(format!(
-            "run {} is already active",
-            spec.run_id
-        )));
-    };
-    let state = state.clone();
     let config = state.config();
     let workspace = state.workspace_for(&config, &spec.agent_id);
     if let Err(e) = std::fs::create_dir_all(&workspace) {
@@ -73,6 +85,12 @@ pub fn start(
             workspace.display()
         )));
     }
+    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
+        return Err(ErrorShape::invalid(format!(
+            "run {} is already active",
+            spec.run_id
+        )));
+    };
     let env = TurnEnv {
         store: state.store.clone(),
         config,
@@ -81,31 +99,61 @@ pub fn start(
         workspace,
         services: state.tool_services.clone(),
     };
-    state.clone().tasks.spawn(async move {
+    Ok(PreparedRun {
+        state: state.clone(),
+        spec,
+        ticket,
+        env,
+        requester: origin.requester,
+        final_reply: origin.final_reply,
+        idempotency_key: origin.idempotency_key,
+        tap: origin.tap,
+    })
+}
+
+impl PreparedRun {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.spec.run_id
+    }
+
+    /// The run's abort switch (the same one `chat.abort` pulls).
+    pub fn cancel_token(&self) -> tokio_util::sync::CancellationToken {
+        self.ticket.cancel.clone()
+    }
+
+    /// Waits for the session's lane, runs the turn, forwards its events and
+    /// settles waiters; returns the outcome.
+    pub async fn execute(self) -> RunOutcome {
+        let PreparedRun {
+            state,
+            spec,
+            ticket,
+            env,
+            requester,
+            final_reply,
+            idempotency_key,
+            tap,
+        } = self;
         let (tx, rx) = mpsc::channel(64);
         let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
         let cancel = ticket.cancel.clone();
-        let outcome = {
-            let _pass = tokio::select! {
-                admitted = state.runs.admit(&spec.session_key) => admitted,
-                _ = cancel.cancelled() => {
-                    let outcome = aborted_before_start(&spec);
-                    let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
-                    drop(tx);
-                    let _ = forwarder.await;
-                    tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
-                    return;
-                }
-            };
-            let outcome = run_turn(&env, &spec, cancel, tx.clone()).await;
-            let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
-            outcome
+        let outcome = tokio::select! {
+            pass = state.runs.admit(&spec.session_key) => {
+                let _pass = pass;
+                run_turn(&env, &spec, cancel, tx.clone()).await
+            }
+            _ = cancel.cancelled() => aborted_before_start(&spec),
         };
+        let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
         drop(tx);
         let _ = forwarder.await;
-        tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
-    });
-    Ok(())
+        let settled = outcome.clone();
+        tokio::task::block_in_place(|| {
+            finish(&state, ticket, settled, final_reply, idempotency_key)
+        });
+        outcome
+    }
 }
 
 fn aborted_before_start(spec: &TurnSpec) -> RunOutcome {

@@ -80,6 +80,10 @@ pub struct GatewayState {
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     /// The cron service, set once at start (absent in states built without a gateway run).
     pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
+    /// The chat channel adapters (started at gateway start).
+    pub channels: Arc<crate::channels::registry::ChannelRegistry>,
+    /// The message path (pipeline + command queue), built on first use.
+    pub hub: std::sync::OnceLock<Arc<crate::channels::hub::ChannelHub>>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -136,6 +140,8 @@ impl GatewayState {
             },
             approvals,
             cron: std::sync::OnceLock::new(),
+            channels: Arc::default(),
+            hub: std::sync::OnceLock::new(),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),
             started: std::time::Instant::now(),
