@@ -83,6 +83,12 @@ impl TurnRunner for ChannelTurnRunner {
             run_turn(state, turn, ctx).await;
         })
     }
+
+    /// The agent loop has no way to take a message mid-turn yet: steer
+    /// modes fall back to followup.
+    fn can_steer(&self) -> bool {
+        false
+    }
 }
 
 fn take_origins(turn: &mut Turn) -> Vec<TurnOrigin> {
