@@ -525,3 +525,52 @@ async fn restart_is_refused_to_anyone_but_the_owner() {
         .any(|o| matches!(o, Outbound::Sent { text, .. } if text.contains("for the owner only"))));
     assert!(hub.state.is_ready(), "the gateway keeps running");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_method_delivers_through_the_adapter_once_per_key() {
+    use pincer::gateway::methods::send::send;
+    let hub = start(r#"allowFrom: ["42"]"#, "", Abilities::default()).await;
+    let params = serde_json::json!({"to": "42", "message": "Reminder: water the plants.",
+                                    "channel": "telegram", "idempotencyKey": "s-1"});
+    let first = send(&hub.state, &params).await.expect("delivered");
+    assert_eq!(first["channel"], "telegram");
+    assert_eq!(first["runId"], "s-1");
+    let again = send(&hub.state, &params).await.expect("cached");
+    assert_eq!(again, first, "the cached answer");
+    assert_eq!(
+        hub.channel.sent_texts(),
+        vec!["Reminder: water the plants.".to_string()],
+        "delivered once"
+    );
+
+    let webchat = serde_json::json!({"to": "me", "message": "hi", "channel": "webchat", "idempotencyKey": "s-2"});
+    let refused = send(&hub.state, &webchat)
+        .await
+        .expect_err("webchat is internal");
+    assert!(refused.message.contains("internal-only"), "{refused:?}");
+
+    hub.channel
+        .fail_next_sends(vec![SendError::Permanent("chat not found".into())]);
+    let failing = serde_json::json!({"to": "nobody", "message": "hi", "idempotencyKey": "s-3"});
+    let failed = send(&hub.state, &failing)
+        .await
+        .expect_err("delivery fails");
+    assert_eq!(failed.to_json()["code"], "UNAVAILABLE");
+    assert!(failed.message.contains("chat not found"), "{failed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_status_reports_each_running_account() {
+    let hub = start("", "", Abilities::default()).await;
+    let status =
+        pincer::gateway::methods::send::channels_status(&hub.state).expect("channels.status");
+    assert_eq!(status["channelOrder"], serde_json::json!(["telegram"]));
+    let account = &status["channelAccounts"]["telegram"][0];
+    assert_eq!(account["accountId"], "default");
+    assert_eq!(account["configured"], true);
+    assert_eq!(account["running"], true);
+    assert_eq!(status["channels"]["telegram"]["running"], true);
+    hub.state.channels.stop_all().await;
+    let stopped = pincer::gateway::methods::send::channels_status(&hub.state).expect("status");
+    assert_eq!(stopped["channelAccounts"]["telegram"][0]["running"], false);
+}

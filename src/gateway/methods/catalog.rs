@@ -6,8 +6,6 @@ use serde_json::{json, Value};
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
 
-use super::params::Params;
-
 /// `models.list`: every model in `models.providers`.
 pub fn models(state: &GatewayState) -> Result<Value, ErrorShape> {
     let config = state.config();
@@ -65,20 +63,4 @@ pub fn commands() -> Result<Value, ErrorShape> {
         })
         .collect();
     Ok(json!({"commands": commands}))
-}
-
-/// `send`: outbound delivery to a chat channel.
-pub fn send(params: &Value) -> Result<Value, ErrorShape> {
-    let p = Params::new("send", params)?;
-    p.str("to", false)?;
-    p.str("idempotencyKey", false)?;
-    let channel = p.opt_str("channel")?.unwrap_or("default");
-    if channel == "webchat" {
-        return Err(ErrorShape::invalid(
-            "send to webchat is not supported: webchat is internal-only (use chat.send)",
-        ));
-    }
-    Err(ErrorShape::unavailable(format!(
-        "channel {channel:?} is not available: no chat channel is configured in this gateway (channels.* in the config)"
-    )))
 }

@@ -13,6 +13,7 @@ pub mod health;
 pub mod memory;
 pub mod pairing;
 pub mod params;
+pub mod send;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub const METHODS: &[&str] = &[
     "agent",
     "agent.wait",
     "send",
+    "channels.status",
     "pairing.list",
     "pairing.approve",
     "device.pair.list",
@@ -158,6 +160,10 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     if method == "sessions.compact" {
         return sessions::compact(state, &params).await.into();
     }
+    // Delivery waits for the platform (and its retries).
+    if method == "send" {
+        return send::send(state, &params).await.into();
+    }
     if method == "chat.send" && chat::compact_command(&params).is_some() {
         return chat::compact(state, &params).await.into();
     }
@@ -190,7 +196,7 @@ fn dispatch_sync(
         "chat.abort" => chat::abort(state, &params).into(),
         "chat.send" => chat::send(state, info, &params).into(),
         "agent" => chat::agent(state, info, request_id, &params),
-        "send" => catalog::send(&params).into(),
+        "channels.status" => send::channels_status(state).into(),
         "pairing.list" => pairing::list(state, &params).into(),
         "pairing.approve" => pairing::approve(state, &params).into(),
         "device.pair.list" => devices::list(state).into(),

@@ -1,0 +1,304 @@
+//! `send` and `channels.status`: outbound delivery to a chat channel through
+//! the registry's adapters (with the channel's limits and retry policy), and
+//! each adapter account's state, in upstream's shapes. `send` is cached
+//! under `send:<idempotencyKey>` like upstream; the web chat is internal and
+//! refused (its messages go through `chat.send`).
+//!
+//! This file must not talk to a platform API itself: adapters do.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::channels::outbound::{self, DeliveryError};
+use crate::channels::settings::ChannelSettings;
+use crate::channels::{Channel, OutboundTarget, TextFormat};
+use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
+use crate::config::Config;
+use crate::gateway::frames::ErrorShape;
+use crate::gateway::idempotency::Seen;
+use crate::gateway::state::GatewayState;
+use crate::system::clock::now_ms;
+
+use super::chat::WEBCHAT_CHANNEL;
+use super::params::Params;
+
+/// One outbound message, as `send` and the `message` tool ask for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundRequest {
+    pub channel: Option<String>,
+    pub account_id: Option<String>,
+    pub to: String,
+    pub thread_id: Option<String>,
+    pub text: String,
+}
+
+/// What a delivered message became.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    pub channel: String,
+    pub message_id: String,
+    pub to: String,
+}
+
+/// Why an outbound request was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendFailure {
+    /// Bad request (unknown or internal channel, nothing to send).
+    #[error("{0}")]
+    Invalid(String),
+    /// The channel is not running in this gateway.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
+impl SendFailure {
+    fn to_error(&self) -> ErrorShape {
+        match self {
+            SendFailure::Invalid(message) => ErrorShape::invalid(message.clone()),
+            SendFailure::Unavailable(message) => ErrorShape::unavailable(message.clone()),
+            SendFailure::Delivery(error) => ErrorShape::unavailable(error.to_string()),
+        }
+    }
+}
+
+/// The adapter a request names, or the only one running.
+fn select_channel(
+    state: &GatewayState,
+    requested: Option<&str>,
+) -> Result<Arc<dyn Channel>, SendFailure> {
+    let requested = requested.map(|c| c.trim().to_lowercase());
+    match requested.as_deref() {
+        Some(WEBCHAT_CHANNEL) => Err(SendFailure::Invalid(
+            "unsupported channel: webchat is internal-only (web chat messages go through chat.send)"
+                .into(),
+        )),
+        Some(channel) => state.channels.get(channel).ok_or_else(|| {
+            SendFailure::Unavailable(format!(
+                "channel {channel:?} is not running in this gateway (configure channels.{channel})"
+            ))
+        }),
+        None => {
+            let ids = state.channels.ids();
+            match ids.as_slice() {
+                [only] => state
+                    .channels
+                    .get(only)
+                    .ok_or_else(|| SendFailure::Invalid(format!("unsupported channel: {only}"))),
+                [] => Err(SendFailure::Invalid(
+                    "no chat channel is running in this gateway (configure channels.*)".into(),
+                )),
+                _ => Err(SendFailure::Invalid(format!(
+                    "channel is required: several channels are running ({})",
+                    ids.join(", ")
+                ))),
+            }
+        }
+    }
+}
+
+/// Delivers one text through the registry (limits, retries, echo record).
+pub async fn deliver(
+    state: &Arc<GatewayState>,
+    request: &OutboundRequest,
+    session_key: Option<&str>,
+) -> Result<Delivered, SendFailure> {
+    let text = request.text.trim();
+    if text.is_empty() {
+        return Err(SendFailure::Invalid("text is required".into()));
+    }
+    let to = request.to.trim();
+    if to.is_empty() {
+        return Err(SendFailure::Invalid("to is required".into()));
+    }
+    let adapter = select_channel(state, request.channel.as_deref())?;
+    let account_id = request
+        .account_id
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ACCOUNT_ID.to_string());
+    let settings = ChannelSettings::resolve(&state.config(), adapter.id(), &account_id);
+    let limits = settings.text_limits(adapter.text_limits());
+    let target = OutboundTarget {
+        account_id,
+        to: to.to_string(),
+        thread_id: request.thread_id.clone(),
+        reply_to_message_id: None,
+    };
+    let sent = outbound::send_text(
+        &*adapter,
+        &target,
+        text,
+        TextFormat::Markdown,
+        settings.retry,
+        limits,
+    )
+    .await?;
+    if let Some(key) = session_key {
+        let pipeline = crate::channels::hub::pipeline_of(state);
+        for piece in outbound::split_for_limits(text, limits) {
+            pipeline.record_outbound(key, &piece);
+        }
+    }
+    Ok(Delivered {
+        channel: adapter.id().to_string(),
+        message_id: sent
+            .last()
+            .map(|m| m.message_id.clone())
+            .unwrap_or_default(),
+        to: to.to_string(),
+    })
+}
+
+/// `send`: `{to, message, channel?, accountId?, threadId?, sessionKey?,
+/// idempotencyKey}` → `{runId, messageId, channel, chatId}`.
+pub async fn send(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("send", params)?;
+    let key = p.str("idempotencyKey", false)?;
+    let cache_key = format!("send:{key}");
+    let now = now_ms();
+    match state.idempotency.get(&cache_key, now) {
+        Some(Seen::Done {
+            ok: true, payload, ..
+        }) => return Ok(payload),
+        Some(Seen::Done { error, .. }) => {
+            let message = error
+                .as_ref()
+                .and_then(|e| e["message"].as_str())
+                .unwrap_or("send failed")
+                .to_string();
+            return Err(ErrorShape::unavailable(message));
+        }
+        Some(Seen::InFlight { .. }) => {
+            return Err(
+                ErrorShape::unavailable(format!("send {key} is still in flight")).retry_after(500),
+            )
+        }
+        None => {}
+    }
+    let request = OutboundRequest {
+        channel: p.opt_str("channel")?.map(str::to_string),
+        account_id: p.opt_str("accountId")?.map(str::to_string),
+        to: p.str("to", false)?.to_string(),
+        thread_id: p.opt_str("threadId")?.map(str::to_string),
+        text: p.opt_str("message")?.unwrap_or_default().to_string(),
+    };
+    if request.text.trim().is_empty() {
+        return Err(ErrorShape::invalid(
+            "invalid send params: text or media is required",
+        ));
+    }
+    let session_key = p.opt_str("sessionKey")?.map(str::to_string);
+    state
+        .idempotency
+        .begin(&cache_key, json!({"runId": key}), now);
+    match deliver(state, &request, session_key.as_deref()).await {
+        Ok(done) => {
+            let payload = json!({
+                "runId": key, "messageId": done.message_id, "channel": done.channel, "chatId": done.to,
+            });
+            state
+                .idempotency
+                .finish(&cache_key, true, payload.clone(), None, now_ms());
+            Ok(payload)
+        }
+        Err(failure @ (SendFailure::Invalid(_) | SendFailure::Unavailable(_))) => {
+            state.idempotency.forget(&cache_key);
+            Err(failure.to_error())
+        }
+        Err(failure) => {
+            let error = failure.to_error();
+            state.idempotency.finish(
+                &cache_key,
+                false,
+                json!({"runId": key}),
+                Some(error.to_json()),
+                now_ms(),
+            );
+            Err(error)
+        }
+    }
+}
+
+fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
+    let mut out = BTreeMap::new();
+    if let Some(telegram) = &config.channels.telegram {
+        out.insert("telegram", telegram.account_ids());
+    }
+    if let Some(discord) = &config.channels.discord {
+        out.insert("discord", discord.account_ids());
+    }
+    if let Some(slack) = &config.channels.slack {
+        out.insert("slack", slack.account_ids());
+    }
+    out
+}
+
+fn label(channel: &str) -> String {
+    let mut chars = channel.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// `channels.status`: every configured or running channel and its accounts.
+pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
+    let config = state.config();
+    let mut accounts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut summaries = serde_json::Map::new();
+    for status in state.channels.status() {
+        let rows: Vec<Value> = status
+            .accounts
+            .iter()
+            .map(|a| {
+                json!({
+                    "accountId": a.account_id, "enabled": true, "configured": a.configured,
+                    "running": a.connected, "connected": a.connected,
+                    "lastError": a.last_error.clone().or_else(|| status.start_error.clone()),
+                    "lastInboundAt": a.last_inbound_at_ms, "lastOutboundAt": a.last_outbound_at_ms,
+                })
+            })
+            .collect();
+        summaries.insert(
+            status.channel.clone(),
+            json!({
+                "configured": status.accounts.iter().any(|a| a.configured),
+                "running": status.accounts.iter().any(|a| a.connected),
+                "lastError": status.start_error,
+            }),
+        );
+        accounts.insert(status.channel, rows);
+    }
+    for (channel, ids) in configured_accounts(&config) {
+        if accounts.contains_key(channel) {
+            continue;
+        }
+        let rows = ids
+            .iter()
+            .map(|id| json!({"accountId": id, "enabled": true, "configured": true, "running": false,
+                             "connected": false, "lastError": "no adapter for this channel in this build",
+                             "lastInboundAt": null, "lastOutboundAt": null}))
+            .collect();
+        summaries.insert(
+            channel.to_string(),
+            json!({"configured": true, "running": false}),
+        );
+        accounts.insert(channel.to_string(), rows);
+    }
+    let order: Vec<&String> = accounts.keys().collect();
+    let labels: serde_json::Map<String, Value> = order
+        .iter()
+        .map(|c| ((*c).clone(), json!(label(c))))
+        .collect();
+    let defaults: serde_json::Map<String, Value> = order
+        .iter()
+        .map(|c| ((*c).clone(), json!(DEFAULT_ACCOUNT_ID)))
+        .collect();
+    Ok(json!({
+        "ts": now_ms(), "channelOrder": order, "channelLabels": labels,
+        "channels": summaries, "channelAccounts": accounts, "channelDefaultAccountId": defaults,
+    }))
+}
