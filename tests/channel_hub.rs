@@ -574,3 +574,46 @@ async fn channels_status_reports_each_running_account() {
     let stopped = pincer::gateway::methods::send::channels_status(&hub.state).expect("status");
     assert_eq!(stopped["channelAccounts"]["telegram"][0]["running"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_tool_delivers_to_another_conversation() {
+    let hub = start(
+        r#"allowFrom: ["42"], streaming: "off""#,
+        "",
+        Abilities::default(),
+    )
+    .await;
+    hub.fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![(
+            "call-1".into(),
+            "message".into(),
+            r#"{"action":"send","channel":"telegram","target":"99","message":"Dinner at eight."}"#
+                .into(),
+        )],
+    });
+    hub.fake.push_reply(reply("Told them."));
+    hub.channel
+        .inject(dm("42", "1", "tell 99 about dinner"))
+        .await;
+    let log = hub
+        .channel
+        .wait_for(WAIT, |l| {
+            l.iter()
+                .any(|o| matches!(o, Outbound::Sent { text, .. } if text == "Told them."))
+        })
+        .await;
+    assert!(
+        log.iter().any(|o| matches!(o, Outbound::Sent { to, text, .. } if to == "99" && text == "Dinner at eight.")),
+        "{log:#?}"
+    );
+    let tool_result = hub.fake.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result")["content"]
+        .as_str()
+        .expect("text")
+        .to_string();
+    assert!(tool_result.contains("\"ok\":true"), "{tool_result}");
+}

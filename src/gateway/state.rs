@@ -137,6 +137,9 @@ impl GatewayState {
                     state.clone(),
                     approvals.clone(),
                 )),
+                messenger: Some(Arc::new(super::methods::send::GatewayMessenger::new(
+                    state.clone(),
+                ))),
             },
             approvals,
             cron: std::sync::OnceLock::new(),

@@ -7,6 +7,7 @@
 pub mod approval;
 pub mod exec;
 pub mod fs;
+pub mod message;
 pub mod patch;
 pub mod policy;
 pub mod process;
@@ -53,6 +54,8 @@ pub struct ToolContext {
 pub struct ToolServices {
     pub processes: Arc<process::ProcessRegistry>,
     pub approvals: Arc<dyn approval::ApprovalGate>,
+    /// Outbound chat delivery for the `message` tool (the gateway's channels).
+    pub messenger: Option<Arc<dyn message::Messenger>>,
 }
 
 impl Default for ToolServices {
@@ -61,6 +64,7 @@ impl Default for ToolServices {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
+            messenger: None,
         }
     }
 }
@@ -128,6 +132,7 @@ impl ToolRegistry {
             Arc::new(sessions::SessionsHistoryTool),
             Arc::new(sessions::SessionStatusTool),
             Arc::new(web_fetch::WebFetchTool),
+            Arc::new(message::MessageTool),
         ] {
             registry.register(tool);
         }

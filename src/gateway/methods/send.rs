@@ -7,7 +7,7 @@
 //! This file must not talk to a platform API itself: adapters do.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 
@@ -20,6 +20,7 @@ use crate::gateway::frames::ErrorShape;
 use crate::gateway::idempotency::Seen;
 use crate::gateway::state::GatewayState;
 use crate::system::clock::now_ms;
+use crate::tools::message::{MessageReceipt, MessageRequest, Messenger, MessengerFuture};
 
 use super::chat::WEBCHAT_CHANNEL;
 use super::params::Params;
@@ -301,4 +302,41 @@ pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
         "ts": now_ms(), "channelOrder": order, "channelLabels": labels,
         "channels": summaries, "channelAccounts": accounts, "channelDefaultAccountId": defaults,
     }))
+}
+
+/// The `message` tool's delivery: the same path as `send`.
+pub struct GatewayMessenger {
+    state: Weak<GatewayState>,
+}
+
+impl GatewayMessenger {
+    pub fn new(state: Weak<GatewayState>) -> GatewayMessenger {
+        GatewayMessenger { state }
+    }
+}
+
+impl Messenger for GatewayMessenger {
+    fn send<'a>(&'a self, request: MessageRequest, session_key: &'a str) -> MessengerFuture<'a> {
+        Box::pin(async move {
+            let state = self
+                .state
+                .upgrade()
+                .ok_or_else(|| "the gateway is stopping".to_string())?;
+            let outbound = OutboundRequest {
+                channel: request.channel,
+                account_id: request.account_id,
+                to: request.target,
+                thread_id: request.thread_id,
+                text: request.text,
+            };
+            let done = deliver(&state, &outbound, Some(session_key))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(MessageReceipt {
+                channel: done.channel,
+                message_id: done.message_id,
+                to: done.to,
+            })
+        })
+    }
 }
