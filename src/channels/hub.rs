@@ -40,6 +40,11 @@ use super::turns::{ChannelTurnRunner, TurnOrigin};
 use super::typing::ChannelTyping;
 use super::{BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, TextFormat};
 
+/// How often shutdown checks whether the queue is idle.
+const IDLE_POLL_MS: u64 = 20;
+/// How long shutdown waits for replies still being delivered.
+pub const SHUTDOWN_DELIVERY_WAIT_MS: u64 = 5_000;
+
 /// Failed deliveries remembered for status and tests.
 pub const MAX_DELIVERY_FAILURES: usize = 50;
 
@@ -153,6 +158,15 @@ impl ChannelHub {
         }
         self.router.reload(config);
         *routed = Arc::downgrade(config);
+    }
+
+    /// Waits (at most `limit`) until no turn is running or waiting, so
+    /// replies still being delivered reach their adapters before shutdown.
+    pub async fn wait_idle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.queue.session_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS)).await;
+        }
     }
 
     /// Deliveries that finally failed, oldest first.
@@ -294,10 +308,28 @@ impl ChannelHub {
         let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
         let route = self.router.resolve(&event.route);
         let sender_id = event.message.sender_id.clone();
+        let decision = self.decide(event, &settings).await?;
+        let dest = Destination {
+            route,
+            target,
+            settings,
+            adapter,
+            is_group,
+        };
+        self.carry_out(state, &config, decision, dest, sender_id);
+        Ok(())
+    }
+
+    /// Runs the pipeline on a blocking thread (it reads and writes the store).
+    async fn decide(
+        &self,
+        event: InboundEvent,
+        settings: &ChannelSettings,
+    ) -> Result<Decision, String> {
         let pipeline = self.pipeline.clone();
         let access = settings.access.clone();
         let debounce_ms = settings.inbound_debounce_ms;
-        let decision = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let inbound = Inbound {
                 policy: &access,
                 route_input: event.route,
@@ -310,17 +342,22 @@ impl ChannelHub {
         })
         .await
         .map_err(|e| format!("inbound pipeline task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
-        let dest = Destination {
-            route: route.clone(),
-            target,
-            settings,
-            adapter,
-            is_group,
-        };
+        .map_err(|e| e.to_string())
+    }
+
+    /// Acts on the pipeline's decision; slow work (commands, notices) runs
+    /// in its own task so the adapter is not held up.
+    fn carry_out(
+        self: &Arc<Self>,
+        state: Arc<GatewayState>,
+        config: &Config,
+        decision: Decision,
+        dest: Destination,
+        sender_id: String,
+    ) {
         match decision {
             Decision::Run { message, route } => {
-                self.enqueue_channel_run(&config, &route, message.body_for_agent, dest);
+                self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
             }
             Decision::Command { command, route } => {
                 let hub = self.clone();
@@ -332,14 +369,10 @@ impl ChannelHub {
             Decision::Reply(text) => {
                 let hub = self.clone();
                 tokio::spawn(async move {
-                    hub.send_notice(
-                        &*dest.adapter,
-                        &dest.target,
-                        &dest.settings,
-                        &route.session_key,
-                        &text,
-                    )
-                    .await;
+                    let (adapter, target, settings) =
+                        (&*dest.adapter, &dest.target, &dest.settings);
+                    hub.send_notice(adapter, target, settings, &dest.route.session_key, &text)
+                        .await;
                 });
             }
             Decision::Held { flush_at_ms } => self.hold(dest, flush_at_ms),
@@ -347,7 +380,6 @@ impl ChannelHub {
                 log::debug!("inbound message ignored: {reason:?}");
             }
         }
-        Ok(())
     }
 
     /// Remembers where a held burst goes and arms its flush timer.

@@ -111,17 +111,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
         log::warn!("turn for {} carried no origin; dropped", turn.session_key);
         return;
     };
-    let spec = TurnSpec {
-        run_id: last.run_id.clone(),
-        agent_id: last.agent_id.clone(),
-        session_key: turn.session_key.clone(),
-        message: turn.prompt.clone(),
-        timeout_ms: last.timeout_ms,
-        model_override: None,
-        extra_system_prompt: None,
-        label: None,
-        channel: Some(last.channel.clone()),
-    };
+    let spec = turn_spec(&turn, last);
     let reply = last.reply.take();
     let (tap, tap_rx) = mpsc::channel(DELIVERY_EVENT_BUFFER);
     let origin = RunOrigin {
@@ -143,12 +133,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
         }
     };
     let run_id = prepared.run_id().to_string();
-    let run_cancel = prepared.cancel_token();
-    let queue_cancel = ctx.cancel.clone();
-    let link = tokio::spawn(async move {
-        queue_cancel.cancelled().await;
-        run_cancel.cancel();
-    });
+    let link = link_abort(&ctx, prepared.cancel_token());
     let delivery = reply.map(|route| {
         let pipeline = super::hub::pipeline_of(&state);
         tokio::spawn(deliver_run(route, pipeline, typing, tap_rx))
@@ -164,6 +149,34 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
             Err(error) => log::warn!("reply delivery task failed: {error}"),
         }
     }
+}
+
+/// The gateway run for a turn: the prompt the queue built, the last origin's
+/// agent, channel, run id and timeout.
+fn turn_spec(turn: &Turn, last: &TurnOrigin) -> TurnSpec {
+    TurnSpec {
+        run_id: last.run_id.clone(),
+        agent_id: last.agent_id.clone(),
+        session_key: turn.session_key.clone(),
+        message: turn.prompt.clone(),
+        timeout_ms: last.timeout_ms,
+        model_override: None,
+        extra_system_prompt: None,
+        label: None,
+        channel: Some(last.channel.clone()),
+    }
+}
+
+/// The queue aborting the turn (interrupt, `/stop`) aborts the run.
+fn link_abort(
+    ctx: &TurnContext,
+    run_cancel: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let queue_cancel = ctx.cancel.clone();
+    tokio::spawn(async move {
+        queue_cancel.cancelled().await;
+        run_cancel.cancel();
+    })
 }
 
 /// Settles the web chat's idempotency keys with the run's result.

@@ -156,6 +156,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
         _ = int.recv() => log::info!("SIGINT received, shutting down"),
     }
     drain(&state).await;
+    if let Some(hub) = state.hub.get() {
+        let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
+        hub.wait_idle(wait).await;
+    }
     state.channels.stop_all().await;
     if tailscale.reset_on_exit {
         tailscale::reset(tailscale.mode).await;

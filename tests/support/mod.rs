@@ -11,6 +11,7 @@ pub mod fake_anthropic;
 pub mod fake_ollama;
 pub mod fake_openai;
 pub mod gateway;
+pub mod hub_harness;
 pub mod recording_channel;
 pub mod turn_harness;
 pub mod wire_server;
