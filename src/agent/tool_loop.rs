@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::TranscriptEntry;
+use crate::tools::schema::{normalize_specs, SchemaDialect};
 use crate::tools::{cap_result, ToolContext, ToolError};
 
 use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
@@ -372,7 +373,10 @@ async fn stream_with_fallbacks(
                 model: model.model_id.clone(),
                 messages: messages.to_vec(),
                 max_tokens: model.max_tokens,
-                tools: tools.to_vec(),
+                tools: normalize_specs(
+                    tools,
+                    SchemaDialect::for_model(&model.provider_id, &model.model_id),
+                ),
             };
             let error =
                 match stream_one(&model, request, input.cancel, deadline, input.events, text).await

@@ -10,6 +10,7 @@ pub mod fs;
 pub mod patch;
 pub mod policy;
 pub mod process;
+pub mod schema;
 pub mod sessions;
 pub mod web_fetch;
 pub mod workspace;
