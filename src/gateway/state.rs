@@ -133,6 +133,7 @@ impl GatewayState {
                     state.clone(),
                     approvals.clone(),
                 )),
+                ..Default::default()
             },
             approvals,
             cron: std::sync::OnceLock::new(),

@@ -7,6 +7,7 @@
 pub mod approval;
 pub mod exec;
 pub mod fs;
+pub mod hooks;
 pub mod patch;
 pub mod policy;
 pub mod process;
@@ -54,14 +55,17 @@ pub struct ToolContext {
 pub struct ToolServices {
     pub processes: Arc<process::ProcessRegistry>,
     pub approvals: Arc<dyn approval::ApprovalGate>,
+    /// Hooks run around every tool call, in order.
+    pub hooks: Arc<hooks::ToolHooks>,
 }
 
 impl Default for ToolServices {
-    /// A private process registry and no operator to ask.
+    /// A private process registry, no operator to ask, the standard hooks.
     fn default() -> Self {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
+            hooks: Arc::new(hooks::ToolHooks::standard()),
         }
     }
 }
