@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
+use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::clients::BroadcastOptions;
 use super::frames::{self, ErrorShape};
@@ -48,6 +50,16 @@ pub fn start(
     state: &Arc<GatewayState>,
     spec: TurnSpec,
     origin: RunOrigin,
+) -> Result<(), ErrorShape> {
+    start_in_lane(state, spec, origin, LaneKind::Main)
+}
+
+/// [`start`], admitted through `lane` instead of the main lane.
+pub fn start_in_lane(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    lane: LaneKind,
 ) -> Result<(), ErrorShape> {
     if !state.is_ready() {
         return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
@@ -87,7 +99,7 @@ pub fn start(
         let cancel = ticket.cancel.clone();
         let outcome = {
             let _pass = tokio::select! {
-                admitted = state.runs.admit(&spec.session_key) => admitted,
+                admitted = state.runs.admit_in(&spec.session_key, lane) => admitted,
                 _ = cancel.cancelled() => {
                     let outcome = aborted_before_start(&spec);
                     let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
@@ -375,4 +387,61 @@ fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutc
             state_version: None,
         },
     );
+}
+
+/// How `sessions_send` starts and awaits runs: like `chat.send` (every
+/// `chat` reader sees the run), in the subagent lane.
+pub struct GatewaySessionRunner {
+    state: std::sync::Weak<GatewayState>,
+}
+
+impl GatewaySessionRunner {
+    pub fn new(state: std::sync::Weak<GatewayState>) -> Self {
+        GatewaySessionRunner { state }
+    }
+}
+
+impl SessionRunner for GatewaySessionRunner {
+    fn start(&self, send: SessionSend) -> Result<String, String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        let timeout_ms = state
+            .config()
+            .agents
+            .defaults
+            .timeout_seconds
+            .map_or(crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS, |s| {
+                u64::from(s) * 1000
+            });
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let spec = TurnSpec {
+            run_id: run_id.clone(),
+            agent_id: send.agent_id,
+            session_key: send.session_key,
+            message: send.message,
+            timeout_ms,
+            model_override: None,
+            extra_system_prompt: Some(send.extra_system_prompt),
+            label: None,
+            channel: None,
+        };
+        start_in_lane(&state, spec, RunOrigin::default(), LaneKind::Subagent)
+            .map_err(|e| e.message)?;
+        Ok(run_id)
+    }
+
+    fn wait<'a>(
+        &'a self,
+        run_id: &'a str,
+        timeout: Duration,
+    ) -> crate::agent::provider::BoxFuture<'a, Option<RunOutcome>> {
+        Box::pin(async move {
+            let state = self.state.upgrade()?;
+            let runs = state.runs.clone();
+            drop(state);
+            runs.wait(run_id, timeout).await
+        })
+    }
 }

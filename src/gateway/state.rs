@@ -133,6 +133,7 @@ impl GatewayState {
                     state.clone(),
                     approvals.clone(),
                 )),
+                sessions: Arc::new(super::runs::GatewaySessionRunner::new(state.clone())),
                 ..Default::default()
             },
             approvals,

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod process;
 pub mod schema;
 pub mod sessions;
+pub mod sessions_send;
 pub mod web_fetch;
 pub mod workspace;
 
@@ -57,6 +58,8 @@ pub struct ToolServices {
     pub approvals: Arc<dyn approval::ApprovalGate>,
     /// Hooks run around every tool call, in order.
     pub hooks: Arc<hooks::ToolHooks>,
+    /// Starts and awaits runs in other sessions (`sessions_send`).
+    pub sessions: Arc<dyn sessions_send::SessionRunner>,
 }
 
 impl Default for ToolServices {
@@ -66,6 +69,7 @@ impl Default for ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
             hooks: Arc::new(hooks::ToolHooks::standard()),
+            sessions: Arc::new(sessions_send::NoSessionRunner),
         }
     }
 }
@@ -131,6 +135,7 @@ impl ToolRegistry {
             Arc::new(process::ProcessTool),
             Arc::new(sessions::SessionsListTool),
             Arc::new(sessions::SessionsHistoryTool),
+            Arc::new(sessions_send::SessionsSendTool),
             Arc::new(sessions::SessionStatusTool),
             Arc::new(web_fetch::WebFetchTool),
         ] {
