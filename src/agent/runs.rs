@@ -151,6 +151,12 @@ impl RunRegistry {
         self.lanes.admit(session_key, LaneKind::Main).await
     }
 
+    /// Waits for this session's turn and a slot in `lane` (runs nested in
+    /// another run use the subagent lane, so they never wait on their caller's slot).
+    pub async fn admit_in(&self, session_key: &str, lane: LaneKind) -> LanePass {
+        self.lanes.admit(session_key, lane).await
+    }
+
     /// Records a run's outcome and wakes its waiters.
     pub fn finish(&self, ticket: RunTicket, outcome: RunOutcome, now_ms: u64) {
         let mut tables = self.lock();

@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
+use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::clients::BroadcastOptions;
 use super::frames::{self, ErrorShape};
@@ -49,7 +51,18 @@ pub fn start(
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<(), ErrorShape> {
-    let prepared = prepare(state, spec, origin)?;
+    start_in_lane(state, spec, origin, LaneKind::Main)
+}
+
+/// [`start`], admitted through `lane` instead of the main lane.
+pub fn start_in_lane(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    lane: LaneKind,
+) -> Result<(), ErrorShape> {
+    let mut prepared = prepare(state, spec, origin)?;
+    prepared.lane = lane;
     state.tasks.spawn(prepared.execute());
     Ok(())
 }
@@ -65,6 +78,7 @@ pub struct PreparedRun {
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
     tap: Option<mpsc::Sender<RunEvent>>,
+    lane: LaneKind,
 }
 
 /// Registers the run (a duplicate active run id is refused) and prepares
@@ -108,6 +122,7 @@ pub fn prepare(
         final_reply: origin.final_reply,
         idempotency_key: origin.idempotency_key,
         tap: origin.tap,
+        lane: LaneKind::Main,
     })
 }
 
@@ -134,12 +149,13 @@ impl PreparedRun {
             final_reply,
             idempotency_key,
             tap,
+            lane,
         } = self;
         let (tx, rx) = mpsc::channel(64);
         let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
         let cancel = ticket.cancel.clone();
         let outcome = tokio::select! {
-            pass = state.runs.admit(&spec.session_key) => {
+            pass = state.runs.admit_in(&spec.session_key, lane) => {
                 let _pass = pass;
                 run_turn(&env, &spec, cancel, tx.clone()).await
             }
@@ -423,4 +439,61 @@ fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutc
             state_version: None,
         },
     );
+}
+
+/// How `sessions_send` starts and awaits runs: like `chat.send` (every
+/// `chat` reader sees the run), in the subagent lane.
+pub struct GatewaySessionRunner {
+    state: std::sync::Weak<GatewayState>,
+}
+
+impl GatewaySessionRunner {
+    pub fn new(state: std::sync::Weak<GatewayState>) -> Self {
+        GatewaySessionRunner { state }
+    }
+}
+
+impl SessionRunner for GatewaySessionRunner {
+    fn start(&self, send: SessionSend) -> Result<String, String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        let timeout_ms = state
+            .config()
+            .agents
+            .defaults
+            .timeout_seconds
+            .map_or(crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS, |s| {
+                u64::from(s) * 1000
+            });
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let spec = TurnSpec {
+            run_id: run_id.clone(),
+            agent_id: send.agent_id,
+            session_key: send.session_key,
+            message: send.message,
+            timeout_ms,
+            model_override: None,
+            extra_system_prompt: Some(send.extra_system_prompt),
+            label: None,
+            channel: None,
+        };
+        start_in_lane(&state, spec, RunOrigin::default(), LaneKind::Subagent)
+            .map_err(|e| e.message)?;
+        Ok(run_id)
+    }
+
+    fn wait<'a>(
+        &'a self,
+        run_id: &'a str,
+        timeout: Duration,
+    ) -> crate::agent::provider::BoxFuture<'a, Option<RunOutcome>> {
+        Box::pin(async move {
+            let state = self.state.upgrade()?;
+            let runs = state.runs.clone();
+            drop(state);
+            runs.wait(run_id, timeout).await
+        })
+    }
 }

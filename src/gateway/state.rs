@@ -137,6 +137,8 @@ impl GatewayState {
                     state.clone(),
                     approvals.clone(),
                 )),
+                sessions: Arc::new(super::runs::GatewaySessionRunner::new(state.clone())),
+                ..Default::default()
             },
             approvals,
             cron: std::sync::OnceLock::new(),

@@ -7,10 +7,13 @@
 pub mod approval;
 pub mod exec;
 pub mod fs;
+pub mod hooks;
 pub mod patch;
 pub mod policy;
 pub mod process;
+pub mod schema;
 pub mod sessions;
+pub mod sessions_send;
 pub mod web_fetch;
 pub mod workspace;
 
@@ -53,14 +56,20 @@ pub struct ToolContext {
 pub struct ToolServices {
     pub processes: Arc<process::ProcessRegistry>,
     pub approvals: Arc<dyn approval::ApprovalGate>,
+    /// Hooks run around every tool call, in order.
+    pub hooks: Arc<hooks::ToolHooks>,
+    /// Starts and awaits runs in other sessions (`sessions_send`).
+    pub sessions: Arc<dyn sessions_send::SessionRunner>,
 }
 
 impl Default for ToolServices {
-    /// A private process registry and no operator to ask.
+    /// A private process registry, no operator to ask, the standard hooks.
     fn default() -> Self {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
+            hooks: Arc::new(hooks::ToolHooks::standard()),
+            sessions: Arc::new(sessions_send::NoSessionRunner),
         }
     }
 }
@@ -126,6 +135,7 @@ impl ToolRegistry {
             Arc::new(process::ProcessTool),
             Arc::new(sessions::SessionsListTool),
             Arc::new(sessions::SessionsHistoryTool),
+            Arc::new(sessions_send::SessionsSendTool),
             Arc::new(sessions::SessionStatusTool),
             Arc::new(web_fetch::WebFetchTool),
         ] {
