@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
 
 use super::clients::BroadcastOptions;
@@ -42,6 +43,15 @@ pub struct RunOrigin {
     pub tap: Option<mpsc::Sender<RunEvent>>,
 }
 
+/// Where a run executes and whether readers see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunPlacement {
+    /// The global lane the run takes (sub-agent and cron runs have their own).
+    pub lane: LaneKind,
+    /// No `chat` events: the caller decides what readers see (heartbeat runs).
+    pub quiet: bool,
+}
+
 /// Starts a run in the background; the caller has already answered (or will
 /// answer) the request that asked for it.
 pub fn start(
@@ -49,6 +59,17 @@ pub fn start(
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<(), ErrorShape> {
+    start_placed(state, spec, origin, RunPlacement::default())
+}
+
+/// [`start`] on a chosen lane, optionally without `chat` events.
+pub fn start_placed(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    placement: RunPlacement,
+) -> Result<(), ErrorShape> {
+    let RunPlacement { lane, quiet } = placement;
     if !state.is_ready() {
         return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
     }
@@ -83,11 +104,16 @@ pub fn start(
     };
     state.clone().tasks.spawn(async move {
         let (tx, rx) = mpsc::channel(64);
-        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
+        let listeners = Listeners {
+            requester,
+            tap,
+            quiet,
+        };
+        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), listeners, rx));
         let cancel = ticket.cancel.clone();
         let outcome = {
             let _pass = tokio::select! {
-                admitted = state.runs.admit(&spec.session_key) => admitted,
+                admitted = state.runs.admit_in(&spec.session_key, lane) => admitted,
                 _ = cancel.cancelled() => {
                     let outcome = aborted_before_start(&spec);
                     let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
@@ -223,14 +249,25 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
+/// Who hears a run's events besides `chat` readers.
+struct Listeners {
+    requester: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    quiet: bool,
+}
+
 /// Forwards one run's events until it finishes.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
-    requester: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
+    listeners: Listeners,
     mut rx: mpsc::Receiver<RunEvent>,
 ) {
+    let Listeners {
+        requester,
+        tap,
+        quiet,
+    } = listeners;
     let mut agent_seq = 0u64;
     let mut chat = ChatThrottle {
         seq: 0,
@@ -244,7 +281,9 @@ async fn forward(
             event = rx.recv() => event,
             _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
                 flush_at = None;
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 continue;
             }
         };
@@ -271,6 +310,9 @@ async fn forward(
             }
             RunEvent::Delta { text, delta } => {
                 agent_event("assistant", json!({"text": text, "delta": delta}));
+                if quiet {
+                    continue;
+                }
                 chat.pending = Some(text);
                 let now = now_ms();
                 if now.saturating_sub(chat.last_sent_ms) >= CHAT_DELTA_THROTTLE_MS {
@@ -306,7 +348,9 @@ async fn forward(
                 }
             }
             RunEvent::Finished(outcome) => {
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 let ended = json!({
                     "phase": if outcome.status == RunStatus::Error || outcome.status == RunStatus::Timeout { "error" } else { "end" },
                     "startedAt": outcome.started_at_ms,
@@ -315,7 +359,9 @@ async fn forward(
                     "error": outcome.error,
                 });
                 agent_event("lifecycle", ended);
-                broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                if !quiet {
+                    broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                }
                 break;
             }
         }

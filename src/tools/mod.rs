@@ -5,12 +5,15 @@
 //! File tools are confined to the agent's workspace (`workspace.rs`).
 
 pub mod approval;
+pub mod cron;
 pub mod exec;
 pub mod fs;
 pub mod patch;
 pub mod policy;
 pub mod process;
 pub mod sessions;
+pub mod sessions_spawn;
+pub mod subagents;
 pub mod web_fetch;
 pub mod workspace;
 
@@ -53,6 +56,10 @@ pub struct ToolContext {
 pub struct ToolServices {
     pub processes: Arc<process::ProcessRegistry>,
     pub approvals: Arc<dyn approval::ApprovalGate>,
+    /// The sub-agent registry (`sessions_spawn`, `subagents`); absent outside a gateway.
+    pub subagents: Option<Arc<crate::agent::subagents::SubagentRegistry>>,
+    /// The cron service (`cron`); absent outside a gateway.
+    pub cron: Option<Arc<dyn cron::CronAccess>>,
 }
 
 impl Default for ToolServices {
@@ -61,6 +68,8 @@ impl Default for ToolServices {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
+            subagents: None,
+            cron: None,
         }
     }
 }
@@ -127,6 +136,9 @@ impl ToolRegistry {
             Arc::new(sessions::SessionsListTool),
             Arc::new(sessions::SessionsHistoryTool),
             Arc::new(sessions::SessionStatusTool),
+            Arc::new(sessions_spawn::SessionsSpawnTool),
+            Arc::new(subagents::SubagentsTool),
+            Arc::new(cron::CronTool),
             Arc::new(web_fetch::WebFetchTool),
         ] {
             registry.register(tool);
