@@ -95,6 +95,7 @@ async fn announcement(client: &mut TestClient) -> String {
 
 /// Polls `sessions.list` until the parent's descendants all have `status`; returns their rows.
 async fn children_with_status(client: &mut TestClient, count: usize, status: &str) -> Vec<Value> {
+    let mut last = Vec::new();
     for _ in 0..MAX_POLLS {
         let res = client.call("sessions.list", json!({})).await;
         let rows: Vec<Value> = res["payload"]["sessions"]
@@ -107,9 +108,10 @@ async fn children_with_status(client: &mut TestClient, count: usize, status: &st
         if rows.len() == count && rows.iter().all(|r| r["status"] == status) {
             return rows;
         }
+        last = rows;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the sub-agent sessions never reached status {status}");
+    panic!("the sub-agent sessions never reached status {status}: {last:?}");
 }
 
 fn tool_names(request: &Value) -> Vec<String> {

@@ -448,6 +448,14 @@ impl SubagentRegistry {
             r.output_tokens += outcome.usage.output_tokens;
         })?;
         let Some(run) = settled else {
+            // Killed (or otherwise ended) while running: the turn has now written its last session
+            // update, so the stored end state goes on the session again.
+            let current = blocking(|| self.store.subagent_run(id))?;
+            if let Some(run) = current.map(|json| parse_run(&json)).transpose()? {
+                if run.run_id == outcome.run_id {
+                    self.mirror_status(&run);
+                }
+            }
             return Ok(());
         };
         self.mirror_status(&run);
