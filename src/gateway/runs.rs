@@ -44,6 +44,15 @@ pub struct RunOrigin {
     pub tap: Option<mpsc::Sender<RunEvent>>,
 }
 
+/// Where a run executes and whether readers see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunPlacement {
+    /// The global lane the run takes (sub-agent and cron runs have their own).
+    pub lane: LaneKind,
+    /// No `chat` events: the caller decides what readers see (heartbeat runs).
+    pub quiet: bool,
+}
+
 /// Starts a run in the background; the caller has already answered (or will
 /// answer) the request that asked for it.
 pub fn start(
@@ -61,8 +70,18 @@ pub fn start_in_lane(
     origin: RunOrigin,
     lane: LaneKind,
 ) -> Result<(), ErrorShape> {
+    start_placed(state, spec, origin, RunPlacement { lane, quiet: false })
+}
+
+/// [`start`] on a chosen lane, optionally without `chat` events.
+pub fn start_placed(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    placement: RunPlacement,
+) -> Result<(), ErrorShape> {
     let mut prepared = prepare(state, spec, origin)?;
-    prepared.lane = lane;
+    prepared.placement = placement;
     state.tasks.spawn(prepared.execute());
     Ok(())
 }
@@ -78,7 +97,7 @@ pub struct PreparedRun {
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
     tap: Option<mpsc::Sender<RunEvent>>,
-    lane: LaneKind,
+    placement: RunPlacement,
 }
 
 /// Registers the run (a duplicate active run id is refused) and prepares
@@ -122,7 +141,7 @@ pub fn prepare(
         final_reply: origin.final_reply,
         idempotency_key: origin.idempotency_key,
         tap: origin.tap,
-        lane: LaneKind::Main,
+        placement: RunPlacement::default(),
     })
 }
 
@@ -149,13 +168,18 @@ impl PreparedRun {
             final_reply,
             idempotency_key,
             tap,
-            lane,
+            placement,
         } = self;
         let (tx, rx) = mpsc::channel(64);
-        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
+        let listeners = Listeners {
+            requester,
+            tap,
+            quiet: placement.quiet,
+        };
+        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), listeners, rx));
         let cancel = ticket.cancel.clone();
         let outcome = tokio::select! {
-            pass = state.runs.admit_in(&spec.session_key, lane) => {
+            pass = state.runs.admit_in(&spec.session_key, placement.lane) => {
                 let _pass = pass;
                 run_turn(&env, &spec, cancel, tx.clone()).await
             }
@@ -287,14 +311,25 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
+/// Who hears a run's events besides `chat` readers.
+struct Listeners {
+    requester: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    quiet: bool,
+}
+
 /// Forwards one run's events until it finishes.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
-    requester: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
+    listeners: Listeners,
     mut rx: mpsc::Receiver<RunEvent>,
 ) {
+    let Listeners {
+        requester,
+        tap,
+        quiet,
+    } = listeners;
     let mut agent_seq = 0u64;
     let mut chat = ChatThrottle {
         seq: 0,
@@ -308,7 +343,9 @@ async fn forward(
             event = rx.recv() => event,
             _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
                 flush_at = None;
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 continue;
             }
         };
@@ -335,6 +372,9 @@ async fn forward(
             }
             RunEvent::Delta { text, delta } => {
                 agent_event("assistant", json!({"text": text, "delta": delta}));
+                if quiet {
+                    continue;
+                }
                 chat.pending = Some(text);
                 let now = now_ms();
                 if now.saturating_sub(chat.last_sent_ms) >= CHAT_DELTA_THROTTLE_MS {
@@ -370,7 +410,9 @@ async fn forward(
                 }
             }
             RunEvent::Finished(outcome) => {
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 let ended = json!({
                     "phase": if outcome.status == RunStatus::Error || outcome.status == RunStatus::Timeout { "error" } else { "end" },
                     "startedAt": outcome.started_at_ms,
@@ -379,7 +421,9 @@ async fn forward(
                     "error": outcome.error,
                 });
                 agent_event("lifecycle", ended);
-                broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                if !quiet {
+                    broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                }
                 break;
             }
         }
