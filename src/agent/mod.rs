@@ -16,5 +16,8 @@ pub mod prompt;
 pub mod provider;
 pub mod runs;
 pub mod skills;
+pub mod subagents;
+pub mod subagents_control;
+pub mod subagents_prompt;
 pub mod tool_loop;
 pub mod turn;

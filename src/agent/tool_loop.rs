@@ -13,6 +13,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::TranscriptEntry;
+use crate::tools::hooks::{CallOutcome, HookCall};
+use crate::tools::schema::{normalize_specs, SchemaDialect};
 use crate::tools::{cap_result, ToolContext, ToolError};
 
 use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
@@ -247,7 +249,10 @@ fn record(input: &LoopInput<'_>, role: &str, text: &str, extra: Value) {
     }
 }
 
-/// Runs one tool call and returns the text the model will read.
+/// Runs one tool call and returns the text the model will read: the
+/// arguments go through the `before` hooks (which may rewrite or block),
+/// the tool runs under the run's deadline and abort, and the `after` hooks
+/// see the result.
 async fn run_tool(
     input: &LoopInput<'_>,
     call: &ToolCall,
@@ -266,40 +271,68 @@ async fn run_tool(
             )
         }
     };
+    let hooks = input.env.services.hooks.clone();
+    let hook_call = HookCall {
+        run_id: &input.spec.run_id,
+        agent_id: &input.spec.agent_id,
+        session_key: &input.spec.session_key,
+        tool: &call.name,
+        call_id: &call.id,
+        config: &input.env.config,
+    };
+    let hooked = hooks.before(&hook_call, args.clone());
     let _ = input
         .events
         .send(RunEvent::Tool {
             phase: "start",
             call_id: call.id.clone(),
             name: call.name.clone(),
-            args: args.clone(),
+            args: hooked.as_ref().map_or(args, Value::clone),
             result: None,
             is_error: false,
         })
         .await;
+    let args = match hooked {
+        Ok(args) => args,
+        Err(reason) => {
+            let blocked = Err(ToolError::Denied(format!("blocked by a hook: {reason}")));
+            return finish_tool(input, call, blocked).await;
+        }
+    };
+    let started = std::time::Instant::now();
+    let outcome = execute_tool(input, call, args.clone(), deadline).await;
+    let is_error = outcome.is_err();
+    let text = finish_tool(input, call, outcome).await;
+    let finished = CallOutcome {
+        args: &args,
+        result: &text,
+        is_error,
+        duration: started.elapsed(),
+    };
+    hooks.after(&hook_call, &finished);
+    text
+}
+
+/// Looks the tool up, checks it is allowed, and runs it.
+async fn execute_tool(
+    input: &LoopInput<'_>,
+    call: &ToolCall,
+    args: Value,
+    deadline: tokio::time::Instant,
+) -> Result<String, ToolError> {
     let tool = match input.env.tools.get(&call.name) {
         Some(tool) if input.allowed_tools.iter().any(|t| t == &call.name) => tool,
         Some(_) => {
-            return finish_tool(
-                input,
-                call,
-                Err(ToolError::Denied(format!(
-                    "tool {} is not allowed for this agent",
-                    call.name
-                ))),
-            )
-            .await
+            return Err(ToolError::Denied(format!(
+                "tool {} is not allowed for this agent",
+                call.name
+            )))
         }
         None => {
-            return finish_tool(
-                input,
-                call,
-                Err(ToolError::Denied(format!(
-                    "there is no tool named {}",
-                    call.name
-                ))),
-            )
-            .await
+            return Err(ToolError::Denied(format!(
+                "there is no tool named {}",
+                call.name
+            )))
         }
     };
     let ctx = ToolContext {
@@ -320,7 +353,7 @@ async fn run_tool(
         }
         _ = input.cancel.cancelled() => Err(ToolError::Cancelled),
     };
-    finish_tool(input, call, outcome.map(|o| o.text)).await
+    outcome.map(|o| o.text)
 }
 
 async fn finish_tool(
@@ -372,7 +405,10 @@ async fn stream_with_fallbacks(
                 model: model.model_id.clone(),
                 messages: messages.to_vec(),
                 max_tokens: model.max_tokens,
-                tools: tools.to_vec(),
+                tools: normalize_specs(
+                    tools,
+                    SchemaDialect::for_model(&model.provider_id, &model.model_id),
+                ),
             };
             let error =
                 match stream_one(&model, request, input.cancel, deadline, input.events, text).await

@@ -15,6 +15,7 @@ pub mod frames;
 pub mod handshake;
 pub mod http;
 pub mod idempotency;
+pub mod launcher;
 pub mod methods;
 pub mod openai_http;
 pub mod pairing;
@@ -148,6 +149,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     state.set_ready();
     methods::cron::start_service(&state);
     start_channels(&state).await;
+    launcher::reconcile_subagents(&state);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;

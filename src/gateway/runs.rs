@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
+use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::clients::BroadcastOptions;
 use super::frames::{self, ErrorShape};
@@ -42,6 +44,15 @@ pub struct RunOrigin {
     pub tap: Option<mpsc::Sender<RunEvent>>,
 }
 
+/// Where a run executes and whether readers see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunPlacement {
+    /// The global lane the run takes (sub-agent and cron runs have their own).
+    pub lane: LaneKind,
+    /// No `chat` events: the caller decides what readers see (heartbeat runs).
+    pub quiet: bool,
+}
+
 /// Starts a run in the background; the caller has already answered (or will
 /// answer) the request that asked for it.
 pub fn start(
@@ -49,7 +60,28 @@ pub fn start(
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<(), ErrorShape> {
-    let prepared = prepare(state, spec, origin)?;
+    start_in_lane(state, spec, origin, LaneKind::Main)
+}
+
+/// [`start`], admitted through `lane` instead of the main lane.
+pub fn start_in_lane(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    lane: LaneKind,
+) -> Result<(), ErrorShape> {
+    start_placed(state, spec, origin, RunPlacement { lane, quiet: false })
+}
+
+/// [`start`] on a chosen lane, optionally without `chat` events.
+pub fn start_placed(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    placement: RunPlacement,
+) -> Result<(), ErrorShape> {
+    let mut prepared = prepare(state, spec, origin)?;
+    prepared.placement = placement;
     state.tasks.spawn(prepared.execute());
     Ok(())
 }
@@ -65,6 +97,7 @@ pub struct PreparedRun {
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
     tap: Option<mpsc::Sender<RunEvent>>,
+    placement: RunPlacement,
 }
 
 /// Registers the run (a duplicate active run id is refused) and prepares
@@ -108,6 +141,7 @@ pub fn prepare(
         final_reply: origin.final_reply,
         idempotency_key: origin.idempotency_key,
         tap: origin.tap,
+        placement: RunPlacement::default(),
     })
 }
 
@@ -134,12 +168,18 @@ impl PreparedRun {
             final_reply,
             idempotency_key,
             tap,
+            placement,
         } = self;
         let (tx, rx) = mpsc::channel(64);
-        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
+        let listeners = Listeners {
+            requester,
+            tap,
+            quiet: placement.quiet,
+        };
+        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), listeners, rx));
         let cancel = ticket.cancel.clone();
         let outcome = tokio::select! {
-            pass = state.runs.admit(&spec.session_key) => {
+            pass = state.runs.admit_in(&spec.session_key, placement.lane) => {
                 let _pass = pass;
                 run_turn(&env, &spec, cancel, tx.clone()).await
             }
@@ -271,14 +311,25 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
+/// Who hears a run's events besides `chat` readers.
+struct Listeners {
+    requester: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    quiet: bool,
+}
+
 /// Forwards one run's events until it finishes.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
-    requester: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
+    listeners: Listeners,
     mut rx: mpsc::Receiver<RunEvent>,
 ) {
+    let Listeners {
+        requester,
+        tap,
+        quiet,
+    } = listeners;
     let mut agent_seq = 0u64;
     let mut chat = ChatThrottle {
         seq: 0,
@@ -292,7 +343,9 @@ async fn forward(
             event = rx.recv() => event,
             _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
                 flush_at = None;
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 continue;
             }
         };
@@ -319,6 +372,9 @@ async fn forward(
             }
             RunEvent::Delta { text, delta } => {
                 agent_event("assistant", json!({"text": text, "delta": delta}));
+                if quiet {
+                    continue;
+                }
                 chat.pending = Some(text);
                 let now = now_ms();
                 if now.saturating_sub(chat.last_sent_ms) >= CHAT_DELTA_THROTTLE_MS {
@@ -354,7 +410,9 @@ async fn forward(
                 }
             }
             RunEvent::Finished(outcome) => {
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 let ended = json!({
                     "phase": if outcome.status == RunStatus::Error || outcome.status == RunStatus::Timeout { "error" } else { "end" },
                     "startedAt": outcome.started_at_ms,
@@ -363,7 +421,9 @@ async fn forward(
                     "error": outcome.error,
                 });
                 agent_event("lifecycle", ended);
-                broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                if !quiet {
+                    broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                }
                 break;
             }
         }
@@ -423,4 +483,61 @@ fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutc
             state_version: None,
         },
     );
+}
+
+/// How `sessions_send` starts and awaits runs: like `chat.send` (every
+/// `chat` reader sees the run), in the subagent lane.
+pub struct GatewaySessionRunner {
+    state: std::sync::Weak<GatewayState>,
+}
+
+impl GatewaySessionRunner {
+    pub fn new(state: std::sync::Weak<GatewayState>) -> Self {
+        GatewaySessionRunner { state }
+    }
+}
+
+impl SessionRunner for GatewaySessionRunner {
+    fn start(&self, send: SessionSend) -> Result<String, String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        let timeout_ms = state
+            .config()
+            .agents
+            .defaults
+            .timeout_seconds
+            .map_or(crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS, |s| {
+                u64::from(s) * 1000
+            });
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let spec = TurnSpec {
+            run_id: run_id.clone(),
+            agent_id: send.agent_id,
+            session_key: send.session_key,
+            message: send.message,
+            timeout_ms,
+            model_override: None,
+            extra_system_prompt: Some(send.extra_system_prompt),
+            label: None,
+            channel: None,
+        };
+        start_in_lane(&state, spec, RunOrigin::default(), LaneKind::Subagent)
+            .map_err(|e| e.message)?;
+        Ok(run_id)
+    }
+
+    fn wait<'a>(
+        &'a self,
+        run_id: &'a str,
+        timeout: Duration,
+    ) -> crate::agent::provider::BoxFuture<'a, Option<RunOutcome>> {
+        Box::pin(async move {
+            let state = self.state.upgrade()?;
+            let runs = state.runs.clone();
+            drop(state);
+            runs.wait(run_id, timeout).await
+        })
+    }
 }

@@ -55,6 +55,7 @@ pub(super) struct Databases {
     pub embed_cache: RawDb,
     pub cron: RawDb,
     pub cron_runs: RawDb,
+    pub subagent_runs: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -72,10 +73,11 @@ pub(super) const EMBED_CACHE_DB: &str = "embed_cache";
 
 pub(super) const CRON_DB: &str = "cron";
 pub(super) const CRON_RUNS_DB: &str = "cron_runs";
+pub(super) const SUBAGENT_RUNS_DB: &str = "subagent_runs";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 13] {
+    pub fn all(&self) -> [(&'static str, RawDb); 14] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -90,6 +92,7 @@ impl Databases {
             (EMBED_CACHE_DB, self.embed_cache),
             (CRON_DB, self.cron),
             (CRON_RUNS_DB, self.cron_runs),
+            (SUBAGENT_RUNS_DB, self.subagent_runs),
         ]
     }
 }
@@ -368,6 +371,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(MEMORY_VECTORS_DB)?,
                 create(MEMORY_TERMS_DB)?,
                 create(EMBED_CACHE_DB)?,
+                create(SUBAGENT_RUNS_DB)?,
             ];
             meta::check_and_record_schema(wtxn, dbs.5)?;
             Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory)))
@@ -392,5 +396,6 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         embed_cache: memory[4],
         cron,
         cron_runs,
+        subagent_runs: memory[5],
     })
 }

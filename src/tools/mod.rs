@@ -5,13 +5,19 @@
 //! File tools are confined to the agent's workspace (`workspace.rs`).
 
 pub mod approval;
+pub mod cron;
 pub mod exec;
 pub mod fs;
+pub mod hooks;
 pub mod message;
 pub mod patch;
 pub mod policy;
 pub mod process;
+pub mod schema;
 pub mod sessions;
+pub mod sessions_send;
+pub mod sessions_spawn;
+pub mod subagents;
 pub mod web_fetch;
 pub mod workspace;
 
@@ -54,16 +60,28 @@ pub struct ToolContext {
 pub struct ToolServices {
     pub processes: Arc<process::ProcessRegistry>,
     pub approvals: Arc<dyn approval::ApprovalGate>,
+    /// Hooks run around every tool call, in order.
+    pub hooks: Arc<hooks::ToolHooks>,
+    /// Starts and awaits runs in other sessions (`sessions_send`).
+    pub sessions: Arc<dyn sessions_send::SessionRunner>,
+    /// The sub-agent registry (`sessions_spawn`, `subagents`); absent outside a gateway.
+    pub subagents: Option<Arc<crate::agent::subagents::SubagentRegistry>>,
+    /// The cron service (`cron`); absent outside a gateway.
+    pub cron: Option<Arc<dyn cron::CronAccess>>,
     /// Outbound chat delivery for the `message` tool (the gateway's channels).
     pub messenger: Option<Arc<dyn message::Messenger>>,
 }
 
 impl Default for ToolServices {
-    /// A private process registry and no operator to ask.
+    /// A private process registry, no operator to ask, the standard hooks.
     fn default() -> Self {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
             approvals: Arc::new(approval::NoApprover),
+            hooks: Arc::new(hooks::ToolHooks::standard()),
+            sessions: Arc::new(sessions_send::NoSessionRunner),
+            subagents: None,
+            cron: None,
             messenger: None,
         }
     }
@@ -130,7 +148,11 @@ impl ToolRegistry {
             Arc::new(process::ProcessTool),
             Arc::new(sessions::SessionsListTool),
             Arc::new(sessions::SessionsHistoryTool),
+            Arc::new(sessions_send::SessionsSendTool),
             Arc::new(sessions::SessionStatusTool),
+            Arc::new(sessions_spawn::SessionsSpawnTool),
+            Arc::new(subagents::SubagentsTool),
+            Arc::new(cron::CronTool),
             Arc::new(web_fetch::WebFetchTool),
             Arc::new(message::MessageTool),
         ] {

@@ -1,0 +1,218 @@
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use super::*;
+use crate::agent::provider::Usage;
+use crate::store::{SessionEntry, Store, StoreOptions};
+use crate::tools::ToolServices;
+
+/// Records starts and answers waits with a scripted outcome.
+struct RecordingRunner {
+    started: Mutex<Vec<SessionSend>>,
+    reply: Option<(RunStatus, &'static str)>,
+}
+
+impl SessionRunner for RecordingRunner {
+    fn start(&self, send: SessionSend) -> Result<String, String> {
+        let mut started = self.started.lock().expect("lock");
+        started.push(send);
+        Ok(format!("run-{}", started.len()))
+    }
+    fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<RunOutcome>> {
+        let outcome = self.reply.map(|(status, text)| RunOutcome {
+            run_id: run_id.to_string(),
+            session_key: String::new(),
+            session_id: String::new(),
+            status,
+            started_at_ms: 0,
+            ended_at_ms: 0,
+            text: text.into(),
+            error: (status != RunStatus::Ok).then(|| "provider down".to_string()),
+            usage: Usage::default(),
+            provider: None,
+            model: None,
+            stop_reason: None,
+        });
+        Box::pin(async move { outcome })
+    }
+}
+
+struct Fixture {
+    ctx: ToolContext,
+    runner: Arc<RecordingRunner>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture(config: serde_json::Value, reply: Option<(RunStatus, &'static str)>) -> Fixture {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+    let runner = Arc::new(RecordingRunner {
+        started: Mutex::new(Vec::new()),
+        reply,
+    });
+    let services = ToolServices {
+        sessions: runner.clone(),
+        ..Default::default()
+    };
+    let ctx = ToolContext {
+        agent_id: "main".into(),
+        session_key: "agent:main:main".into(),
+        workspace: dir.path().to_path_buf(),
+        store,
+        http: reqwest::Client::new(),
+        cancel: Default::default(),
+        config: Arc::new(serde_json::from_value(config).expect("config")),
+        services,
+    };
+    Fixture {
+        ctx,
+        runner,
+        _dir: dir,
+    }
+}
+
+async fn call(f: &Fixture, args: serde_json::Value) -> serde_json::Value {
+    let out = SessionsSendTool
+        .execute(args, &f.ctx)
+        .await
+        .expect("tool answers");
+    out.details.expect("details")
+}
+
+fn started(f: &Fixture) -> Vec<SessionSend> {
+    f.runner.started.lock().expect("lock").clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn waits_for_the_reply_of_a_session_of_the_same_agent() {
+    let f = fixture(
+        json!({"tools": {"sessions": {"visibility": "agent"}}}),
+        Some((RunStatus::Ok, "pong")),
+    );
+    let result = call(&f, json!({"sessionKey": "ops", "message": "ping"})).await;
+    assert_eq!(
+        result,
+        json!({"runId": "run-1", "status": "ok", "reply": "pong", "sessionKey": "agent:main:ops"})
+    );
+    let sent = started(&f);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].message, "ping");
+    assert_eq!(sent[0].agent_id, "main");
+    assert!(sent[0].extra_system_prompt.contains("agent:main:main"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn zero_timeout_is_fire_and_forget_and_failures_are_reported() {
+    let f = fixture(
+        json!({"tools": {"sessions": {"visibility": "agent"}}}),
+        Some((RunStatus::Error, "")),
+    );
+    let accepted = call(
+        &f,
+        json!({"sessionKey": "ops", "text": "go", "timeoutSeconds": 0}),
+    )
+    .await;
+    assert_eq!(accepted["status"], "accepted");
+    let failed = call(&f, json!({"sessionKey": "ops", "message": "go"})).await;
+    assert_eq!(failed["status"], "error");
+    assert_eq!(failed["error"], "provider down");
+    let silent = fixture(
+        json!({"tools": {"sessions": {"visibility": "agent"}}}),
+        None,
+    );
+    assert_eq!(
+        call(&silent, json!({"sessionKey": "ops", "message": "go"})).await["status"],
+        "timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_session_never_sends_to_itself() {
+    let f = fixture(
+        json!({"tools": {"sessions": {"visibility": "all"}}}),
+        Some((RunStatus::Ok, "x")),
+    );
+    for key in ["main", "agent:main:main"] {
+        let result = call(&f, json!({"sessionKey": key, "message": "hi"})).await;
+        assert_eq!(result["status"], "error", "{key}");
+        assert!(result["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("current session")));
+    }
+    assert!(started(&f).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn default_tree_visibility_reaches_only_spawned_sessions() {
+    let f = fixture(json!({}), Some((RunStatus::Ok, "done")));
+    let mut child = SessionEntry::new("child-id", 1);
+    child.spawned_by = Some("agent:main:main".into());
+    child.label = Some("researcher".into());
+    f.ctx
+        .store
+        .put_session("agent:main:subagent:1", &child)
+        .expect("put");
+    f.ctx
+        .store
+        .put_session("agent:main:other", &SessionEntry::new("o", 1))
+        .expect("put");
+    let refused = call(&f, json!({"sessionKey": "other", "message": "hi"})).await;
+    assert_eq!(refused["status"], "forbidden");
+    assert!(refused["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("visibility=tree")));
+    let by_label = call(&f, json!({"label": "researcher", "message": "hi"})).await;
+    assert_eq!(by_label["status"], "ok");
+    assert_eq!(by_label["sessionKey"], "agent:main:subagent:1");
+    assert_eq!(
+        call(&f, json!({"label": "nobody", "message": "hi"})).await["status"],
+        "error"
+    );
+    assert_eq!(started(&f).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn cross_agent_sends_need_visibility_all_and_agent_to_agent() {
+    let target = json!({"sessionKey": "agent:work:main", "message": "hi"});
+    let agent_only = fixture(
+        json!({"tools": {"sessions": {"visibility": "agent"}}}),
+        None,
+    );
+    assert_eq!(
+        call(&agent_only, target.clone()).await["status"],
+        "forbidden"
+    );
+    let a2a_off = fixture(json!({"tools": {"sessions": {"visibility": "all"}}}), None);
+    let result = call(&a2a_off, target.clone()).await;
+    assert!(result["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("agentToAgent.enabled")));
+    let denied = fixture(
+        json!({"tools": {"sessions": {"visibility": "all"},
+        "agentToAgent": {"enabled": true, "allow": ["main", "home-*"]}}}),
+        None,
+    );
+    assert_eq!(call(&denied, target.clone()).await["status"], "forbidden");
+    let allowed = fixture(
+        json!({"tools": {"sessions": {"visibility": "all"},
+        "agentToAgent": {"enabled": true, "allow": ["main", "w*k"]}}}),
+        Some((RunStatus::Ok, "ok")),
+    );
+    assert_eq!(call(&allowed, target).await["status"], "ok");
+    assert_eq!(started(&allowed)[0].agent_id, "work");
+    for f in [&agent_only, &a2a_off, &denied] {
+        assert!(started(f).is_empty());
+    }
+}
+
+#[test]
+fn agent_patterns_match_with_wildcards() {
+    assert!(pattern_matches("*", "anything"));
+    assert!(pattern_matches("home-*", "home-lab"));
+    assert!(!pattern_matches("home-*", "work"));
+    assert!(pattern_matches("w*k", "work"));
+    assert!(!pattern_matches("w*k", "worker"));
+    assert_eq!(agent_of_key("agent:ops:telegram:dm:1"), Some("ops"));
+    assert_eq!(agent_of_key("global"), None);
+}
