@@ -359,7 +359,8 @@ async fn commands_are_answered_and_never_reach_the_agent() {
     hub.channel.inject(dm("42", "2", "/help@pincer_bot")).await;
     hub.channel.inject(dm("42", "3", "/think high")).await;
     hub.channel.inject(dm("42", "4", "/new")).await;
-    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 4).await;
+    hub.channel.inject(dm("42", "5", "/subagents")).await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 5).await;
     let texts: Vec<String> = log
         .into_iter()
         .filter_map(|o| match o {
@@ -372,6 +373,7 @@ async fn commands_are_answered_and_never_reach_the_agent() {
     assert!(has("/compact") && has("/restart"), "{texts:?}");
     assert!(has("Thinking level set to high."), "{texts:?}");
     assert!(has("New session started."), "{texts:?}");
+    assert!(has("No sub-agents in this session."), "{texts:?}");
     let entry = hub
         .state
         .store

@@ -21,6 +21,8 @@ use crate::routing::Route;
 
 use super::hub::{ChannelHub, Destination};
 
+/// Characters of a sub-agent's task shown when it has no label.
+const SUBAGENT_TASK_PREVIEW_CHARS: usize = 60;
 /// How long `/restart` waits so its answer can leave before the drain starts.
 const RESTART_DELAY_MS: u64 = 500;
 
@@ -131,7 +133,7 @@ async fn answer(
         }
         "help" => help(),
         "restart" => restart(state),
-        "subagents" => "Sub-agents are not available yet.".into(),
+        "subagents" => subagents(state, key, args),
         other => format!("/{other} is not available here."),
     }
 }
@@ -246,6 +248,38 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, route: &Route) -> String 
         hub.queue.pending_len(key)
     ));
     lines.join("\n")
+}
+
+/// `/subagents [list]` and `/subagents kill <id|label|#n|all>` for this session's children.
+fn subagents(state: &GatewayState, key: &str, args: &str) -> String {
+    let registry = &state.subagents;
+    let (action, target) = args
+        .split_once(char::is_whitespace)
+        .map_or((args, ""), |(a, t)| (a, t.trim()));
+    match action {
+        "" | "list" => match sync(|| registry.children_of(key)) {
+            Ok(runs) if runs.is_empty() => "No sub-agents in this session.".into(),
+            Ok(runs) => {
+                let mut lines = vec!["Sub-agents:".to_string()];
+                for (i, run) in runs.iter().enumerate() {
+                    let name = run.label.clone().unwrap_or_else(|| {
+                        run.task.chars().take(SUBAGENT_TASK_PREVIEW_CHARS).collect()
+                    });
+                    lines.push(format!("#{} {name} — {}", i + 1, run.status.as_str()));
+                }
+                lines.join("\n")
+            }
+            Err(error) => format!("⚠️ {error}"),
+        },
+        "kill" => {
+            let target = if target.is_empty() { "all" } else { target };
+            match sync(|| registry.kill(key, target)) {
+                Ok(killed) => format!("Stopped {} sub-agent(s).", killed.len()),
+                Err(error) => format!("⚠️ {error}"),
+            }
+        }
+        _ => "Usage: /subagents [list | kill <id|label|#n|all>]".into(),
+    }
 }
 
 fn help() -> String {
