@@ -1,7 +1,8 @@
 //! Reply shaping and timing on the channel path: a silent `NO_REPLY` sends
 //! nothing (not even a preview), a run whose only output is a failed tool
 //! gets the fallback notice, a debounced burst becomes one turn, and the
-//! progress preview shows work before the answer replaces it.
+//! progress preview shows work before the answer replaces it, and the ack
+//! reaction follows `messages.ackReactionScope`.
 
 mod support;
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use pincer::channels::hub::hub_of;
 use support::fake_openai::FakeReply;
-use support::hub_harness::{dm, last_user_text, reply, sent_count, start, Hub, WAIT};
+use support::hub_harness::{dm, group, last_user_text, reply, sent_count, start, Hub, WAIT};
 use support::recording_channel::{Abilities, Outbound};
 
 /// Waits until the hub's queue has forgotten every session (all turns and
@@ -142,4 +143,34 @@ async fn progress_preview_shows_work_then_the_answer() {
         .expect("a preview message");
     assert!(first.starts_with("⏳"), "{first}");
     assert_eq!(sent_count(&log), 1, "the answer replaced the preview");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_reaction_marks_group_mentions_only_by_default() {
+    let abilities = Abilities {
+        react: true,
+        ..Abilities::default()
+    };
+    let hub = start(
+        r#"allowFrom: ["42"], groupPolicy: "open", streaming: "off""#,
+        r#"messages: { ackReaction: "👀" },"#,
+        abilities,
+    )
+    .await;
+    hub.fake.push_reply(reply("Direct answer."));
+    hub.channel.inject(dm("42", "10", "hi")).await;
+    hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
+    hub.fake.push_reply(reply("Group answer."));
+    hub.channel
+        .inject(group("42", "11", "@pincer_bot hi all", true))
+        .await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 2).await;
+    let reactions: Vec<(String, String)> = log
+        .iter()
+        .filter_map(|o| match o {
+            Outbound::Reacted { message_id, emoji } => Some((message_id.clone(), emoji.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reactions, vec![("11".to_string(), "👀".to_string())]);
 }

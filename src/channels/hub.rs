@@ -65,6 +65,10 @@ pub(super) struct Destination {
     pub(super) adapter: Arc<dyn Channel>,
     /// The conversation is a group (some commands are refused there).
     pub(super) is_group: bool,
+    /// The bot was mentioned (or replied to).
+    pub(super) mentioned: bool,
+    /// The platform id of the message (for the ack reaction).
+    pub(super) message_id: Option<String>,
 }
 
 /// The message path of one gateway.
@@ -308,6 +312,9 @@ impl ChannelHub {
         let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
         let route = self.router.resolve(&event.route);
         let sender_id = event.message.sender_id.clone();
+        let mentioned =
+            event.bot_mentioned || event.message.mentioned || event.message.is_reply_to_bot;
+        let message_id = event.message.message_id.clone();
         let decision = self.decide(event, &settings).await?;
         let dest = Destination {
             route,
@@ -315,6 +322,8 @@ impl ChannelHub {
             settings,
             adapter,
             is_group,
+            mentioned,
+            message_id,
         };
         self.carry_out(state, &config, decision, dest, sender_id);
         Ok(())
@@ -355,6 +364,9 @@ impl ChannelHub {
         dest: Destination,
         sender_id: String,
     ) {
+        if matches!(decision, Decision::Run { .. } | Decision::Held { .. }) {
+            ack_reaction(&dest);
+        }
         match decision {
             Decision::Run { message, route } => {
                 self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
@@ -420,6 +432,28 @@ impl ChannelHub {
             }
         }
     }
+}
+
+/// Reacts to an admitted message with the configured ack emoji, where the
+/// adapter can react and the scope covers the conversation (fire and forget).
+fn ack_reaction(dest: &Destination) {
+    let emoji = dest
+        .settings
+        .ack_reaction_for(dest.is_group, dest.mentioned);
+    let (Some(emoji), Some(message_id)) = (emoji, dest.message_id.clone()) else {
+        return;
+    };
+    if dest.adapter.reactions().is_none() {
+        return;
+    }
+    let (adapter, target, emoji) = (dest.adapter.clone(), dest.target.clone(), emoji.to_string());
+    tokio::spawn(async move {
+        if let Some(react) = adapter.reactions() {
+            if let Err(error) = react.react(&target, &message_id, &emoji).await {
+                log::debug!("{} ack reaction failed: {error}", adapter.id());
+            }
+        }
+    });
 }
 
 /// What an adapter needs from the hub: a sink that outlives the call.

@@ -12,6 +12,7 @@ use crate::config::schema::channels::StreamingMode;
 use crate::config::schema::common::{
     BlockStreamingChunk, BlockStreamingCoalesce, DmPolicy, GroupPolicy, HumanDelayConfig,
 };
+use crate::config::schema::messages::AckReactionScope;
 use crate::config::Config;
 use crate::pipeline::access::{AccessPolicy, GroupActivation};
 
@@ -34,6 +35,10 @@ pub struct ChannelSettings {
     pub human_delay: HumanDelayConfig,
     /// `messages.inbound.debounceMs` for this channel.
     pub inbound_debounce_ms: u64,
+    /// The ack reaction emoji (`ackReaction` of the account, else
+    /// `messages.ackReaction`); `None` when unset or empty.
+    pub ack_reaction: Option<String>,
+    pub ack_reaction_scope: AckReactionScope,
 }
 
 impl ChannelSettings {
@@ -59,6 +64,8 @@ impl ChannelSettings {
             block_coalesce: defaults.block_streaming_coalesce.clone(),
             human_delay: defaults.human_delay.clone().unwrap_or_default(),
             inbound_debounce_ms: config.messages.inbound.debounce_ms_for(channel),
+            ack_reaction: config.messages.ack_reaction.clone(),
+            ack_reaction_scope: config.messages.ack_reaction_scope,
         };
         match channel {
             "telegram" => settings.apply_telegram(config, account_id),
@@ -71,7 +78,20 @@ impl ChannelSettings {
             }
             _ => {}
         }
+        settings.ack_reaction = settings.ack_reaction.filter(|e| !e.trim().is_empty());
         settings
+    }
+
+    /// The ack reaction for an admitted message, if its scope covers it.
+    pub fn ack_reaction_for(&self, is_group: bool, mentioned: bool) -> Option<&str> {
+        let covered = match self.ack_reaction_scope {
+            AckReactionScope::All => true,
+            AckReactionScope::Direct => !is_group,
+            AckReactionScope::GroupAll => is_group,
+            AckReactionScope::GroupMentions => is_group && mentioned,
+            AckReactionScope::Off | AckReactionScope::None => false,
+        };
+        covered.then_some(self.ack_reaction.as_deref()).flatten()
     }
 
     fn apply_telegram(&mut self, config: &Config, account_id: &str) {
@@ -100,6 +120,9 @@ impl ChannelSettings {
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
         self.retry = RetryPolicy::from_config(&account.effective_retry());
+        if account.ack_reaction.is_some() {
+            self.ack_reaction = account.ack_reaction.clone();
+        }
     }
 
     fn apply_discord(&mut self, config: &Config, account_id: &str) {
@@ -122,6 +145,9 @@ impl ChannelSettings {
             .unwrap_or_default();
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
+        if account.ack_reaction.is_some() {
+            self.ack_reaction = account.ack_reaction.clone();
+        }
         let mut retry = account.effective_retry();
         if account.retry.is_none() {
             retry.min_delay_ms = super::outbound::DEFAULT_MIN_DELAY_MS;
@@ -144,6 +170,9 @@ impl ChannelSettings {
         access.group_policy = account.effective_group_policy();
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
+        if account.ack_reaction.is_some() {
+            self.ack_reaction = account.ack_reaction.clone();
+        }
     }
 
     /// The outbound limit: the adapter's, lowered by `textChunkLimit`.

@@ -1,5 +1,5 @@
 //! A recording chat channel for message-path tests: a `Channel` adapter
-//! (with typing, edit and delete capabilities when asked) that keeps every
+//! (with typing, edit, delete and reaction capabilities when asked) that keeps every
 //! outbound call — sends, edits, typing, deletes, and each send attempt with
 //! its time — and can be told to fail its next sends with `RateLimited`,
 //! `Transient` or `Permanent`, as a platform would. Inbound events are
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pincer::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundEvent, InboundSink,
-    OutboundTarget, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
 };
 use tokio::sync::Notify;
 
@@ -34,6 +34,10 @@ pub enum Outbound {
     Deleted {
         message_id: String,
     },
+    Reacted {
+        message_id: String,
+        emoji: String,
+    },
 }
 
 /// What the fake platform can do.
@@ -43,6 +47,7 @@ pub struct Abilities {
     pub typing: bool,
     pub edit: bool,
     pub delete: bool,
+    pub react: bool,
 }
 
 impl Default for Abilities {
@@ -55,6 +60,7 @@ impl Default for Abilities {
             typing: true,
             edit: false,
             delete: false,
+            react: false,
         }
     }
 }
@@ -215,6 +221,27 @@ impl Channel for RecordingChannel {
 
     fn delete(&self) -> Option<&dyn DeleteMessage> {
         self.abilities.delete.then_some(self as &dyn DeleteMessage)
+    }
+
+    fn reactions(&self) -> Option<&dyn React> {
+        self.abilities.react.then_some(self as &dyn React)
+    }
+}
+
+impl React for RecordingChannel {
+    fn react<'a>(
+        &'a self,
+        _target: &'a OutboundTarget,
+        message_id: &'a str,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            self.record(Outbound::Reacted {
+                message_id: message_id.to_string(),
+                emoji: emoji.to_string(),
+            });
+            Ok(())
+        })
     }
 }
 
