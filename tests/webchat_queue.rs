@@ -1,7 +1,8 @@
 //! The web chat goes through the same command queue as the chat channels:
 //! `chat.send` while a run is busy follows `messages.queue` (collect merges
 //! the waiting messages into one turn, interrupt aborts the running turn),
-//! observed over the real WebSocket protocol against the real binary.
+//! observed over the real WebSocket protocol against the real binary; chat
+//! commands are answered by the command handlers, never by the agent.
 
 mod support;
 
@@ -154,9 +155,38 @@ async fn followup_mode_answers_each_waiting_message_in_its_own_turn() {
     assert_eq!(fake.requests().len(), 3, "{prompts:?}");
     assert!(prompts[1].contains("second") && !prompts[1].contains("third"));
     assert!(prompts[2].contains("third"));
-    // Nothing else is left running.
+    // Nothing else is left running once the last run is recorded as done.
+    let waited = client
+        .call("agent.wait", json!({"runId": "f-3", "timeoutMs": 10_000}))
+        .await;
+    assert_eq!(waited["payload"]["status"], "ok", "{waited}");
     let status = client
         .call("chat.abort", json!({"sessionKey": "main"}))
         .await;
     assert_eq!(status["payload"]["aborted"], false, "{status}");
+}
+
+#[tokio::test]
+async fn chat_commands_are_answered_without_the_agent() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake, r#"{ mode: "collect" }"#);
+    let mut client = client(&gateway, 34).await;
+    let ack = client.call("chat.send", send("cmd-1", "/status")).await;
+    assert_eq!(
+        ack["payload"],
+        json!({"runId": "cmd-1", "status": "started"})
+    );
+    let status = chat_event(&mut client, "cmd-1", "final").await;
+    let text = status["message"]["content"][0]["text"]
+        .as_str()
+        .expect("text")
+        .to_string();
+    assert!(text.contains("Session: agent:main:main"), "{text}");
+    client.call("chat.send", send("cmd-2", "/think low")).await;
+    let think = chat_event(&mut client, "cmd-2", "final").await;
+    assert_eq!(
+        think["message"]["content"][0]["text"],
+        "Thinking level set to low."
+    );
+    assert!(fake.requests().is_empty(), "no command reached the model");
 }

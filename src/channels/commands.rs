@@ -3,7 +3,8 @@
 //! `/stop`, `/help`, `/restart` (owner only) and `/subagents`. Each reuses
 //! the gateway method that does the same for web clients (`sessions.reset`,
 //! `sessions.compact`, `sessions.patch`, the run registry's abort) and
-//! answers in the conversation. A command never reaches the agent.
+//! answers in the conversation (the web chat gets the answer as a `chat`
+//! event). A command never reaches the agent.
 //!
 //! This file must not recognise commands (the pipeline does) nor duplicate
 //! what a gateway method already implements.
@@ -35,7 +36,13 @@ pub(super) async fn execute(
     dest: &Destination,
     sender_id: &str,
 ) {
-    let answer = answer(hub, state, &command, route, dest, sender_id).await;
+    let caller = CommandCaller {
+        session_key: &route.session_key,
+        agent_id: &route.agent_id,
+        is_group: dest.is_group,
+        is_owner: command.spec.owner_only && is_owner(state, &route.channel, sender_id),
+    };
+    let answer = answer(hub, state, &command, &caller).await;
     hub.send_notice(
         &*dest.adapter,
         &dest.target,
@@ -65,20 +72,30 @@ pub fn is_owner(state: &GatewayState, channel: &str, sender_id: &str) -> bool {
         .is_some_and(|owner| owner == qualified)
 }
 
-async fn answer(
+/// Who runs a command, and in which session.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandCaller<'a> {
+    pub session_key: &'a str,
+    pub agent_id: &'a str,
+    /// A group conversation (commands not allowed in groups are refused).
+    pub is_group: bool,
+    /// May run owner-only commands (`/restart`).
+    pub is_owner: bool,
+}
+
+/// Carries out `command` for `caller` and returns the answer text.
+pub async fn answer(
     hub: &Arc<ChannelHub>,
     state: &Arc<GatewayState>,
     command: &CommandInvocation,
-    route: &Route,
-    dest: &Destination,
-    sender_id: &str,
+    caller: &CommandCaller<'_>,
 ) -> String {
     let spec = command.spec;
-    let key = route.session_key.as_str();
-    if dest.is_group && !spec.group_allowed {
+    let key = caller.session_key;
+    if caller.is_group && !spec.group_allowed {
         return format!("/{} only works in a direct chat.", spec.name);
     }
-    if spec.owner_only && !is_owner(state, &route.channel, sender_id) {
+    if spec.owner_only && !caller.is_owner {
         return format!("/{} is for the owner only.", spec.name);
     }
     let args = command.args.trim();
@@ -95,7 +112,7 @@ async fn answer(
                 "✅ New session started.".into()
             })
         }
-        "status" => status(hub, state, route),
+        "status" => status(hub, state, caller),
         "compact" => {
             let instructions = (!args.is_empty()).then_some(args);
             outcome(
@@ -112,7 +129,7 @@ async fn answer(
                 },
             )
         }
-        "model" if args.is_empty() => format!("Model: {}", current_model(state, route)),
+        "model" if args.is_empty() => format!("Model: {}", current_model(state, caller)),
         "model" => patch(state, key, "model", args, "Model"),
         "think" if args.is_empty() => level(state, key, |e| e.thinking_level.clone(), "Thinking"),
         "think" => patch(state, key, "thinkingLevel", args, "Thinking level"),
@@ -200,9 +217,9 @@ fn toggle(
     patch(state, key, field, next, label)
 }
 
-fn current_model(state: &Arc<GatewayState>, route: &Route) -> String {
+fn current_model(state: &Arc<GatewayState>, caller: &CommandCaller<'_>) -> String {
     let config = state.config();
-    let entry = entry(state, &route.session_key);
+    let entry = entry(state, caller.session_key);
     let override_ref = entry.as_ref().and_then(|e| {
         Some(format!(
             "{}/{}",
@@ -212,7 +229,7 @@ fn current_model(state: &Arc<GatewayState>, route: &Route) -> String {
     });
     match crate::agent::models::resolve_chain(
         &config,
-        &route.agent_id,
+        caller.agent_id,
         override_ref.as_deref(),
         &state.http(),
     ) {
@@ -221,13 +238,13 @@ fn current_model(state: &Arc<GatewayState>, route: &Route) -> String {
     }
 }
 
-fn status(hub: &ChannelHub, state: &Arc<GatewayState>, route: &Route) -> String {
-    let key = &route.session_key;
+fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_>) -> String {
+    let key = caller.session_key;
     let entry = entry(state, key);
     let mut lines = vec![
         format!("Session: {key}"),
-        format!("Agent: {}", route.agent_id),
-        format!("Model: {}", current_model(state, route)),
+        format!("Agent: {}", caller.agent_id),
+        format!("Model: {}", current_model(state, caller)),
     ];
     if let Some(entry) = &entry {
         lines.push(format!(

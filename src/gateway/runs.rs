@@ -457,6 +457,30 @@ fn flush_chat_delta(state: &GatewayState, spec: &TurnSpec, chat: &mut ChatThrott
     );
 }
 
+/// A `chat` final event carrying `text` without a run (a chat command's
+/// answer): readers show it like any assistant reply.
+pub fn broadcast_chat_text(
+    state: &GatewayState,
+    run_id: &str,
+    session_key: &str,
+    agent_id: &str,
+    text: &str,
+) {
+    let payload = json!({
+        "runId": run_id, "sessionKey": session_key, "seq": 1, "state": "final",
+        "message": chat_message(text), "agentId": agent_id,
+    });
+    state.clients.broadcast(
+        "chat",
+        &payload,
+        BroadcastOptions {
+            drop_if_slow: false,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
+}
+
 fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutcome, seq: u64) {
     let (chat_state, error_kind) = match outcome.status {
         RunStatus::Ok => ("final", None),

@@ -7,13 +7,16 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::hub::hub_of;
 use crate::channels::turns::TurnOrigin;
 use crate::gateway::clients::ClientInfo;
 use crate::gateway::frames::{self, ErrorShape};
 use crate::gateway::idempotency::{Seen, Waiter};
 use crate::gateway::runs::{self, FinalReply, RunOrigin};
+use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
+use crate::pipeline::commands::{parse_command, CommandInvocation};
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::system::clock::now_ms;
@@ -179,7 +182,9 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
 
 /// `chat.send`: the web chat's way in, through the same command queue as
 /// every channel (so `messages.queue` modes apply); `/stop` aborts, `/new`
-/// and `/reset` start over (`/compact` is answered by [`compact`]).
+/// and `/reset` start over (`/compact` is answered by [`compact`]), other
+/// chat commands (`/status`, `/model`, `/help`…) are answered by the channel
+/// command handlers and never reach the agent.
 pub fn send(
     state: &Arc<GatewayState>,
     info: &Arc<ClientInfo>,
@@ -205,6 +210,15 @@ pub fn send(
             return super::sessions::reset(state, &reset);
         }
         _ => {}
+    }
+    if let Some(command) = parse_command(message, None) {
+        let caller = WebCommand {
+            run_id: key.to_string(),
+            session_key,
+            agent_id,
+            is_owner: info.scopes.iter().any(|s| s == scopes::ADMIN),
+        };
+        return Ok(caller.spawn(state, command));
     }
     let cache_key = format!("chat:{key}");
     let now = now_ms();
@@ -251,6 +265,40 @@ pub fn send(
             "the queue of session {session_key} is full (messages.queue.cap)"
         ))),
         _ => Ok(ack),
+    }
+}
+
+/// A chat command typed in the web chat: answered by the same handlers as
+/// the chat channels, the answer broadcast as a `chat` final event.
+struct WebCommand {
+    run_id: String,
+    session_key: String,
+    agent_id: String,
+    is_owner: bool,
+}
+
+impl WebCommand {
+    fn spawn(self, state: &Arc<GatewayState>, command: CommandInvocation) -> Value {
+        let ack = json!({"runId": self.run_id, "status": "started"});
+        let state = state.clone();
+        tokio::spawn(async move {
+            let hub = hub_of(&state);
+            let caller = CommandCaller {
+                session_key: &self.session_key,
+                agent_id: &self.agent_id,
+                is_group: false,
+                is_owner: self.is_owner,
+            };
+            let text = answer_command(&hub, &state, &command, &caller).await;
+            runs::broadcast_chat_text(
+                &state,
+                &self.run_id,
+                &self.session_key,
+                &self.agent_id,
+                &text,
+            );
+        });
+        ack
     }
 }
 
