@@ -8,6 +8,12 @@
 //! plus a `RouteInput` and hand them to an `InboundSink`; everything after
 //! that (dedupe, access policy, routing, queueing, the run, reply shaping)
 //! is channel-agnostic and must not live in an adapter.
+//!
+//! The message path itself: `registry` (adapters by id), `hub` (the
+//! production `InboundSink`: pipeline → command queue), `turns` (the queue's
+//! turn runner: a gateway run per turn), `stream` (a run's replies through
+//! the reply layer, previews by editing), `outbound` (limits and retries),
+//! `commands` (chat commands), `settings` (per-account config), `typing`.
 
 pub mod commands;
 pub mod hub;

@@ -15,6 +15,9 @@ use crate::config::schema::common::{
 use crate::config::schema::messages::AckReactionScope;
 use crate::config::Config;
 use crate::pipeline::access::{AccessPolicy, GroupActivation};
+use crate::reply::coalescer::{
+    ChannelCoalesceDefaults, CHANNEL_COALESCE_MIN_CHARS, DEFAULT_COALESCE_IDLE_MS,
+};
 
 use super::outbound::RetryPolicy;
 
@@ -32,6 +35,9 @@ pub struct ChannelSettings {
     pub retry: RetryPolicy,
     pub block_chunk: Option<BlockStreamingChunk>,
     pub block_coalesce: Option<BlockStreamingCoalesce>,
+    /// The platform's own coalescing defaults (Discord and Slack merge small
+    /// blocks up to 1,500 characters, flushed after 1 s idle).
+    pub coalesce_defaults: Option<ChannelCoalesceDefaults>,
     pub human_delay: HumanDelayConfig,
     /// `messages.inbound.debounceMs` for this channel.
     pub inbound_debounce_ms: u64,
@@ -62,6 +68,13 @@ impl ChannelSettings {
             retry: RetryPolicy::for_channel(channel),
             block_chunk: defaults.block_streaming_chunk.clone(),
             block_coalesce: defaults.block_streaming_coalesce.clone(),
+            coalesce_defaults: match channel {
+                "discord" | "slack" => Some(ChannelCoalesceDefaults {
+                    min_chars: CHANNEL_COALESCE_MIN_CHARS,
+                    idle_ms: DEFAULT_COALESCE_IDLE_MS,
+                }),
+                _ => None,
+            },
             human_delay: defaults.human_delay.clone().unwrap_or_default(),
             inbound_debounce_ms: config.messages.inbound.debounce_ms_for(channel),
             ack_reaction: config.messages.ack_reaction.clone(),
@@ -210,6 +223,12 @@ mod tests {
             max_lines: None,
         });
         assert_eq!(limits.max_chars, 1000);
+        assert_eq!(settings.coalesce_defaults, None);
+        let discord = ChannelSettings::resolve(&config, "discord", "default");
+        assert_eq!(
+            discord.coalesce_defaults.map(|d| d.min_chars),
+            Some(CHANNEL_COALESCE_MIN_CHARS)
+        );
         let unknown = ChannelSettings::resolve(&config, "matrix", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
         assert_eq!(unknown.retry.min_delay_ms, 500);

@@ -215,7 +215,7 @@ async fn stream_blocks(
     let mut chunker = BlockChunker::new(chunking);
     let coalesce = CoalesceLimits::resolve(
         settings.block_coalesce.as_ref(),
-        None,
+        settings.coalesce_defaults,
         &chunking,
         Some(limits.max_chars),
     );
