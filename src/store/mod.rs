@@ -23,6 +23,7 @@ mod memory_cache;
 mod memory_search;
 mod meta;
 mod sessions;
+mod telegram_offsets;
 mod transcripts;
 
 use std::collections::BTreeMap;
@@ -380,6 +381,7 @@ mod tests {
                 "meta",
                 "pair_requests",
                 "sessions",
+                "telegram_offsets",
                 "transcripts"
             ]
         );

@@ -10,6 +10,7 @@ pub mod agent_loop;
 pub mod fake_anthropic;
 pub mod fake_ollama;
 pub mod fake_openai;
+pub mod fake_telegram;
 pub mod gateway;
 pub mod turn_harness;
 pub mod wire_server;
