@@ -1,193 +1,23 @@
-//! The Telegram adapter driven directly against the fake Bot API
-//! (`support/fake_telegram.rs`) with a recording inbound sink: inbound
-//! translation, offset persistence across restarts, HTML sending with the
-//! plain-text fallback, error classification, media and its size cap, token
-//! redaction, status, and stopping.
+//! The Telegram adapter's inbound side driven against the fake Bot API
+//! (`support/fake_telegram.rs`) with a recording inbound sink: translation
+//! of DMs, groups, forum topics, mentions, commands and quotes; the update
+//! offset across restarts; media and its size cap; status (409, refused
+//! token); stopping; webhook mode.
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use pincer::channels::telegram::{TelegramChannel, TelegramOptions};
-use pincer::channels::{
-    BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, SendError, TextFormat,
-};
+use pincer::channels::{Channel, TextFormat};
 use pincer::config::schema::bindings::PeerKind;
-use pincer::config::schema::telegram::TelegramConfig;
 use pincer::pipeline::commands::parse_command;
 use pincer::pipeline::context::ChatType;
 use pincer::routing::RoutePeer;
-use pincer::store::{Store, StoreOptions};
 use serde_json::{json, Value};
 use support::fake_telegram::{Failure, FakeTelegram};
-use tokio::sync::Notify;
-
-const TOKEN: &str = "123456789:AAE-secret_TOKEN_value";
-const BOT_ID: i64 = 4242;
-const BOT_USERNAME: &str = "PincerBot";
-/// Hang guard for waits on the sink or status (never a timing claim).
-const WAIT_GUARD: Duration = Duration::from_secs(30);
-
-/// An inbound sink that records events and can refuse the first N.
-#[derive(Default)]
-struct RecordingSink {
-    events: Mutex<Vec<InboundEvent>>,
-    refusals_left: AtomicUsize,
-    refused: AtomicUsize,
-    changed: Notify,
-}
-
-impl RecordingSink {
-    fn refusing(count: usize) -> Arc<RecordingSink> {
-        let sink = RecordingSink::default();
-        sink.refusals_left.store(count, Ordering::SeqCst);
-        Arc::new(sink)
-    }
-
-    fn events(&self) -> Vec<InboundEvent> {
-        self.events.lock().expect("sink lock").clone()
-    }
-
-    fn bodies(&self) -> Vec<String> {
-        self.events().into_iter().map(|e| e.message.body).collect()
-    }
-
-    async fn wait_until(&self, what: &str, check: impl Fn(&RecordingSink) -> bool) {
-        let deadline = tokio::time::Instant::now() + WAIT_GUARD;
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if check(self) {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                panic!("sink: gave up waiting for {what}");
-            }
-        }
-    }
-
-    async fn wait_for_events(&self, count: usize) -> Vec<InboundEvent> {
-        self.wait_until(&format!("{count} events"), |s| s.events().len() >= count)
-            .await;
-        self.events()
-    }
-}
-
-impl InboundSink for RecordingSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            let refuse = self
-                .refusals_left
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if refuse {
-                self.refused.fetch_add(1, Ordering::SeqCst);
-                self.changed.notify_waiters();
-                return Err("queue is full".to_string());
-            }
-            self.events.lock().expect("sink lock").push(event);
-            self.changed.notify_waiters();
-            Ok(())
-        })
-    }
-}
-
-struct Harness {
-    fake: FakeTelegram,
-    _dir: tempfile::TempDir,
-    data_dir: PathBuf,
-    media_dir: PathBuf,
-}
-
-impl Harness {
-    async fn new() -> Harness {
-        let fake = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
-        let dir = tempfile::tempdir().expect("temp dir");
-        Harness {
-            fake,
-            data_dir: dir.path().join("data"),
-            media_dir: dir.path().join("media"),
-            _dir: dir,
-        }
-    }
-
-    fn store(&self) -> Store {
-        Store::open(&self.data_dir, StoreOptions::default()).expect("open store")
-    }
-
-    fn config(&self, extra: Value) -> TelegramConfig {
-        let mut config = json!({ "botToken": TOKEN, "apiRoot": self.fake.api_root() });
-        if let (Some(base), Value::Object(extra)) = (config.as_object_mut(), extra) {
-            base.extend(extra);
-        }
-        serde_json::from_value(config).expect("telegram config")
-    }
-
-    fn channel(&self, store: &Store, extra: Value) -> TelegramChannel {
-        TelegramChannel::new(&self.config(extra), store.clone(), options(&self.media_dir))
-    }
-}
-
-fn options(media_dir: &Path) -> TelegramOptions {
-    TelegramOptions {
-        media_dir: media_dir.to_path_buf(),
-        default_media_max_mb: None,
-        media_dir_max_bytes: 64 * 1024 * 1024,
-        http: None,
-    }
-}
-
-fn target(to: &str) -> OutboundTarget {
-    OutboundTarget {
-        account_id: "default".into(),
-        to: to.into(),
-        ..OutboundTarget::default()
-    }
-}
-
-fn ann() -> Value {
-    FakeTelegram::user(7, "Ann", Some("ann"))
-}
-
-fn dm(text: &str) -> Value {
-    json!({
-        "chat": { "id": 7, "type": "private", "first_name": "Ann" },
-        "from": { "id": 7, "is_bot": false, "first_name": "Ann", "last_name": "Lee", "username": "ann" },
-        "text": text,
-    })
-}
-
-fn group_message(text: &str, entities: Value) -> Value {
-    json!({
-        "chat": { "id": -100500, "type": "supergroup", "title": "Crew" },
-        "from": ann(),
-        "text": text,
-        "entities": entities,
-    })
-}
-
-async fn wait_for_status(
-    channel: &TelegramChannel,
-    what: &str,
-    check: impl Fn(&pincer::channels::AccountStatus) -> bool,
-) -> pincer::channels::AccountStatus {
-    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
-    loop {
-        if let Some(found) = channel.status().into_iter().find(|s| check(s)) {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "status never showed {what}: {:?}",
-            channel.status()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use support::telegram_harness::*;
 
 #[tokio::test]
 async fn direct_message_becomes_an_inbound_event_with_sender_and_peer() {
@@ -488,179 +318,6 @@ async fn an_update_the_sink_refuses_is_delivered_later_and_survives_a_restart() 
     assert_eq!(sink.bodies(), ["keep me", "after"]);
 }
 
-#[tokio::test]
-async fn markdown_is_sent_as_telegram_html_the_api_accepts() {
-    let h = Harness::new().await;
-    let channel = h.channel(&h.store(), json!({}));
-    let sent = channel
-        .send_text(
-            &target("7"),
-            "**Hi** <you> & `a<b`\n- [docs](https://x.dev/?a=1&b=2)",
-            TextFormat::Markdown,
-        )
-        .await
-        .expect("send");
-    let calls = h.fake.calls_of("sendMessage");
-    assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].body["parse_mode"], json!("HTML"));
-    assert_eq!(
-        calls[0].body["text"],
-        json!("<b>Hi</b> &lt;you&gt; &amp; <code>a&lt;b</code>\n• <a href=\"https://x.dev/?a=1&amp;b=2\">docs</a>")
-    );
-    assert_eq!(calls[0].body["chat_id"], json!("7"));
-    assert!(sent.message_id.parse::<i64>().is_ok(), "{sent:?}");
-    let status = channel.status();
-    assert!(status[0].last_outbound_at_ms.is_some());
-}
-
-#[tokio::test]
-async fn rejected_markup_is_resent_once_as_plain_text() {
-    let h = Harness::new().await;
-    let channel = h.channel(&h.store(), json!({}));
-    h.fake.fail_next("sendMessage", Failure::ParseEntities);
-    channel
-        .send_text(&target("7"), "**odd** markup", TextFormat::Markdown)
-        .await
-        .expect("plain-text fallback succeeds");
-    let calls = h.fake.calls_of("sendMessage");
-    assert_eq!(calls.len(), 2);
-    assert_eq!(calls[1].body["text"], json!("**odd** markup"));
-    assert!(calls[1].body.get("parse_mode").is_none());
-
-    h.fake.fail_next("sendMessage", Failure::ParseEntities);
-    h.fake.fail_next("sendMessage", Failure::ParseEntities);
-    let error = channel
-        .send_text(&target("7"), "*again*", TextFormat::Markdown)
-        .await
-        .expect_err("both attempts refused");
-    assert!(
-        matches!(error, SendError::Permanent(ref t) if t.contains("can't parse entities")),
-        "{error:?}"
-    );
-    assert_eq!(
-        h.fake.calls_of("sendMessage").len(),
-        4,
-        "the fallback is tried once only"
-    );
-
-    h.fake.fail_next("sendMessage", Failure::ParseEntities);
-    let error = channel
-        .send_text(&target("7"), "plain", TextFormat::Plain)
-        .await
-        .expect_err("plain text has no fallback");
-    assert!(matches!(error, SendError::Permanent(_)));
-    assert_eq!(h.fake.calls_of("sendMessage").len(), 5);
-}
-
-#[tokio::test]
-async fn api_failures_are_classified_for_the_retry_policy() {
-    let h = Harness::new().await;
-    let channel = h.channel(&h.store(), json!({}));
-    let to = target("7");
-    let send = || channel.send_text(&to, "hi", TextFormat::Plain);
-    h.fake.fail_next(
-        "sendMessage",
-        Failure::RateLimited {
-            retry_after_secs: 7,
-        },
-    );
-    assert_eq!(
-        send().await,
-        Err(SendError::RateLimited {
-            retry_after_ms: 7_000
-        })
-    );
-    h.fake.fail_next("sendMessage", Failure::Server(502));
-    assert!(matches!(send().await, Err(SendError::Transient(_))));
-    h.fake
-        .fail_next("sendMessage", Failure::BadRequest("chat not found".into()));
-    assert!(matches!(send().await, Err(SendError::Permanent(t)) if t.contains("chat not found")));
-    assert_eq!(
-        h.fake.calls_of("sendMessage").len(),
-        3,
-        "the adapter never retries by itself"
-    );
-    assert!(send().await.is_ok());
-}
-
-#[tokio::test]
-async fn edits_deletes_and_reactions_reach_the_api() {
-    let h = Harness::new().await;
-    let channel = h.channel(&h.store(), json!({}));
-    let to = target("7");
-    let sent = channel
-        .send_text(&to, "draft", TextFormat::Markdown)
-        .await
-        .expect("send");
-    let edit = channel.edit().expect("edit capability");
-    edit.edit_text(
-        &to,
-        &sent.message_id,
-        "draft **more**",
-        TextFormat::Markdown,
-    )
-    .await
-    .expect("edit");
-    edit.edit_text(
-        &to,
-        &sent.message_id,
-        "draft **more**",
-        TextFormat::Markdown,
-    )
-    .await
-    .expect("an unchanged edit is not an error");
-    let edits = h.fake.calls_of("editMessageText");
-    assert_eq!(edits.len(), 2);
-    assert_eq!(edits[0].body["text"], json!("draft <b>more</b>"));
-    assert_eq!(edits[0].body["message_id"].to_string(), sent.message_id);
-    let missing = edit.edit_text(&to, "999999", "x", TextFormat::Plain).await;
-    assert!(
-        matches!(missing, Err(SendError::Permanent(_))),
-        "{missing:?}"
-    );
-
-    channel
-        .reactions()
-        .expect("reactions")
-        .react(&to, &sent.message_id, "👀")
-        .await
-        .expect("react");
-    let reaction = &h.fake.calls_of("setMessageReaction")[0].body;
-    assert_eq!(
-        reaction["reaction"],
-        json!([{ "type": "emoji", "emoji": "👀" }])
-    );
-    channel
-        .delete()
-        .expect("delete")
-        .delete(&to, &sent.message_id)
-        .await
-        .expect("delete");
-    assert_eq!(
-        h.fake.calls_of("deleteMessage")[0].body["message_id"].to_string(),
-        sent.message_id
-    );
-}
-
-#[tokio::test]
-async fn text_limits_are_telegrams_and_oversized_text_is_refused_locally() {
-    let h = Harness::new().await;
-    let channel = h.channel(&h.store(), json!({}));
-    assert_eq!(channel.text_limits().max_chars, 4_000);
-    assert_eq!(channel.text_limits().max_lines, None);
-    let long = "x".repeat(4_097);
-    let refused = channel
-        .send_text(&target("7"), &long, TextFormat::Plain)
-        .await;
-    assert!(matches!(refused, Err(SendError::Permanent(_))));
-    assert!(h.fake.calls_of("sendMessage").is_empty());
-    let at_cap = "y".repeat(4_096);
-    channel
-        .send_text(&target("7"), &at_cap, TextFormat::Plain)
-        .await
-        .expect("4,096 characters are accepted");
-}
-
 fn jpeg_bytes(len: usize) -> Vec<u8> {
     let mut bytes = vec![0xff, 0xd8, 0xff, 0xe0];
     bytes.resize(len, 0x42);
@@ -781,36 +438,6 @@ async fn files_over_the_size_cap_get_a_note_and_are_never_kept() {
 }
 
 #[tokio::test]
-async fn the_token_never_appears_in_errors_status_or_debug_output() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let dead_root = format!("http://{}", closed.local_addr().expect("addr"));
-    drop(closed);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(&dir.path().join("data"), StoreOptions::default()).expect("store");
-    let config: TelegramConfig =
-        serde_json::from_value(json!({ "botToken": TOKEN, "apiRoot": dead_root })).expect("config");
-    let channel = TelegramChannel::new(&config, store, options(&dir.path().join("media")));
-    let secret = TOKEN.split_once(':').expect("token shape").1;
-
-    let error = channel
-        .send_text(&target("7"), "hi", TextFormat::Plain)
-        .await
-        .expect_err("nothing listens there");
-    assert!(matches!(error, SendError::Transient(_)), "{error:?}");
-    assert!(!error.to_string().contains(secret), "{error}");
-
-    let sink = Arc::new(RecordingSink::default());
-    channel.start(sink).await.expect("start");
-    let status = wait_for_status(&channel, "a connection error", |s| s.last_error.is_some()).await;
-    channel.stop().await;
-    let shown = status.last_error.expect("error");
-    assert!(shown.contains("getMe"), "{shown}");
-    assert!(!shown.contains(secret), "{shown}");
-    assert!(!status.connected);
-    assert!(!format!("{channel:?}").contains(secret));
-}
-
-#[tokio::test]
 async fn stop_abandons_the_pending_long_poll_instead_of_waiting_it_out() {
     let h = Harness::new().await;
     let store = h.store();
@@ -868,35 +495,164 @@ async fn a_refused_token_is_reported_and_the_account_stops_polling() {
     assert!(h.fake.calls_of("getUpdates").is_empty());
 }
 
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+fn webhook_config(port: u16, secret: Option<&str>) -> Value {
+    let mut config = json!({
+        "webhookUrl": "https://bot.example.net/tg",
+        "webhookHost": "127.0.0.1",
+        "webhookPort": port,
+        "webhookPath": "/tg-hook",
+    });
+    if let Some(secret) = secret {
+        config["webhookSecret"] = json!(secret);
+    }
+    config
+}
+
+fn webhook_update(update_id: i64, text: &str) -> Value {
+    let mut message = dm(text);
+    message["message_id"] = json!(update_id - 8000);
+    message["date"] = json!(1_767_000_000);
+    json!({ "update_id": update_id, "message": message })
+}
+
+async fn post_update(port: u16, path: &str, secret: Option<&str>, update: &Value) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}{path}"))
+        .json(update);
+    if let Some(secret) = secret {
+        request = request.header("X-Telegram-Bot-Api-Secret-Token", secret);
+    }
+    request
+        .send()
+        .await
+        .expect("webhook answers")
+        .status()
+        .as_u16()
+}
+
 #[tokio::test]
-async fn accounts_without_a_token_are_listed_but_cannot_send() {
+async fn webhook_mode_registers_with_telegram_and_accepts_only_posts_bearing_the_secret() {
     let h = Harness::new().await;
     let store = h.store();
-    let config: TelegramConfig = serde_json::from_value(json!({
-        "apiRoot": h.fake.api_root(),
-        "accounts": { "home": { "botToken": TOKEN }, "spare": {} }
-    }))
-    .expect("config");
-    let channel = TelegramChannel::new(&config, store, options(&h.media_dir));
-    let status = channel.status();
-    let summary: Vec<(String, bool)> = status
-        .iter()
-        .map(|s| (s.account_id.clone(), s.configured))
-        .collect();
+    let port = free_port();
+    let secret = "s3cret-Token_1";
+    let channel = h.channel(&store, webhook_config(port, Some(secret)));
+    let sink = Arc::new(RecordingSink::default());
+    channel.start(sink.clone()).await.expect("start");
+    let registered = h.fake.wait_for_calls("setWebhook", 1).await;
+    let body = &registered[0].body;
+    assert_eq!(body["url"], json!("https://bot.example.net/tg"));
+    assert_eq!(body["secret_token"], json!(secret));
+    assert!(body["allowed_updates"]
+        .as_array()
+        .is_some_and(|a| a.contains(&json!("message"))));
     assert_eq!(
-        summary,
-        [("home".to_string(), true), ("spare".to_string(), false)]
+        h.fake.webhook_url().as_deref(),
+        Some("https://bot.example.net/tg")
     );
-    let mut to_spare = target("7");
-    to_spare.account_id = "spare".into();
+    wait_for_status(&channel, "connected", |s| s.connected).await;
+
+    let update = webhook_update(9001, "via webhook");
+    assert_eq!(post_update(port, "/tg-hook", None, &update).await, 401);
     assert_eq!(
-        channel.send_text(&to_spare, "hi", TextFormat::Plain).await,
-        Err(SendError::NoAccount("spare".into()))
+        post_update(port, "/tg-hook", Some("guess"), &update).await,
+        401
     );
-    let mut to_default = target("7");
-    to_default.account_id = String::new();
+    assert_eq!(
+        post_update(port, "/elsewhere", Some(secret), &update).await,
+        404
+    );
+    assert!(sink.events().is_empty());
+    assert_eq!(
+        post_update(port, "/tg-hook", Some(secret), &update).await,
+        200
+    );
+    channel.stop().await;
+
+    assert_eq!(sink.bodies(), ["via webhook"]);
+    assert!(
+        h.fake.calls_of("getUpdates").is_empty(),
+        "webhook mode never polls"
+    );
+    assert_eq!(store.telegram_offset("default").expect("offset"), None);
+}
+
+#[tokio::test]
+async fn a_webhook_update_the_sink_refuses_gets_503_so_telegram_delivers_it_again() {
+    let h = Harness::new().await;
+    let store = h.store();
+    let port = free_port();
+    let channel = h.channel(&store, webhook_config(port, Some("abc")));
+    let sink = RecordingSink::refusing(1);
+    channel.start(sink.clone()).await.expect("start");
+    h.fake.wait_for_calls("setWebhook", 1).await;
+    let update = webhook_update(9002, "retry me");
+    assert_eq!(
+        post_update(port, "/tg-hook", Some("abc"), &update).await,
+        503
+    );
+    assert_eq!(
+        post_update(port, "/tg-hook", Some("abc"), &update).await,
+        200
+    );
+    channel.stop().await;
+    assert_eq!(sink.refused.load(Ordering::SeqCst), 1);
+    assert_eq!(sink.bodies(), ["retry me"]);
+}
+
+#[tokio::test]
+async fn webhook_mode_without_a_secret_is_refused_with_a_clear_status() {
+    let h = Harness::new().await;
+    let store = h.store();
+    let channel = h.channel(&store, webhook_config(free_port(), None));
     channel
-        .send_text(&to_default, "hi", TextFormat::Plain)
+        .start(Arc::new(RecordingSink::default()))
         .await
-        .expect("an empty account id means the only configured account");
+        .expect("start");
+    let status = wait_for_status(&channel, "the missing secret", |s| s.last_error.is_some()).await;
+    channel.stop().await;
+    assert!(status
+        .last_error
+        .is_some_and(|e| e.contains("webhookSecret")));
+    assert!(h.fake.calls_of("setWebhook").is_empty());
+    assert!(h.fake.calls_of("getUpdates").is_empty());
+}
+
+#[tokio::test]
+async fn polling_after_webhook_mode_removes_the_webhook_and_keeps_queued_updates() {
+    let h = Harness::new().await;
+    let store = h.store();
+    let port = free_port();
+    let webhook = h.channel(&store, webhook_config(port, Some("abc")));
+    webhook
+        .start(Arc::new(RecordingSink::default()))
+        .await
+        .expect("start webhook");
+    h.fake.wait_for_calls("setWebhook", 1).await;
+    webhook.stop().await;
+    h.fake.push_message(dm("queued while switching"));
+    let polling = h.channel(&store, json!({}));
+    let sink = Arc::new(RecordingSink::default());
+    polling.start(sink.clone()).await.expect("start polling");
+    sink.wait_for_events(1).await;
+    let status = polling.status();
+    polling.stop().await;
+    assert_eq!(sink.bodies(), ["queued while switching"]);
+    let removed = h.fake.calls_of("deleteWebhook");
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].body["drop_pending_updates"], json!(false));
+    assert!(h.fake.webhook_url().is_none());
+    let error = status[0]
+        .last_error
+        .clone()
+        .expect("the conflict is on record");
+    assert!(
+        error.contains("409") && error.contains("webhook is active"),
+        "{error}"
+    );
 }

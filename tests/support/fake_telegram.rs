@@ -9,8 +9,10 @@
 //! the client abandons is counted. `sendMessage` / `editMessageText` check
 //! HTML markup as Telegram does (unknown or unbalanced tags → "can't parse
 //! entities") and the 4,096-character cap. Failures can be scripted per
-//! method (429 with `retry_after`, 5xx, 409 Conflict, parse errors). Every
-//! call is recorded. Product code must never use this.
+//! method (429 with `retry_after`, 5xx, 409 Conflict, parse errors).
+//! `setWebhook` checks the URL and secret as Telegram does, and while a
+//! webhook is set `getUpdates` answers 409. Every call is recorded.
+//! Product code must never use this.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -96,6 +98,7 @@ struct Inner {
     texts: HashMap<(String, i64), String>,
     polls_waiting: usize,
     polls_abandoned: usize,
+    webhook_url: Option<String>,
 }
 
 struct State {
@@ -202,6 +205,11 @@ impl FakeTelegram {
                 report_size,
             },
         );
+    }
+
+    /// The webhook URL registered with `setWebhook`, if any.
+    pub fn webhook_url(&self) -> Option<String> {
+        self.lock().webhook_url.clone()
     }
 
     /// Every call so far.
@@ -398,7 +406,24 @@ async fn handle(
             "id": state.bot_id, "is_bot": true, "first_name": "Pincer",
             "username": state.bot_username, "can_join_groups": true,
         })),
-        "getUpdates" => get_updates(state, &body),
+        "getUpdates" => {
+            if state
+                .inner
+                .lock()
+                .expect("fake state lock")
+                .webhook_url
+                .is_some()
+            {
+                error(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+            } else {
+                get_updates(state, &body)
+            }
+        }
+        "setWebhook" => set_webhook(&state, &body),
+        "deleteWebhook" => {
+            state.inner.lock().expect("fake state lock").webhook_url = None;
+            ok(json!(true))
+        }
         "sendMessage" => send_message(&state, &body),
         "editMessageText" => edit_message(&state, &body),
         "deleteMessage" | "sendChatAction" | "setMessageReaction" => match body.get("chat_id") {
@@ -436,6 +461,38 @@ fn download(state: &State, rest: &str) -> Response<Body> {
         }
         None => error(404, "Not Found"),
     }
+}
+
+/// As Telegram: an HTTPS URL on a port it delivers to, a secret token of
+/// 1-256 characters from `A-Za-z0-9_-`.
+fn set_webhook(state: &State, body: &Value) -> Response<Body> {
+    let url = body.get("url").and_then(Value::as_str).unwrap_or("");
+    if url.is_empty() {
+        state.inner.lock().expect("fake state lock").webhook_url = None;
+        return ok(json!(true));
+    }
+    if !url.starts_with("https://") {
+        return error(
+            400,
+            "Bad Request: bad webhook: An HTTPS URL must be provided for webhook",
+        );
+    }
+    let secret = body
+        .get("secret_token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let secret_ok = secret.len() <= 256
+        && secret
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !secret_ok {
+        return error(
+            400,
+            "Bad Request: secret token contains unallowed characters",
+        );
+    }
+    state.inner.lock().expect("fake state lock").webhook_url = Some(url.to_string());
+    ok(json!(true))
 }
 
 fn get_file(state: &State, body: &Value) -> Response<Body> {

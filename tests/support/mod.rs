@@ -12,6 +12,7 @@ pub mod fake_ollama;
 pub mod fake_openai;
 pub mod fake_telegram;
 pub mod gateway;
+pub mod telegram_harness;
 pub mod turn_harness;
 pub mod wire_server;
 pub mod ws_client;

@@ -91,6 +91,11 @@ impl ApiError {
         self.code() == Some(409)
     }
 
+    /// 409 because a webhook is set (polling needs it removed).
+    pub fn is_webhook_conflict(&self) -> bool {
+        self.is_conflict() && self.description().contains("webhook is active")
+    }
+
     /// 401/404: the token is wrong or revoked; retrying cannot help.
     pub fn is_unauthorized(&self) -> bool {
         matches!(self.code(), Some(401) | Some(404))
@@ -367,6 +372,30 @@ impl BotApi {
             "reaction": [{ "type": "emoji", "emoji": emoji }],
         });
         self.call("setMessageReaction", &body, self.short_timeout())
+            .await
+    }
+
+    /// `setWebhook`: Telegram posts updates to `url` with `secret` in the
+    /// secret-token header, over at most `max_connections` connections.
+    pub async fn set_webhook(
+        &self,
+        url: &str,
+        secret: &str,
+        max_connections: usize,
+    ) -> Result<bool, ApiError> {
+        let body = json!({
+            "url": url,
+            "secret_token": secret,
+            "allowed_updates": ALLOWED_UPDATES,
+            "max_connections": max_connections,
+        });
+        self.call("setWebhook", &body, self.short_timeout()).await
+    }
+
+    /// `deleteWebhook`, keeping the updates Telegram queued meanwhile.
+    pub async fn delete_webhook(&self) -> Result<bool, ApiError> {
+        let body = json!({ "drop_pending_updates": false });
+        self.call("deleteWebhook", &body, self.short_timeout())
             .await
     }
 

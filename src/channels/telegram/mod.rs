@@ -1,20 +1,24 @@
 //! The Telegram channel adapter (Bot API): one `TelegramChannel` serves every
-//! configured bot account — long polling per account (`poll.rs`), inbound
-//! translation (`inbound.rs`), attachments (`media.rs`), and outbound
-//! `sendMessage` / `editMessageText` / `deleteMessage` / `sendChatAction` /
-//! `setMessageReaction` with markdown sent as HTML (`format.rs`) and one
-//! plain-text retry when Telegram cannot parse the markup. Failures are
-//! classified into `SendError` (429 with `retry_after`, 5xx/network
-//! transient, other 4xx permanent).
+//! configured bot account — long polling (`poll.rs`) or, with `webhookUrl`,
+//! webhook mode (`webhook.rs`) per account, inbound translation
+//! (`inbound.rs`), attachments (`media.rs`), and outbound (`send.rs`):
+//! markdown sent as HTML (`format.rs`) with one plain-text retry when
+//! Telegram cannot parse the markup, edits, deletes, typing and reactions.
+//! Failures are classified into `SendError` (429 with `retry_after`,
+//! 5xx/network transient, other 4xx permanent).
 //!
-//! Retries, chunking, access policy and routing are not this adapter's job,
-//! and the bot token must never appear in a log line or error text.
+//! This file owns configuration (accounts, tokens, limits), lifecycle and
+//! status. Retries, chunking, access policy and routing are not this
+//! adapter's job, and the bot token must never appear in a log line or
+//! error text.
 
 pub mod api;
 pub mod format;
 pub mod inbound;
 pub mod media;
 mod poll;
+mod send;
+pub mod webhook;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -22,7 +26,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -36,9 +39,10 @@ use crate::config::Config;
 use crate::store::Store;
 use crate::system::clock::now_ms;
 
-use api::{ApiError, BotApi, DEFAULT_REQUEST_TIMEOUT_SECS};
-use inbound::{BotIdentity, CHANNEL_ID, GENERAL_TOPIC_ID};
+use api::{BotApi, DEFAULT_REQUEST_TIMEOUT_SECS};
+use inbound::{BotIdentity, CHANNEL_ID};
 use media::{mb_to_bytes, MediaLimits, DEFAULT_MEDIA_DIR_MAX_BYTES, DEFAULT_MEDIA_MAX_MB};
+use webhook::{WebhookReceiver, WebhookSettings};
 
 /// Characters per outbound chunk (upstream's `TELEGRAM_TEXT_CHUNK_LIMIT`).
 pub const TELEGRAM_CHUNK_CHARS: usize = 4_000;
@@ -77,6 +81,8 @@ pub struct Account {
     pub media: MediaLimits,
     enabled: bool,
     link_preview: bool,
+    /// Webhook mode when `webhookUrl` is set; long polling otherwise.
+    webhook: Option<WebhookSettings>,
     status: Mutex<AccountStatus>,
     bot: Mutex<Option<BotIdentity>>,
 }
@@ -224,6 +230,17 @@ impl TelegramChannel {
     }
 }
 
+fn webhook_settings(config: &TelegramAccountConfig) -> Option<WebhookSettings> {
+    let url = config.webhook_url.as_deref().map(str::trim)?;
+    (!url.is_empty()).then(|| WebhookSettings {
+        url: url.to_string(),
+        secret: config.webhook_secret.clone().unwrap_or_default(),
+        host: config.effective_webhook_host().to_string(),
+        port: config.effective_webhook_port(),
+        path: config.effective_webhook_path().to_string(),
+    })
+}
+
 fn unconfigured_status(id: &str, error: Option<String>) -> AccountStatus {
     AccountStatus {
         account_id: id.to_string(),
@@ -248,9 +265,6 @@ fn build_account(
         .media_max_mb
         .or(options.default_media_max_mb)
         .unwrap_or(DEFAULT_MEDIA_MAX_MB);
-    if config.webhook_url.is_some() {
-        log::warn!("telegram account {id}: webhook mode is not implemented; long polling instead");
-    }
     Account {
         id: id.to_string(),
         api: BotApi::new(
@@ -266,160 +280,13 @@ fn build_account(
         },
         enabled: config.effective_enabled(),
         link_preview: config.link_preview.unwrap_or(true),
+        webhook: webhook_settings(config),
         status: Mutex::new(AccountStatus {
             account_id: id.to_string(),
             configured: true,
             ..AccountStatus::default()
         }),
         bot: Mutex::new(None),
-    }
-}
-
-/// A chat to send to: its id and forum topic / DM thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ChatTarget {
-    chat_id: String,
-    thread: Option<i64>,
-}
-
-/// Accepts `123`, `@channel`, `telegram:123`, `telegram:group:-100:topic:7`.
-fn chat_target(target: &OutboundTarget) -> Result<ChatTarget, SendError> {
-    let mut to = target.to.trim();
-    to = to.strip_prefix("telegram:").unwrap_or(to);
-    to = to.strip_prefix("tg:").unwrap_or(to);
-    for kind in ["group:", "channel:", "direct:"] {
-        to = to.strip_prefix(kind).unwrap_or(to);
-    }
-    let (chat, topic) = match to.split_once(":topic:") {
-        Some((chat, topic)) => (chat, Some(topic)),
-        None => (to, None),
-    };
-    let valid = chat.parse::<i64>().is_ok() || (chat.starts_with('@') && chat.len() > 1);
-    if !valid {
-        return Err(SendError::Permanent(format!(
-            "not a Telegram chat id: {:?}",
-            target.to
-        )));
-    }
-    let thread_text = target.thread_id.as_deref().or(topic).map(str::trim);
-    let thread = match thread_text.filter(|t| !t.is_empty()) {
-        None => None,
-        Some(text) => Some(
-            text.parse::<i64>()
-                .map_err(|_| SendError::Permanent(format!("not a Telegram thread id: {text:?}")))?,
-        ),
-    };
-    Ok(ChatTarget {
-        chat_id: chat.to_string(),
-        thread,
-    })
-}
-
-fn message_id(raw: &str) -> Result<i64, SendError> {
-    raw.trim()
-        .parse::<i64>()
-        .map_err(|_| SendError::Permanent(format!("not a Telegram message id: {raw:?}")))
-}
-
-/// The `text` + `parse_mode` fields for a format.
-fn text_fields(body: &mut Value, text: &str, format: TextFormat) {
-    match format {
-        TextFormat::Markdown => {
-            body["text"] = json!(format::markdown_to_html(text));
-            body["parse_mode"] = json!("HTML");
-        }
-        TextFormat::Plain => body["text"] = json!(text),
-    }
-}
-
-/// Calls an API method with markup, retrying once as plain text when
-/// Telegram cannot parse the markup.
-async fn with_plain_fallback<T, F, Fut>(
-    body: Value,
-    text: &str,
-    format: TextFormat,
-    call: F,
-) -> Result<T, ApiError>
-where
-    F: Fn(Value) -> Fut,
-    Fut: std::future::Future<Output = Result<T, ApiError>>,
-{
-    let mut formatted = body.clone();
-    text_fields(&mut formatted, text, format);
-    match call(formatted).await {
-        Err(error) if format == TextFormat::Markdown && error.is_parse_entities() => {
-            log::debug!("telegram: markup refused ({error}); resending as plain text");
-            let mut plain = body;
-            text_fields(&mut plain, text, TextFormat::Plain);
-            call(plain).await
-        }
-        other => other,
-    }
-}
-
-impl TelegramChannel {
-    async fn send_text_inner(
-        &self,
-        target: &OutboundTarget,
-        text: &str,
-        format: TextFormat,
-    ) -> Result<SentMessage, SendError> {
-        let account = self.account_for(target)?;
-        let chat = chat_target(target)?;
-        let chars = text.chars().count();
-        if chars > TELEGRAM_MAX_MESSAGE_CHARS {
-            return Err(SendError::Permanent(format!(
-                "text is {chars} characters; Telegram allows {TELEGRAM_MAX_MESSAGE_CHARS}"
-            )));
-        }
-        let mut body = json!({ "chat_id": chat.chat_id });
-        // Telegram refuses message_thread_id 1 (a forum's General topic).
-        if let Some(thread) = chat.thread.filter(|t| *t != GENERAL_TOPIC_ID) {
-            body["message_thread_id"] = json!(thread);
-        }
-        if let Some(reply_to) = target.reply_to_message_id.as_deref() {
-            body["reply_parameters"] = json!({
-                "message_id": message_id(reply_to)?,
-                "allow_sending_without_reply": true,
-            });
-        }
-        if !account.link_preview {
-            body["link_preview_options"] = json!({ "is_disabled": true });
-        }
-        let sent = with_plain_fallback(body, text, format, |b| {
-            let api = account.api.clone();
-            async move { api.send_message(&b).await }
-        })
-        .await
-        .map_err(ApiError::into_send_error)?;
-        account.mark_outbound();
-        Ok(SentMessage {
-            message_id: sent.message_id.to_string(),
-        })
-    }
-
-    async fn edit_text_inner(
-        &self,
-        target: &OutboundTarget,
-        message: &str,
-        text: &str,
-        format: TextFormat,
-    ) -> Result<(), SendError> {
-        let account = self.account_for(target)?;
-        let chat = chat_target(target)?;
-        let body = json!({ "chat_id": chat.chat_id, "message_id": message_id(message)? });
-        let edited = with_plain_fallback(body, text, format, |b| {
-            let api = account.api.clone();
-            async move { api.edit_message_text(&b).await }
-        })
-        .await;
-        match edited {
-            Ok(_) => {}
-            Err(error) if error.is_not_modified() => {}
-            Err(error) => return Err(error.into_send_error()),
-        }
-        account.mark_outbound();
-        Ok(())
     }
 }
 
@@ -446,14 +313,25 @@ impl Channel for TelegramChannel {
                 .accounts
                 .values()
                 .filter(|account| account.enabled)
-                .map(|account| {
-                    let poller = poll::Poller {
-                        account: Arc::clone(account),
-                        store: self.store.clone(),
-                        sink: Arc::clone(&sink),
-                        stop: stop.child_token(),
-                    };
-                    tokio::spawn(poller.run())
+                .map(|account| match &account.webhook {
+                    Some(settings) => tokio::spawn(
+                        WebhookReceiver {
+                            account: Arc::clone(account),
+                            settings: settings.clone(),
+                            sink: Arc::clone(&sink),
+                            stop: stop.child_token(),
+                        }
+                        .run(),
+                    ),
+                    None => tokio::spawn(
+                        poll::Poller {
+                            account: Arc::clone(account),
+                            store: self.store.clone(),
+                            sink: Arc::clone(&sink),
+                            stop: stop.child_token(),
+                        }
+                        .run(),
+                    ),
                 })
                 .collect();
             *running = Some(Running { stop, tasks });
@@ -512,116 +390,5 @@ impl Channel for TelegramChannel {
 
     fn reactions(&self) -> Option<&dyn React> {
         Some(self)
-    }
-}
-
-impl Typing for TelegramChannel {
-    fn send_typing<'a>(
-        &'a self,
-        target: &'a OutboundTarget,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(async move {
-            let account = self.account_for(target)?;
-            let chat = chat_target(target)?;
-            // Typing shows in the General topic only with its id (upstream).
-            account
-                .api
-                .send_typing(&chat.chat_id, chat.thread)
-                .await
-                .map_err(ApiError::into_send_error)?;
-            Ok(())
-        })
-    }
-}
-
-impl EditMessage for TelegramChannel {
-    fn edit_text<'a>(
-        &'a self,
-        target: &'a OutboundTarget,
-        message_id: &'a str,
-        text: &'a str,
-        format: TextFormat,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(self.edit_text_inner(target, message_id, text, format))
-    }
-}
-
-impl DeleteMessage for TelegramChannel {
-    fn delete<'a>(
-        &'a self,
-        target: &'a OutboundTarget,
-        message: &'a str,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(async move {
-            let account = self.account_for(target)?;
-            let chat = chat_target(target)?;
-            account
-                .api
-                .delete_message(&chat.chat_id, message_id(message)?)
-                .await
-                .map_err(ApiError::into_send_error)?;
-            Ok(())
-        })
-    }
-}
-
-impl React for TelegramChannel {
-    fn react<'a>(
-        &'a self,
-        target: &'a OutboundTarget,
-        message: &'a str,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), SendError>> {
-        Box::pin(async move {
-            let account = self.account_for(target)?;
-            let chat = chat_target(target)?;
-            account
-                .api
-                .set_reaction(&chat.chat_id, message_id(message)?, emoji)
-                .await
-                .map_err(ApiError::into_send_error)?;
-            Ok(())
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(to: &str, thread: Option<&str>) -> OutboundTarget {
-        OutboundTarget {
-            to: to.into(),
-            thread_id: thread.map(str::to_string),
-            ..OutboundTarget::default()
-        }
-    }
-
-    #[test]
-    fn targets_accept_upstream_spellings() {
-        assert_eq!(
-            chat_target(&target("telegram:group:-100123:topic:7", None)).expect("topic"),
-            ChatTarget {
-                chat_id: "-100123".into(),
-                thread: Some(7)
-            }
-        );
-        assert_eq!(
-            chat_target(&target("42", Some("9"))).expect("plain"),
-            ChatTarget {
-                chat_id: "42".into(),
-                thread: Some(9)
-            }
-        );
-        assert_eq!(
-            chat_target(&target("@news", None))
-                .expect("username")
-                .chat_id,
-            "@news"
-        );
-        assert!(matches!(
-            chat_target(&target("telegram:not-a-chat", None)),
-            Err(SendError::Permanent(_))
-        ));
     }
 }

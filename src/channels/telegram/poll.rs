@@ -3,8 +3,9 @@
 //! translated, its attachment fetched, handed to the `InboundSink`, and only
 //! then the offset (update id + 1) persisted, so a restart neither loses nor
 //! repeats updates. Failures back off exponentially (capped) and show in
-//! the account's status; 409 Conflict names the likely cause. `stop` ends
-//! the loop at once, abandoning a pending long poll.
+//! the account's status; 409 Conflict names the likely cause, and a webhook
+//! left from webhook mode is removed (`deleteWebhook`, queued updates kept).
+//! `stop` ends the loop at once, abandoning a pending long poll.
 //!
 //! This file must not shape messages (`inbound.rs`) or send anything.
 
@@ -30,12 +31,12 @@ pub const MAX_BACKOFF_MS: u64 = 30_000;
 
 /// Exponential backoff: doubles per failure up to `MAX_BACKOFF_MS`.
 #[derive(Debug, Default)]
-struct Backoff {
+pub(super) struct Backoff {
     failures: u32,
 }
 
 impl Backoff {
-    fn next_delay(&mut self) -> Duration {
+    pub(super) fn next_delay(&mut self) -> Duration {
         let factor = 1u64 << self.failures.min(16);
         self.failures = self.failures.saturating_add(1);
         Duration::from_millis(
@@ -45,19 +46,19 @@ impl Backoff {
         )
     }
 
-    fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.failures = 0;
     }
 }
 
 /// Why handling one update stopped.
-enum HandleError {
+pub(super) enum HandleError {
     Stopped,
     Refused(String),
 }
 
 /// Runs `fut` unless `stop` fires first (`None` then).
-async fn unless_stopped<F: std::future::Future>(
+pub(super) async fn unless_stopped<F: std::future::Future>(
     stop: &CancellationToken,
     fut: F,
 ) -> Option<F::Output> {
@@ -69,7 +70,7 @@ async fn unless_stopped<F: std::future::Future>(
 }
 
 /// Sleeps `delay`; `false` when stopped meanwhile.
-async fn pause(stop: &CancellationToken, delay: Duration) -> bool {
+pub(super) async fn pause(stop: &CancellationToken, delay: Duration) -> bool {
     unless_stopped(stop, tokio::time::sleep(delay))
         .await
         .is_some()
@@ -86,10 +87,9 @@ pub struct Poller {
 impl Poller {
     /// Runs until stopped (or the token is refused for good).
     pub async fn run(self) {
-        let Some(bot) = self.identify().await else {
+        let Some(bot) = identify(&self.account, &self.stop).await else {
             return;
         };
-        *self.account.bot.lock().unwrap_or_else(|e| e.into_inner()) = Some(bot.clone());
         let mut offset = self.load_offset().await;
         let mut backoff = Backoff::default();
         loop {
@@ -114,9 +114,12 @@ impl Poller {
                     }
                 }
                 Some(Err(error)) => {
-                    self.record_poll_error(&error);
+                    record_api_error(&self.account, &error);
                     if error.is_unauthorized() {
                         return;
+                    }
+                    if error.is_webhook_conflict() && self.remove_webhook().await {
+                        continue;
                     }
                     backoff.next_delay()
                 }
@@ -127,46 +130,23 @@ impl Poller {
         }
     }
 
-    /// `getMe` until it answers; `None` when stopped or the token is refused.
-    async fn identify(&self) -> Option<BotIdentity> {
-        let mut backoff = Backoff::default();
-        loop {
-            match unless_stopped(&self.stop, self.account.api.get_me()).await? {
-                Ok(me) => {
-                    self.account.mark_connected();
-                    log::info!(
-                        "telegram account {}: connected as @{}",
-                        self.account.id,
-                        me.username.as_deref().unwrap_or("?")
-                    );
-                    return Some(BotIdentity {
-                        id: me.id,
-                        username: me.username,
-                    });
-                }
-                Err(error) => {
-                    self.record_poll_error(&error);
-                    if error.is_unauthorized() {
-                        return None;
-                    }
-                }
+    /// This account polls, so a webhook left from webhook mode is removed
+    /// (its queued updates are kept for `getUpdates`). `true` when removed.
+    async fn remove_webhook(&self) -> bool {
+        match unless_stopped(&self.stop, self.account.api.delete_webhook()).await {
+            Some(Ok(_)) => {
+                log::info!(
+                    "telegram account {}: removed the webhook to poll",
+                    self.account.id
+                );
+                true
             }
-            if !pause(&self.stop, backoff.next_delay()).await {
-                return None;
+            Some(Err(error)) => {
+                record_api_error(&self.account, &error);
+                false
             }
+            None => false,
         }
-    }
-
-    fn record_poll_error(&self, error: &ApiError) {
-        let text = if error.is_conflict() {
-            format!("{error} (another getUpdates poller or a webhook is active for this bot token)")
-        } else if error.is_unauthorized() {
-            format!("{error} (the bot token was refused; fix it and restart the account)")
-        } else {
-            error.to_string()
-        };
-        log::warn!("telegram account {}: {text}", self.account.id);
-        self.account.mark_disconnected(text);
     }
 
     async fn load_offset(&self) -> Option<i64> {
@@ -222,52 +202,104 @@ impl Poller {
             if offset.is_some_and(|o| update_id < o) {
                 continue;
             }
-            self.handle_update(bot, update_id, raw).await?;
+            process_update(
+                &self.account,
+                self.sink.as_ref(),
+                &self.stop,
+                bot,
+                update_id,
+                raw,
+            )
+            .await?;
             let next = update_id + 1;
             self.save_offset(next).await;
             *offset = Some(next);
         }
         Ok(())
     }
+}
 
-    async fn handle_update(
-        &self,
-        bot: &BotIdentity,
-        update_id: i64,
-        raw: Value,
-    ) -> Result<(), HandleError> {
-        let update: Update = match serde_json::from_value(raw) {
-            Ok(update) => update,
-            Err(error) => {
-                log::warn!(
-                    "telegram account {}: update {update_id} unreadable, skipped: {error}",
-                    self.account.id
+/// `getMe` until it answers (recording the bot's identity on the account);
+/// `None` when stopped or the token is refused.
+pub(super) async fn identify(account: &Account, stop: &CancellationToken) -> Option<BotIdentity> {
+    let mut backoff = Backoff::default();
+    loop {
+        match unless_stopped(stop, account.api.get_me()).await? {
+            Ok(me) => {
+                account.mark_connected();
+                log::info!(
+                    "telegram account {}: connected as @{}",
+                    account.id,
+                    me.username.as_deref().unwrap_or("?")
                 );
-                return Ok(());
+                let bot = BotIdentity {
+                    id: me.id,
+                    username: me.username,
+                };
+                *account.bot.lock().unwrap_or_else(|e| e.into_inner()) = Some(bot.clone());
+                return Some(bot);
             }
-        };
-        let Some(message) = message_of(&update) else {
+            Err(error) => {
+                record_api_error(account, &error);
+                if error.is_unauthorized() {
+                    return None;
+                }
+            }
+        }
+        if !pause(stop, backoff.next_delay()).await {
+            return None;
+        }
+    }
+}
+
+/// Shows a failed API call in the account's status, naming likely causes.
+pub(super) fn record_api_error(account: &Account, error: &ApiError) {
+    let text = if error.is_conflict() {
+        format!("{error} (another getUpdates poller or a webhook is active for this bot token)")
+    } else if error.is_unauthorized() {
+        format!("{error} (the bot token was refused; fix it and restart the account)")
+    } else {
+        error.to_string()
+    };
+    log::warn!("telegram account {}: {text}", account.id);
+    account.mark_disconnected(text);
+}
+
+/// Translates one update, fetches its attachment and hands it to `sink`.
+/// Updates without a message pincer answers are accepted as they are.
+pub(super) async fn process_update(
+    account: &Account,
+    sink: &dyn InboundSink,
+    stop: &CancellationToken,
+    bot: &BotIdentity,
+    update_id: i64,
+    raw: Value,
+) -> Result<(), HandleError> {
+    let update: Update = match serde_json::from_value(raw) {
+        Ok(update) => update,
+        Err(error) => {
+            log::warn!(
+                "telegram account {}: update {update_id} unreadable, skipped: {error}",
+                account.id
+            );
             return Ok(());
-        };
-        let mut event = translate(&self.account.id, bot, message);
-        if let Some(attachment) = attachment_of(message, self.account.media.max_file_bytes) {
-            let outcome = unless_stopped(
-                &self.stop,
-                fetch(&self.account.api, &self.account.media, &attachment),
-            )
+        }
+    };
+    let Some(message) = message_of(&update) else {
+        return Ok(());
+    };
+    let mut event = translate(&account.id, bot, message);
+    if let Some(attachment) = attachment_of(message, account.media.max_file_bytes) {
+        let outcome = unless_stopped(stop, fetch(&account.api, &account.media, &attachment))
             .await
             .ok_or(HandleError::Stopped)?;
-            add_media(&mut event, outcome);
-        }
-        // Delivery is awaited to the end even when stopping: the sink's
-        // answer decides whether the offset may advance.
-        self.sink
-            .deliver(event)
-            .await
-            .map_err(HandleError::Refused)?;
-        self.account.mark_inbound();
-        Ok(())
+        add_media(&mut event, outcome);
     }
+    // Delivery is awaited to the end even when stopping: the sink's answer
+    // decides whether the update counts as accepted.
+    sink.deliver(event).await.map_err(HandleError::Refused)?;
+    account.mark_inbound();
+    Ok(())
 }
 
 #[cfg(test)]
