@@ -250,3 +250,74 @@ async fn accounts_without_a_token_are_listed_but_cannot_send() {
         .await
         .expect("an empty account id means the only configured account");
 }
+
+#[tokio::test]
+async fn replies_thread_to_the_message_and_link_previews_follow_the_config() {
+    let h = Harness::new().await;
+    let channel = h.channel(&h.store(), json!({ "linkPreview": false }));
+    let mut to = target("7");
+    to.reply_to_message_id = Some("55".into());
+    channel
+        .send_text(&to, "see https://example.com", TextFormat::Plain)
+        .await
+        .expect("send");
+    let body = &h.fake.calls_of("sendMessage")[0].body;
+    assert_eq!(
+        body["reply_parameters"],
+        json!({ "message_id": 55, "allow_sending_without_reply": true })
+    );
+    assert_eq!(body["link_preview_options"], json!({ "is_disabled": true }));
+}
+
+#[tokio::test]
+async fn an_account_with_a_proxy_reaches_the_api_through_it() {
+    let h = Harness::new().await;
+    // The Bot API host does not resolve; only the proxy (the fake) can answer.
+    let store = h.store();
+    let channel = h.channel(
+        &store,
+        json!({ "apiRoot": "http://api.telegram.invalid", "proxy": h.fake.api_root() }),
+    );
+    channel
+        .send_text(&target("7"), "via proxy", TextFormat::Plain)
+        .await
+        .expect("sent through the proxy");
+    assert_eq!(h.fake.calls_of("sendMessage").len(), 1);
+    let direct = h.channel(&store, json!({ "apiRoot": "http://api.telegram.invalid" }));
+    let refused = direct
+        .send_text(&target("7"), "direct", TextFormat::Plain)
+        .await;
+    assert!(
+        matches!(refused, Err(SendError::Transient(_))),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_token_comes_from_token_file_and_an_unreadable_one_is_reported() {
+    let h = Harness::new().await;
+    let token_file = h.media_dir.with_file_name("bot-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write token file");
+    let config: TelegramConfig = serde_json::from_value(json!({
+        "apiRoot": h.fake.api_root(),
+        "accounts": {
+            "filed": { "tokenFile": token_file },
+            "missing": { "tokenFile": h.media_dir.with_file_name("nope") }
+        }
+    }))
+    .expect("config");
+    let channel = TelegramChannel::new(&config, h.store(), options(&h.media_dir));
+    let mut to = target("7");
+    to.account_id = "filed".into();
+    channel
+        .send_text(&to, "hi", TextFormat::Plain)
+        .await
+        .expect("the token from the file is accepted by the API");
+    let missing = channel
+        .status()
+        .into_iter()
+        .find(|s| s.account_id == "missing")
+        .expect("listed");
+    assert!(!missing.configured);
+    assert!(missing.last_error.is_some_and(|e| e.contains("tokenFile")));
+}

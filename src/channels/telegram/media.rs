@@ -111,18 +111,32 @@ pub fn attachment_of(message: &Message, max_bytes: u64) -> Option<Attachment> {
     })
 }
 
-fn too_large_note(attachment: &Attachment, size: u64, cap: u64) -> String {
-    let name = attachment
-        .file
-        .file_name
-        .as_deref()
-        .map(|n| format!("{n}, "))
-        .unwrap_or_default();
+/// `1.5 MB`, `900.0 KB`, `12 B`.
+fn human_size(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let value = bytes as f64;
+    if value >= BYTES_PER_MB {
+        format!("{:.1} MB", value / BYTES_PER_MB)
+    } else if value >= KIB {
+        format!("{:.1} KB", value / KIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The note for a file over the cap; `size` when known.
+fn too_large_note(attachment: &Attachment, size: Option<u64>, cap: u64) -> String {
+    let mut what: Vec<String> = attachment.file.file_name.iter().cloned().collect();
+    what.extend(size.map(human_size));
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", what.join(", "))
+    };
     format!(
-        "<media:{}> ({name}{:.1} MB: over the {:.1} MB limit, not downloaded)",
+        "<media:{}> ({what}over the {} limit, not downloaded)",
         attachment.kind.name(),
-        size as f64 / BYTES_PER_MB,
-        cap as f64 / BYTES_PER_MB
+        human_size(cap)
     )
 }
 
@@ -137,21 +151,21 @@ fn failed_note(attachment: &Attachment, reason: &str) -> String {
 pub async fn fetch(api: &BotApi, limits: &MediaLimits, attachment: &Attachment) -> MediaOutcome {
     let cap = limits.max_file_bytes;
     if let Some(size) = attachment.file.file_size.filter(|s| *s > cap) {
-        return MediaOutcome::Skipped(too_large_note(attachment, size, cap));
+        return MediaOutcome::Skipped(too_large_note(attachment, Some(size), cap));
     }
     let file = match api.get_file(&attachment.file.file_id).await {
         Ok(file) => file,
         Err(error) => return MediaOutcome::Skipped(failed_note(attachment, &error.to_string())),
     };
     if let Some(size) = file.file_size.filter(|s| *s > cap) {
-        return MediaOutcome::Skipped(too_large_note(attachment, size, cap));
+        return MediaOutcome::Skipped(too_large_note(attachment, Some(size), cap));
     }
     let Some(file_path) = file.file_path.filter(|p| !p.is_empty()) else {
         return MediaOutcome::Skipped(failed_note(attachment, "no file path"));
     };
     match download(api, limits, attachment, &file_path).await {
         Ok(Some(item)) => MediaOutcome::Saved(item),
-        Ok(None) => MediaOutcome::Skipped(too_large_note(attachment, cap + 1, cap)),
+        Ok(None) => MediaOutcome::Skipped(too_large_note(attachment, None, cap)),
         Err(reason) => MediaOutcome::Skipped(failed_note(attachment, &reason)),
     }
 }
@@ -305,6 +319,35 @@ fn mime_from_extension(extension: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_name_the_file_its_size_and_the_limit() {
+        let attachment = Attachment {
+            kind: MediaKind::Document,
+            file: FileRef {
+                file_id: "f".into(),
+                file_name: Some("report.pdf".into()),
+                mime_type: None,
+                file_size: None,
+            },
+        };
+        assert_eq!(
+            too_large_note(
+                &attachment,
+                Some(12 * 1024 * 1024 + 300_000),
+                5 * 1024 * 1024
+            ),
+            "<media:document> (report.pdf, 12.3 MB: over the 5.0 MB limit, not downloaded)"
+        );
+        let photo = Attachment {
+            kind: MediaKind::Image,
+            file: FileRef::default(),
+        };
+        assert_eq!(
+            too_large_note(&photo, None, 1_048),
+            "<media:image> (over the 1.0 KB limit, not downloaded)"
+        );
+    }
 
     #[test]
     fn common_formats_are_sniffed() {

@@ -40,7 +40,7 @@ use crate::store::Store;
 use crate::system::clock::now_ms;
 
 use api::{BotApi, DEFAULT_REQUEST_TIMEOUT_SECS};
-use inbound::{BotIdentity, CHANNEL_ID};
+use inbound::CHANNEL_ID;
 use media::{mb_to_bytes, MediaLimits, DEFAULT_MEDIA_DIR_MAX_BYTES, DEFAULT_MEDIA_MAX_MB};
 use webhook::{WebhookReceiver, WebhookSettings};
 
@@ -84,7 +84,6 @@ pub struct Account {
     /// Webhook mode when `webhookUrl` is set; long polling otherwise.
     webhook: Option<WebhookSettings>,
     status: Mutex<AccountStatus>,
-    bot: Mutex<Option<BotIdentity>>,
 }
 
 impl Account {
@@ -182,10 +181,12 @@ impl TelegramChannel {
                 continue;
             };
             match account_token(&account) {
-                Ok(Some(token)) => {
-                    let built = build_account(&id, &account, &token, &http, &options);
-                    accounts.insert(id, Arc::new(built));
-                }
+                Ok(Some(token)) => match build_account(&id, &account, &token, &http, &options) {
+                    Ok(built) => {
+                        accounts.insert(id, Arc::new(built));
+                    }
+                    Err(error) => unconfigured.push(unconfigured_status(&id, Some(error))),
+                },
                 Ok(None) => unconfigured.push(unconfigured_status(&id, None)),
                 Err(error) => unconfigured.push(unconfigured_status(&id, Some(error))),
             }
@@ -250,13 +251,36 @@ fn unconfigured_status(id: &str, error: Option<String>) -> AccountStatus {
     }
 }
 
+/// The HTTP client of an account: the shared one, or one through `proxy`.
+fn account_http(
+    config: &TelegramAccountConfig,
+    shared: &reqwest::Client,
+) -> Result<reqwest::Client, String> {
+    let Some(proxy) = config
+        .proxy
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    else {
+        return Ok(shared.clone());
+    };
+    let proxy = reqwest::Proxy::all(proxy)
+        .map_err(|error| format!("proxy {proxy:?} is not a usable proxy URL: {error}"))?;
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
+        .proxy(proxy)
+        .build()
+        .map_err(|error| format!("cannot build an HTTP client for the proxy: {error}"))
+}
+
 fn build_account(
     id: &str,
     config: &TelegramAccountConfig,
     token: &str,
     http: &reqwest::Client,
     options: &TelegramOptions,
-) -> Account {
+) -> Result<Account, String> {
     let timeout_secs = config
         .timeout_seconds
         .map_or(DEFAULT_REQUEST_TIMEOUT_SECS, u64::from)
@@ -265,10 +289,11 @@ fn build_account(
         .media_max_mb
         .or(options.default_media_max_mb)
         .unwrap_or(DEFAULT_MEDIA_MAX_MB);
-    Account {
+    let http = account_http(config, http)?;
+    Ok(Account {
         id: id.to_string(),
         api: BotApi::new(
-            http.clone(),
+            http,
             config.api_root.as_deref(),
             token,
             Duration::from_secs(timeout_secs),
@@ -286,8 +311,7 @@ fn build_account(
             configured: true,
             ..AccountStatus::default()
         }),
-        bot: Mutex::new(None),
-    }
+    })
 }
 
 impl Channel for TelegramChannel {

@@ -219,8 +219,7 @@ impl Poller {
     }
 }
 
-/// `getMe` until it answers (recording the bot's identity on the account);
-/// `None` when stopped or the token is refused.
+/// `getMe` until it answers; `None` when stopped or the token is refused.
 pub(super) async fn identify(account: &Account, stop: &CancellationToken) -> Option<BotIdentity> {
     let mut backoff = Backoff::default();
     loop {
@@ -232,12 +231,10 @@ pub(super) async fn identify(account: &Account, stop: &CancellationToken) -> Opt
                     account.id,
                     me.username.as_deref().unwrap_or("?")
                 );
-                let bot = BotIdentity {
+                return Some(BotIdentity {
                     id: me.id,
                     username: me.username,
-                };
-                *account.bot.lock().unwrap_or_else(|e| e.into_inner()) = Some(bot.clone());
-                return Some(bot);
+                });
             }
             Err(error) => {
                 record_api_error(account, &error);
