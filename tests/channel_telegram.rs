@@ -649,3 +649,36 @@ async fn polling_after_webhook_mode_removes_the_webhook_and_keeps_queued_updates
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn dropping_the_adapter_without_stop_ends_its_poller() {
+    let h = Harness::new().await;
+    let store = h.store();
+    let channel = h.channel(&store, json!({}));
+    channel
+        .start(Arc::new(RecordingSink::default()))
+        .await
+        .expect("start");
+    h.fake.wait_for_parked_poll().await;
+    drop(channel);
+    h.fake.wait_for_abandoned_polls(1).await;
+}
+
+#[tokio::test]
+async fn webhook_bodies_over_one_mebibyte_are_refused_unread() {
+    let h = Harness::new().await;
+    let store = h.store();
+    let port = free_port();
+    let channel = h.channel(&store, webhook_config(port, Some("abc")));
+    let sink = Arc::new(RecordingSink::default());
+    channel.start(sink.clone()).await.expect("start");
+    h.fake.wait_for_calls("setWebhook", 1).await;
+    let mut update = webhook_update(9003, "big");
+    update["message"]["text"] = json!("x".repeat(1024 * 1024 + 1));
+    assert_eq!(
+        post_update(port, "/tg-hook", Some("abc"), &update).await,
+        413
+    );
+    channel.stop().await;
+    assert!(sink.events().is_empty());
+}

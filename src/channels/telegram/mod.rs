@@ -155,6 +155,15 @@ pub struct TelegramChannel {
     running: tokio::sync::Mutex<Option<Running>>,
 }
 
+impl Drop for TelegramChannel {
+    /// Pollers and webhook receivers end with the adapter even without `stop`.
+    fn drop(&mut self) {
+        if let Some(running) = self.running.get_mut() {
+            running.stop.cancel();
+        }
+    }
+}
+
 impl std::fmt::Debug for TelegramChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TelegramChannel")

@@ -2,8 +2,8 @@
 //! HTTP server of its own on `webhookHost:webhookPort` (127.0.0.1:8787 by
 //! default) that accepts `POST <webhookPath>` only with the
 //! `X-Telegram-Bot-Api-Secret-Token` header equal to `webhookSecret`
-//! (required), bodies up to 1 MiB, and at most `MAX_WEBHOOK_CONNECTIONS`
-//! connections; `setWebhook` registers the public URL (retried with
+//! (required), bodies up to 1 MiB within 30 s, and at most
+//! `MAX_WEBHOOK_CONNECTIONS` connections, each closed after a while; `setWebhook` registers the public URL (retried with
 //! backoff). An update is answered 200 only after the inbound sink accepted
 //! it; otherwise 503, so Telegram delivers it again and nothing is lost.
 //!
@@ -12,13 +12,14 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -35,6 +36,13 @@ use crate::channels::InboundSink;
 pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
 /// Connections served at once; also the `max_connections` asked of Telegram.
 pub const MAX_WEBHOOK_CONNECTIONS: usize = 4;
+/// Time to send a request's headers (upstream's body timeout is 30 s too).
+const HEADER_READ_TIMEOUT_SECS: u64 = 30;
+/// Time to send a request's body.
+const BODY_READ_TIMEOUT_SECS: u64 = 30;
+/// After this long a connection is closed once its request is answered, so
+/// idle connections cannot hold the connection slots forever.
+const MAX_CONNECTION_SECS: u64 = 120;
 /// The header Telegram puts the secret token in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
@@ -147,16 +155,32 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             },
         };
         let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let _permit = permit;
-            let service = service_fn(|request| answer(Arc::clone(&shared), request));
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = shared.stop.cancelled() => {}
-                _ = connection => {}
+        tokio::spawn(serve_connection(stream, permit, shared));
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    shared: Arc<Shared>,
+) {
+    let service = service_fn(|request| answer(Arc::clone(&shared), request));
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(HEADER_READ_TIMEOUT_SECS))
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let lifetime = tokio::time::sleep(Duration::from_secs(MAX_CONNECTION_SECS));
+    tokio::pin!(lifetime);
+    loop {
+        tokio::select! {
+            _ = shared.stop.cancelled() => return,
+            _ = &mut connection => return,
+            _ = &mut lifetime => {
+                connection.as_mut().graceful_shutdown();
+                lifetime.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(BODY_READ_TIMEOUT_SECS));
             }
-        });
+        }
     }
 }
 
@@ -184,12 +208,11 @@ async fn answer(
     if !secret_matches(&request, &shared.settings.secret) {
         return Ok(reply(StatusCode::UNAUTHORIZED, "unauthorized"));
     }
-    let body = match Limited::new(request.into_body(), MAX_WEBHOOK_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return Ok(reply(StatusCode::PAYLOAD_TOO_LARGE, "too large")),
+    let read = Limited::new(request.into_body(), MAX_WEBHOOK_BODY_BYTES).collect();
+    let body = match tokio::time::timeout(Duration::from_secs(BODY_READ_TIMEOUT_SECS), read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => return Ok(reply(StatusCode::PAYLOAD_TOO_LARGE, "too large")),
+        Err(_) => return Ok(reply(StatusCode::REQUEST_TIMEOUT, "too slow")),
     };
     let update: Value = match serde_json::from_slice(&body) {
         Ok(update) => update,
