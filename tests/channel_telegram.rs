@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use pincer::channels::{Channel, TextFormat};
+use pincer::channels::{BoxFuture, Channel, InboundEvent, InboundSink, TextFormat};
 use pincer::config::schema::bindings::PeerKind;
 use pincer::pipeline::commands::parse_command;
 use pincer::pipeline::context::ChatType;
@@ -259,6 +259,7 @@ async fn offset_is_stored_after_delivery_so_a_restart_neither_loses_nor_repeats_
         store.telegram_offset("default").expect("offset"),
         Some(last_before_restart + 1)
     );
+    let polls_before_restart = h.fake.calls_of("getUpdates").len();
     let channel = h.channel(&store, json!({}));
     let sink = Arc::new(RecordingSink::default());
     channel.start(sink.clone()).await.expect("restart");
@@ -267,22 +268,73 @@ async fn offset_is_stored_after_delivery_so_a_restart_neither_loses_nor_repeats_
     h.fake.wait_for_parked_poll().await;
     channel.stop().await;
     assert_eq!(sink.bodies(), ["four", "five"]);
-    let first_poll = &h.fake.calls_of("getUpdates")[0];
-    let resumed = h
-        .fake
-        .calls_of("getUpdates")
-        .into_iter()
-        .find(|c| c.body["offset"] == json!(last_before_restart + 1));
-    assert!(
-        resumed.is_some(),
+    let polls = h.fake.calls_of("getUpdates");
+    assert_eq!(
+        polls[polls_before_restart].body["offset"],
+        json!(last_before_restart + 1),
         "the restarted poller resumed from the stored offset"
     );
+    let first_poll = &polls[0];
     assert!(
         first_poll.body.get("offset").is_none(),
         "a fresh store starts without an offset"
     );
     assert_eq!(first_poll.body["timeout"], json!(30));
     assert_eq!(h.fake.unconfirmed_updates(), 0);
+}
+
+/// Accepts every event except the one with `blocked_body`, whose delivery
+/// never finishes: a process that dies while handing that update over.
+struct StuckSink {
+    inner: Arc<RecordingSink>,
+    blocked_body: &'static str,
+    stuck: tokio::sync::Notify,
+}
+
+impl InboundSink for StuckSink {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if event.message.body == self.blocked_body {
+                self.stuck.notify_one();
+                std::future::pending::<()>().await;
+            }
+            self.inner.deliver(event).await
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_crash_before_telegram_saw_the_next_offset_neither_repeats_nor_loses() {
+    let h = Harness::new().await;
+    let store = h.store();
+    h.fake.push_message(dm("one"));
+    let second = h.fake.push_message(dm("two"));
+    h.fake.push_message(dm("three"));
+    let first_run = Arc::new(StuckSink {
+        inner: Arc::new(RecordingSink::default()),
+        blocked_body: "three",
+        stuck: tokio::sync::Notify::new(),
+    });
+    let crashed = h.channel(&store, json!({}));
+    crashed.start(first_run.clone()).await.expect("start");
+    first_run.stuck.notified().await;
+    // "one" and "two" were accepted, "three" was not; Telegram has not been
+    // told about any of them, since no later getUpdates was sent.
+    drop(crashed);
+    assert_eq!(first_run.inner.bodies(), ["one", "two"]);
+    assert_eq!(h.fake.unconfirmed_updates(), 3);
+    assert_eq!(
+        store.telegram_offset("default").expect("offset"),
+        Some(second + 1)
+    );
+
+    let channel = h.channel(&store, json!({}));
+    let sink = Arc::new(RecordingSink::default());
+    channel.start(sink.clone()).await.expect("restart");
+    sink.wait_for_events(1).await;
+    h.fake.wait_for_parked_poll().await;
+    channel.stop().await;
+    assert_eq!(sink.bodies(), ["three"]);
 }
 
 #[tokio::test]
