@@ -220,6 +220,18 @@ impl TelegramChannel {
         }
     }
 
+    /// The adapter for a loaded config (media under the system temp dir,
+    /// `agents.defaults.mediaMaxMb` as the default cap); `None` when
+    /// `channels.telegram` is absent.
+    pub fn from_config(config: &Config, store: Store) -> Option<TelegramChannel> {
+        let telegram = config.channels.telegram.as_ref()?;
+        Some(TelegramChannel::new(
+            telegram,
+            store,
+            TelegramOptions::for_config(config),
+        ))
+    }
+
     fn account_for(&self, target: &OutboundTarget) -> Result<Arc<Account>, SendError> {
         let id = if target.account_id.trim().is_empty() {
             self.default_account.as_str()
@@ -423,5 +435,54 @@ impl Channel for TelegramChannel {
 
     fn reactions(&self) -> Option<&dyn React> {
         Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+
+    fn config(json: serde_json::Value) -> Config {
+        serde_json::from_value(json).expect("config")
+    }
+
+    #[test]
+    fn media_cap_comes_from_the_account_else_agent_defaults_else_five_mb() {
+        let (_dir, store) = temp_store();
+        let cfg = config(serde_json::json!({
+            "agents": { "defaults": { "mediaMaxMb": 2 } },
+            "channels": { "telegram": { "accounts": {
+                "a": { "botToken": "1:a" },
+                "b": { "botToken": "2:b", "mediaMaxMb": 0.5 }
+            } } }
+        }));
+        let channel = TelegramChannel::from_config(&cfg, store.clone()).expect("configured");
+        assert_eq!(channel.accounts["a"].media.max_file_bytes, 2 * 1024 * 1024);
+        assert_eq!(channel.accounts["b"].media.max_file_bytes, 512 * 1024);
+        let bare = config(serde_json::json!({ "channels": { "telegram": { "botToken": "1:a" } } }));
+        let channel = TelegramChannel::from_config(&bare, store.clone()).expect("configured");
+        assert_eq!(
+            channel.accounts["default"].media.max_file_bytes,
+            5 * 1024 * 1024
+        );
+        assert!(TelegramChannel::from_config(&Config::default(), store).is_none());
+    }
+
+    #[test]
+    fn webhook_mode_is_chosen_by_webhook_url_with_upstream_defaults() {
+        let (_dir, store) = temp_store();
+        let cfg = config(serde_json::json!({ "channels": { "telegram": {
+            "botToken": "1:a", "webhookUrl": "https://x.example/hook", "webhookSecret": "s"
+        } } }));
+        let channel = TelegramChannel::from_config(&cfg, store).expect("configured");
+        let webhook = channel.accounts["default"]
+            .webhook
+            .clone()
+            .expect("webhook mode");
+        assert_eq!(
+            (webhook.host.as_str(), webhook.port, webhook.path.as_str()),
+            ("127.0.0.1", 8787, "/telegram-webhook")
+        );
     }
 }
