@@ -15,6 +15,7 @@ pub mod outbound;
 pub mod registry;
 pub mod settings;
 pub mod stream;
+pub mod telegram;
 pub mod turns;
 pub mod typing;
 

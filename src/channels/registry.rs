@@ -33,11 +33,21 @@ pub struct ChannelRegistry {
 /// here (`channels.telegram` → the Telegram adapter, …); a channel whose
 /// section is absent or disabled gets no adapter.
 pub fn configured_adapters(
-    _config: &Config,
-    _store: &Store,
-    _http: &reqwest::Client,
+    config: &Config,
+    store: &Store,
+    http: &reqwest::Client,
 ) -> Vec<Arc<dyn Channel>> {
-    Vec::new()
+    let mut adapters: Vec<Arc<dyn Channel>> = Vec::new();
+    if let Some(section) = config.channels.telegram.as_ref() {
+        let mut options = super::telegram::TelegramOptions::for_config(config);
+        options.http = Some(http.clone());
+        adapters.push(Arc::new(super::telegram::TelegramChannel::new(
+            section,
+            store.clone(),
+            options,
+        )));
+    }
+    adapters
 }
 
 impl ChannelRegistry {
