@@ -9,6 +9,8 @@
 //! that (dedupe, access policy, routing, queueing, the run, reply shaping)
 //! is channel-agnostic and must not live in an adapter.
 
+pub mod discord;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
