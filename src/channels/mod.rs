@@ -10,6 +10,7 @@
 //! is channel-agnostic and must not live in an adapter.
 
 pub mod discord;
+pub mod slack;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -169,7 +169,7 @@ pub async fn run_account(
 
 /// 0 after a connection that worked, then 1 s, 2 s, 4 s … up to 60 s, each
 /// with up to 20 % jitter.
-fn reconnect_delay_ms(failures: u32) -> u64 {
+pub fn reconnect_delay_ms(failures: u32) -> u64 {
     if failures == 0 {
         return 0;
     }
