@@ -40,7 +40,7 @@ fn channel_for(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
         config.extend(extra.clone());
     }
     let config: DiscordConfig = serde_json::from_value(config).expect("discord config");
-    DiscordChannel::from_config(&config).expect("discord channel")
+    DiscordChannel::from_config(&config, &reqwest::Client::new()).expect("discord channel")
 }
 
 async fn started(fake: &FakeDiscord) -> (DiscordChannel, mpsc::UnboundedReceiver<InboundEvent>) {
@@ -209,7 +209,13 @@ async fn missing_heartbeat_ack_reconnects_and_resumes_with_the_last_seq() {
     assert_eq!(resume["session_id"], session.as_str());
     assert_eq!(resume["seq"], seen);
     assert_eq!(resume["token"], TOKEN);
-    assert_eq!(fake.connections().len(), 2);
+    let connections = fake.connections();
+    assert_eq!(connections.len(), 2);
+    assert_eq!(
+        connections[1].path, "/resume",
+        "READY's resume_gateway_url is used"
+    );
+    assert_eq!(connections[1].query, "v=10&encoding=json");
     assert_eq!(fake.client_frames(2).len(), 1, "resumed, not re-identified");
     eventually("connected again", || channel.status()[0].connected).await;
     channel.stop().await;
@@ -225,6 +231,33 @@ async fn resumable_close_code_reconnects_and_resumes() {
         fake.client_frames(6)[0]["d"]["session_id"],
         fake.session_id().as_str()
     );
+    channel.stop().await;
+}
+
+#[tokio::test]
+async fn reconnect_opcode_resumes_and_unresumable_invalid_session_identifies_again() {
+    let fake = FakeDiscord::start(45_000).await;
+    let (channel, _events) = started(&fake).await;
+    fake.send_raw(json!({"op": 7, "d": null}));
+    eventually("a RESUME after op 7", || fake.client_frames(6).len() == 1).await;
+    eventually("RESUMED", || channel.status()[0].connected).await;
+    fake.send_raw(json!({"op": 9, "d": false}));
+    eventually("a second IDENTIFY after op 9 false", || {
+        fake.client_frames(2).len() == 2
+    })
+    .await;
+    assert_eq!(
+        fake.client_frames(6).len(),
+        1,
+        "no RESUME of the invalid session"
+    );
+    let last = fake.connections().pop().expect("a connection");
+    assert_eq!(last.path, "/", "a new session starts at the gateway URL");
+    eventually("connected with the new session", || {
+        channel.status()[0].connected
+    })
+    .await;
+    assert_eq!(fake.session_id(), "session-2");
     channel.stop().await;
 }
 
@@ -386,7 +419,7 @@ async fn rest_failures_are_classified_without_leaking_the_token() {
         json!({"token": "wrong-token-xyz", "apiBaseUrl": fake.api_base_url()}),
     )
     .expect("config");
-    let wrong = DiscordChannel::from_config(&wrong).expect("channel");
+    let wrong = DiscordChannel::from_config(&wrong, &reqwest::Client::new()).expect("channel");
     let err = wrong
         .send_text(&to, "hi", TextFormat::Plain)
         .await

@@ -40,7 +40,7 @@ fn channel_for(fake: &FakeSlack, app_token: &str) -> SlackChannel {
         json!({"botToken": BOT_TOKEN, "appToken": app_token, "apiUrl": fake.api_url()}),
     )
     .expect("slack config");
-    SlackChannel::from_config(&config).expect("slack channel")
+    SlackChannel::from_config(&config, &reqwest::Client::new()).expect("slack channel")
 }
 
 async fn eventually(what: &str, condition: impl Fn() -> bool) {

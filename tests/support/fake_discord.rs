@@ -58,7 +58,8 @@ pub struct RestReply {
 /// One gateway connection as the fake saw it.
 #[derive(Debug, Clone, Default)]
 pub struct GatewayConnection {
-    /// The query string of the upgrade request.
+    /// The path and query string of the upgrade request.
+    pub path: String,
     pub query: String,
     /// Every frame the client sent, parsed.
     pub frames: Vec<Value>,
@@ -243,11 +244,12 @@ async fn gateway_loop(listener: TcpListener, state: Arc<State>, shutdown: Cancel
 }
 
 async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: CancellationToken) {
-    let mut query = String::new();
+    let (mut path, mut query) = (String::new(), String::new());
     // tungstenite's callback signature fixes the error type.
     #[allow(clippy::result_large_err)]
     let capture =
         |request: &WsRequest, response: WsResponse| -> Result<WsResponse, ErrorResponse> {
+            path = request.uri().path().to_string();
             query = request.uri().query().unwrap_or("").to_string();
             Ok(response)
         };
@@ -258,6 +260,7 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
     let (index, interval) = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.connections.push(GatewayConnection {
+            path,
             query,
             ..GatewayConnection::default()
         });
@@ -329,7 +332,7 @@ fn on_client_frame(
                 history: Vec::new(),
             };
             let resume_url = format!(
-                "ws://{}",
+                "ws://{}/resume",
                 state
                     .gateway_addr
                     .lock()

@@ -179,15 +179,14 @@ pub fn reconnect_delay_ms(failures: u32) -> u64 {
     base + (base as f64 * 0.2 * rand::random::<f64>()) as u64
 }
 
-/// `url` with the gateway's version and encoding query.
-fn with_query(url: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let url = if url.contains('?') {
-        url.to_string()
-    } else {
-        format!("{}/", url.trim_end_matches('/'))
-    };
-    format!("{url}{sep}{}", payload::GATEWAY_QUERY)
+/// `url` with the gateway's version and encoding query (`v=10&encoding=json`).
+fn with_query(url: &str) -> Result<String, String> {
+    let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("gateway URL {url:?}: {e}"))?;
+    parsed
+        .query_pairs_mut()
+        .append_pair("v", payload::GATEWAY_VERSION)
+        .append_pair("encoding", "json");
+    Ok(parsed.into())
 }
 
 struct GatewayTask {
@@ -279,7 +278,8 @@ impl GatewayTask {
             .gateway_url()
             .await
             .map_err(|reason| reconnect(true, reason, false))?;
-        let mut ws = ws::connect(&with_query(&url), MAX_GATEWAY_MESSAGE_BYTES)
+        let url = with_query(&url).map_err(|reason| reconnect(true, reason, false))?;
+        let mut ws = ws::connect(&url, MAX_GATEWAY_MESSAGE_BYTES)
             .await
             .map_err(|e| reconnect(true, format!("gateway connect: {e}"), false))?;
         let interval_ms = read_hello(&mut ws).await?;
@@ -578,11 +578,11 @@ mod tests {
     #[test]
     fn gateway_query_is_appended_once() {
         assert_eq!(
-            with_query("wss://gateway.discord.gg"),
+            with_query("wss://gateway.discord.gg").expect("url"),
             "wss://gateway.discord.gg/?v=10&encoding=json"
         );
         assert_eq!(
-            with_query("ws://127.0.0.1:9/gw?x=1"),
+            with_query("ws://127.0.0.1:9/gw?x=1").expect("url"),
             "ws://127.0.0.1:9/gw?x=1&v=10&encoding=json"
         );
     }

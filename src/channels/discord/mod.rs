@@ -63,12 +63,16 @@ pub struct DiscordChannel {
 
 impl DiscordChannel {
     /// Every account of `channels.discord`; accounts without a token or
-    /// with `enabled: false` are listed as not configured.
-    pub fn from_config(config: &DiscordConfig) -> Result<DiscordChannel, DiscordError> {
+    /// with `enabled: false` are listed as not configured. REST calls go
+    /// through `http` (the process's shared client and connection pool).
+    pub fn from_config(
+        config: &DiscordConfig,
+        http: &reqwest::Client,
+    ) -> Result<DiscordChannel, DiscordError> {
         let mut accounts = BTreeMap::new();
         for account_id in config.account_ids() {
             let settings = config.account(&account_id).unwrap_or_default();
-            let account = Account::new(&account_id, &settings)?;
+            let account = Account::new(&account_id, &settings, http)?;
             accounts.insert(account_id, account);
         }
         let default_account = config
@@ -140,7 +144,11 @@ impl DiscordChannel {
 }
 
 impl Account {
-    fn new(account_id: &str, settings: &DiscordAccountConfig) -> Result<Account, DiscordError> {
+    fn new(
+        account_id: &str,
+        settings: &DiscordAccountConfig,
+        http: &reqwest::Client,
+    ) -> Result<Account, DiscordError> {
         let token = settings
             .token
             .clone()
@@ -149,13 +157,11 @@ impl Account {
             .to_string();
         let configured = !token.is_empty() && settings.effective_enabled();
         let rest = if configured {
-            let rest =
-                DiscordRest::new(&settings.effective_api_base_url(), &token).map_err(|reason| {
-                    DiscordError::Account {
-                        account: account_id.to_string(),
-                        reason,
-                    }
-                })?;
+            let rest = DiscordRest::new(&settings.effective_api_base_url(), &token, http.clone())
+                .map_err(|reason| DiscordError::Account {
+                account: account_id.to_string(),
+                reason,
+            })?;
             Some(rest)
         } else {
             None
@@ -337,7 +343,8 @@ mod tests {
             r#"{"accounts":{"main":{"token":"t"},"spare":{},"off":{"token":"t","enabled":false}}}"#,
         )
         .expect("config");
-        let channel = DiscordChannel::from_config(&config).expect("channel");
+        let channel =
+            DiscordChannel::from_config(&config, &reqwest::Client::new()).expect("channel");
         let configured: Vec<(String, bool)> = channel
             .status()
             .into_iter()
@@ -357,7 +364,8 @@ mod tests {
     #[tokio::test]
     async fn sending_through_an_unconfigured_account_is_no_account() {
         let config: DiscordConfig = serde_json::from_str(r#"{}"#).expect("config");
-        let channel = DiscordChannel::from_config(&config).expect("channel");
+        let channel =
+            DiscordChannel::from_config(&config, &reqwest::Client::new()).expect("channel");
         let target = OutboundTarget {
             to: "channel:1".into(),
             ..OutboundTarget::default()

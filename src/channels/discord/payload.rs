@@ -30,8 +30,8 @@ pub mod intents {
     pub const ASSISTANT: u64 = GUILDS | GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT;
 }
 
-/// Query string every gateway connection carries.
-pub const GATEWAY_QUERY: &str = "v=10&encoding=json";
+/// Gateway API version every connection asks for (`?v=10&encoding=json`).
+pub const GATEWAY_VERSION: &str = "10";
 
 /// One gateway frame: `{"op", "d", "s", "t"}`.
 #[derive(Debug, Clone, Deserialize)]

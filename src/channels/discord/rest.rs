@@ -23,6 +23,12 @@ pub const REST_TIMEOUT_MS: u64 = 30_000;
 pub const MAX_REST_BODY_BYTES: usize = 1024 * 1024;
 /// Wait assumed when a 429 names none.
 pub const DEFAULT_RETRY_AFTER_MS: u64 = 1_000;
+/// Discord asks bots to name themselves this way.
+const USER_AGENT: &str = concat!(
+    "DiscordBot (https://github.com/pincer, ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
 /// Error messages are cut to this many characters.
 const MAX_ERROR_CHARS: usize = 300;
 
@@ -43,8 +49,13 @@ impl std::fmt::Debug for DiscordRest {
 }
 
 impl DiscordRest {
-    /// A client for `api_base_url` (e.g. `https://discord.com/api/v10`).
-    pub fn new(api_base_url: &str, token: &str) -> Result<DiscordRest, String> {
+    /// A client for `api_base_url` (e.g. `https://discord.com/api/v10`)
+    /// over the process's shared HTTP client.
+    pub fn new(
+        api_base_url: &str,
+        token: &str,
+        http: reqwest::Client,
+    ) -> Result<DiscordRest, String> {
         let base = Url::parse(api_base_url)
             .map_err(|e| format!("channels.discord apiBaseUrl {api_base_url:?}: {e}"))?;
         if base.cannot_be_a_base() {
@@ -52,15 +63,6 @@ impl DiscordRest {
                 "channels.discord apiBaseUrl {api_base_url:?} is not a base URL"
             ));
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(REST_TIMEOUT_MS))
-            .user_agent(concat!(
-                "DiscordBot (https://github.com/pincer, ",
-                env!("CARGO_PKG_VERSION"),
-                ")"
-            ))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
         Ok(DiscordRest {
             http,
             base,
@@ -186,6 +188,8 @@ impl DiscordRest {
         let mut request = self
             .http
             .request(method, self.url(segments))
+            .timeout(Duration::from_millis(REST_TIMEOUT_MS))
+            .header(reqwest::header::USER_AGENT, USER_AGENT)
             .header(reqwest::header::AUTHORIZATION, &self.authorization);
         request = match body {
             Some(body) => request.json(&body),
@@ -321,7 +325,12 @@ mod tests {
 
     #[test]
     fn emoji_and_ids_are_single_encoded_path_segments() {
-        let rest = DiscordRest::new("http://127.0.0.1:9/api/v10/", "secret").expect("client");
+        let rest = DiscordRest::new(
+            "http://127.0.0.1:9/api/v10/",
+            "secret",
+            reqwest::Client::new(),
+        )
+        .expect("client");
         let url = rest.url(&["channels", "1", "messages", "2", "reactions", "👍", "@me"]);
         assert_eq!(
             url.as_str(),

@@ -68,11 +68,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl SlackChannel {
     /// Every account of `channels.slack`; an account needs `botToken` to
     /// send and, in socket mode, `appToken` to receive.
-    pub fn from_config(config: &SlackConfig) -> Result<SlackChannel, SlackError> {
+    /// Web API calls go through `http` (the process's shared client).
+    pub fn from_config(
+        config: &SlackConfig,
+        http: &reqwest::Client,
+    ) -> Result<SlackChannel, SlackError> {
         let mut accounts = BTreeMap::new();
         for account_id in config.account_ids() {
             let settings = config.account(&account_id).unwrap_or_default();
-            accounts.insert(account_id.clone(), Account::new(&account_id, &settings)?);
+            accounts.insert(
+                account_id.clone(),
+                Account::new(&account_id, &settings, http)?,
+            );
         }
         let default_account = config
             .default_account
@@ -151,16 +158,25 @@ fn remember_dm(account: &Account, user: &str, channel: &str) {
 }
 
 impl Account {
-    fn new(account_id: &str, settings: &SlackAccountConfig) -> Result<Account, SlackError> {
+    fn new(
+        account_id: &str,
+        settings: &SlackAccountConfig,
+        http: &reqwest::Client,
+    ) -> Result<Account, SlackError> {
         let token = |t: &Option<String>| t.clone().unwrap_or_default().trim().to_string();
         let (bot_token, app_token) = (token(&settings.bot_token), token(&settings.app_token));
         let enabled = settings.effective_enabled();
         let web = if enabled && !bot_token.is_empty() {
-            let web = SlackWeb::new(&settings.effective_api_url(), &bot_token, &app_token)
-                .map_err(|reason| SlackError::Account {
-                    account: account_id.to_string(),
-                    reason,
-                })?;
+            let web = SlackWeb::new(
+                &settings.effective_api_url(),
+                &bot_token,
+                &app_token,
+                http.clone(),
+            )
+            .map_err(|reason| SlackError::Account {
+                account: account_id.to_string(),
+                reason,
+            })?;
             Some(web)
         } else {
             None
@@ -365,7 +381,7 @@ mod tests {
             r#"{"accounts":{"full":{"botToken":"xoxb-1","appToken":"xapp-1"},"sendonly":{"botToken":"xoxb-2"}}}"#,
         )
         .expect("config");
-        let channel = SlackChannel::from_config(&config).expect("channel");
+        let channel = SlackChannel::from_config(&config, &reqwest::Client::new()).expect("channel");
         let configured: Vec<(String, bool)> = channel
             .status()
             .into_iter()

@@ -78,8 +78,14 @@ impl std::fmt::Debug for SlackWeb {
 }
 
 impl SlackWeb {
-    /// A client for `api_url` (e.g. `https://slack.com/api`).
-    pub fn new(api_url: &str, bot_token: &str, app_token: &str) -> Result<SlackWeb, String> {
+    /// A client for `api_url` (e.g. `https://slack.com/api`) over the
+    /// process's shared HTTP client.
+    pub fn new(
+        api_url: &str,
+        bot_token: &str,
+        app_token: &str,
+        http: reqwest::Client,
+    ) -> Result<SlackWeb, String> {
         let base =
             Url::parse(api_url).map_err(|e| format!("channels.slack apiUrl {api_url:?}: {e}"))?;
         if base.cannot_be_a_base() {
@@ -87,10 +93,6 @@ impl SlackWeb {
                 "channels.slack apiUrl {api_url:?} is not a base URL"
             ));
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(WEB_API_TIMEOUT_MS))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
         Ok(SlackWeb {
             http,
             base,
@@ -203,6 +205,7 @@ impl SlackWeb {
         let request = self
             .http
             .post(url)
+            .timeout(Duration::from_millis(WEB_API_TIMEOUT_MS))
             .header(reqwest::header::AUTHORIZATION, authorization)
             .header(
                 reqwest::header::CONTENT_TYPE,
