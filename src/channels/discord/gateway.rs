@@ -12,8 +12,7 @@
 //! messages (that is `rest.rs`, called by the channel).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -24,21 +23,18 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use super::account::{pause, reconnect_delay_ms, AccountState};
 use super::payload::{self, op, CloseAction, GatewayFrame, Ready};
 use super::rest::DiscordRest;
 use super::translate::{self, BotIdentity, ChannelInfo, TranslateContext};
 use super::ws::{self, WsStream};
-use crate::channels::{AccountStatus, InboundSink};
+use crate::channels::InboundSink;
 use crate::config::schema::discord::AllowBots;
 
 /// Largest gateway message accepted (GUILD_CREATE of a big guild).
 pub const MAX_GATEWAY_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest wait for HELLO after connecting.
 pub const HELLO_TIMEOUT_MS: u64 = 30_000;
-/// First reconnect delay after a failed attempt; doubles per failure.
-pub const RECONNECT_BASE_DELAY_MS: u64 = 1_000;
-/// Longest reconnect delay.
-pub const RECONNECT_MAX_DELAY_MS: u64 = 60_000;
 /// Most channels remembered per account (thread parents); cleared when full.
 pub const MAX_CACHED_CHANNELS: usize = 2_000;
 /// How long a clean close may take on stop.
@@ -53,29 +49,6 @@ pub struct GatewayAccount {
     pub gateway_url: Option<String>,
     pub allow_bots: AllowBots,
     pub intents: u64,
-}
-
-/// State shared between an account's gateway task and the channel.
-#[derive(Debug, Default)]
-pub struct AccountShared {
-    pub status: Mutex<AccountStatus>,
-    pub running: AtomicBool,
-    pub identity: Mutex<Option<BotIdentity>>,
-}
-
-impl AccountShared {
-    pub fn update(&self, change: impl FnOnce(&mut AccountStatus)) {
-        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        change(&mut status);
-    }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// How one connection ended.
@@ -105,10 +78,11 @@ pub async fn run_account(
     account: GatewayAccount,
     rest: DiscordRest,
     sink: Arc<dyn InboundSink>,
-    shared: Arc<AccountShared>,
+    shared: Arc<AccountState<BotIdentity>>,
     cancel: CancellationToken,
 ) {
-    shared.running.store(true, Ordering::SeqCst);
+    shared.set_running(true);
+    let id = account.account_id.clone();
     let mut task = GatewayTask {
         account,
         rest,
@@ -119,18 +93,12 @@ pub async fn run_account(
     };
     let mut failures: u32 = 0;
     loop {
-        let ending = task.connect_and_run(&cancel).await;
-        match ending {
+        let (resume, reason, established, min_delay_ms) = match task.connect_and_run(&cancel).await
+        {
             Ending::Stopped => break,
             Ending::Fatal(reason) => {
-                log::error!(
-                    "discord[{}]: {reason}; not reconnecting",
-                    task.account.account_id
-                );
-                shared.update(|s| {
-                    s.connected = false;
-                    s.last_error = Some(reason);
-                });
+                log::error!("discord[{id}]: {reason}; not reconnecting");
+                shared.disconnected(reason);
                 break;
             }
             Ending::Reconnect {
@@ -138,45 +106,23 @@ pub async fn run_account(
                 reason,
                 established,
                 min_delay_ms,
-            } => {
-                log::warn!(
-                    "discord[{}]: {reason}; reconnecting",
-                    task.account.account_id
-                );
-                shared.update(|s| {
-                    s.connected = false;
-                    s.last_error = Some(reason);
-                });
-                if !resume {
-                    task.session = Session::default();
-                }
-                failures = if established {
-                    0
-                } else {
-                    failures.saturating_add(1)
-                };
-                let delay = reconnect_delay_ms(failures).max(min_delay_ms);
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-                }
-            }
+            } => (resume, reason, established, min_delay_ms),
+        };
+        log::warn!("discord[{id}]: {reason}; reconnecting");
+        shared.disconnected(reason);
+        if !resume {
+            task.session = Session::default();
+        }
+        failures = if established {
+            0
+        } else {
+            failures.saturating_add(1)
+        };
+        if !pause(&cancel, reconnect_delay_ms(failures).max(min_delay_ms)).await {
+            break;
         }
     }
-    shared.update(|s| s.connected = false);
-    shared.running.store(false, Ordering::SeqCst);
-}
-
-/// 0 after a connection that worked, then 1 s, 2 s, 4 s … up to 60 s, each
-/// with up to 20 % jitter.
-pub fn reconnect_delay_ms(failures: u32) -> u64 {
-    if failures == 0 {
-        return 0;
-    }
-    let base = RECONNECT_BASE_DELAY_MS
-        .saturating_mul(1 << (failures - 1).min(16))
-        .min(RECONNECT_MAX_DELAY_MS);
-    base + (base as f64 * 0.2 * rand::random::<f64>()) as u64
+    shared.set_running(false);
 }
 
 /// `url` with the gateway's version and encoding query (`v=10&encoding=json`).
@@ -193,7 +139,7 @@ struct GatewayTask {
     account: GatewayAccount,
     rest: DiscordRest,
     sink: Arc<dyn InboundSink>,
-    shared: Arc<AccountShared>,
+    shared: Arc<AccountState<BotIdentity>>,
     session: Session,
     channels: HashMap<String, ChannelInfo>,
 }
@@ -391,10 +337,12 @@ impl GatewayTask {
     /// Handles one dispatch; `Some` ends the connection.
     async fn dispatch(&mut self, frame: GatewayFrame, established: &mut bool) -> Option<Ending> {
         let event = frame.t.as_deref().unwrap_or("");
-        if event != "MESSAGE_CREATE" {
-            if let Some(seq) = frame.s {
-                self.session.seq = Some(seq);
-            }
+        if event == "MESSAGE_CREATE" {
+            self.on_message(&frame.d).await;
+        }
+        // After the sink returned: a resume replays what was not handed over.
+        if let Some(seq) = frame.s {
+            self.session.seq = Some(seq);
         }
         match event {
             "READY" => {
@@ -406,53 +354,42 @@ impl GatewayTask {
                 };
                 self.session.session_id = Some(ready.session_id);
                 self.session.resume_url = ready.resume_gateway_url;
-                *self
-                    .shared
-                    .identity
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(BotIdentity {
+                self.shared.set_identity(BotIdentity {
                     user_id: ready.user.id,
                     username: ready.user.username,
                 });
-                self.mark_connected(established);
+                *established = true;
+                self.shared.connected();
             }
-            "RESUMED" => self.mark_connected(established),
-            "GUILD_CREATE" => {
-                for key in ["channels", "threads"] {
-                    let list = frame
-                        .d
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
-                    list.iter().for_each(|c| self.remember_channel(c));
-                }
+            "RESUMED" => {
+                *established = true;
+                self.shared.connected();
             }
-            "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => {
-                self.remember_channel(&frame.d)
-            }
-            "CHANNEL_DELETE" | "THREAD_DELETE" => {
-                if let Some(id) = frame.d.get("id").and_then(Value::as_str) {
-                    self.channels.remove(id);
-                }
-            }
-            "MESSAGE_CREATE" => {
-                self.on_message(&frame.d).await;
-                if let Some(seq) = frame.s {
-                    self.session.seq = Some(seq);
-                }
-            }
-            _ => {}
+            _ => self.on_channel_event(event, &frame.d),
         }
         None
     }
 
-    fn mark_connected(&self, established: &mut bool) {
-        *established = true;
-        self.shared.update(|s| {
-            s.connected = true;
-            s.last_error = None;
-        });
+    /// Keeps the channel cache (thread parents, names) current.
+    fn on_channel_event(&mut self, event: &str, d: &Value) {
+        match event {
+            "GUILD_CREATE" => {
+                for key in ["channels", "threads"] {
+                    if let Some(list) = d.get(key).and_then(Value::as_array) {
+                        list.iter().for_each(|c| self.remember_channel(c));
+                    }
+                }
+            }
+            "CHANNEL_CREATE" | "CHANNEL_UPDATE" | "THREAD_CREATE" | "THREAD_UPDATE" => {
+                self.remember_channel(d)
+            }
+            "CHANNEL_DELETE" | "THREAD_DELETE" => {
+                if let Some(id) = d.get("id").and_then(Value::as_str) {
+                    self.channels.remove(id);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn remember_channel(&mut self, channel: &Value) {
@@ -485,13 +422,7 @@ impl GatewayTask {
     }
 
     async fn on_message(&mut self, d: &Value) {
-        let identity = self
-            .shared
-            .identity
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let Some(bot) = identity else {
+        let Some(bot) = self.shared.identity() else {
             return;
         };
         let info = self.channel_info(d).await;
@@ -503,8 +434,7 @@ impl GatewayTask {
         let Some(event) = translate::translate_message(d, &ctx, info.as_ref()) else {
             return;
         };
-        self.shared
-            .update(|s| s.last_inbound_at_ms = Some(now_ms()));
+        self.shared.inbound_now();
         if let Err(e) = self.sink.deliver(event).await {
             log::warn!(
                 "discord[{}]: inbound message not accepted: {e}",
@@ -585,16 +515,5 @@ mod tests {
             with_query("ws://127.0.0.1:9/gw?x=1").expect("url"),
             "ws://127.0.0.1:9/gw?x=1&v=10&encoding=json"
         );
-    }
-
-    #[test]
-    fn reconnect_delay_doubles_and_is_capped() {
-        assert_eq!(reconnect_delay_ms(0), 0);
-        let first = reconnect_delay_ms(1);
-        assert!((1_000..=1_200).contains(&first), "{first}");
-        let third = reconnect_delay_ms(3);
-        assert!((4_000..=4_800).contains(&third), "{third}");
-        let many = reconnect_delay_ms(30);
-        assert!((60_000..=72_000).contains(&many), "{many}");
     }
 }

@@ -6,6 +6,7 @@
 //! It must not retry, split or shape replies (the hub does), nor gate or
 //! route messages (the pipeline does); it only translates and classifies.
 
+pub mod account;
 pub mod gateway;
 pub mod payload;
 pub mod rest;
@@ -13,11 +14,7 @@ pub mod translate;
 pub mod ws;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
@@ -25,8 +22,10 @@ use crate::channels::{
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::discord::{AllowBots, DiscordAccountConfig, DiscordConfig};
-use gateway::{now_ms, AccountShared, GatewayAccount};
+use account::{AccountState, AccountTasks};
+use gateway::GatewayAccount;
 use rest::DiscordRest;
+use translate::BotIdentity;
 
 pub use translate::CHANNEL_ID;
 
@@ -49,7 +48,7 @@ struct Account {
     gateway: GatewayAccount,
     /// `None`: the account has no token (not configured) or is disabled.
     rest: Option<DiscordRest>,
-    shared: Arc<AccountShared>,
+    shared: Arc<AccountState<BotIdentity>>,
     dm_channels: Mutex<HashMap<String, String>>,
 }
 
@@ -57,8 +56,7 @@ struct Account {
 pub struct DiscordChannel {
     accounts: BTreeMap<String, Account>,
     default_account: String,
-    cancel: Mutex<CancellationToken>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    tasks: AccountTasks,
 }
 
 impl DiscordChannel {
@@ -84,8 +82,7 @@ impl DiscordChannel {
         Ok(DiscordChannel {
             accounts,
             default_account,
-            cancel: Mutex::new(CancellationToken::new()),
-            tasks: Mutex::new(Vec::new()),
+            tasks: AccountTasks::default(),
         })
     }
 
@@ -94,7 +91,7 @@ impl DiscordChannel {
     pub fn is_running(&self, account_id: &str) -> bool {
         self.accounts
             .get(account_id)
-            .is_some_and(|a| a.shared.running.load(Ordering::SeqCst))
+            .is_some_and(|a| a.shared.is_running())
     }
 
     fn account(&self, account_id: &str) -> Result<(&Account, &DiscordRest), SendError> {
@@ -166,11 +163,7 @@ impl Account {
         } else {
             None
         };
-        let shared = Arc::new(AccountShared::default());
-        shared.update(|s| {
-            s.account_id = account_id.to_string();
-            s.configured = configured;
-        });
+        let shared = Arc::new(AccountState::new(account_id, configured));
         Ok(Account {
             gateway: GatewayAccount {
                 account_id: account_id.to_string(),
@@ -207,41 +200,30 @@ impl Channel for DiscordChannel {
 
     fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
-            let cancel = CancellationToken::new();
-            *lock(&self.cancel) = cancel.clone();
-            let mut tasks = lock(&self.tasks);
+            let cancel = self.tasks.token();
             for account in self.accounts.values() {
                 let Some(rest) = account.rest.clone() else {
                     continue;
                 };
-                account.shared.running.store(true, Ordering::SeqCst);
-                tasks.push(tokio::spawn(gateway::run_account(
+                account.shared.set_running(true);
+                self.tasks.spawn(gateway::run_account(
                     account.gateway.clone(),
                     rest,
                     sink.clone(),
                     account.shared.clone(),
                     cancel.child_token(),
-                )));
+                ));
             }
             Ok(())
         })
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            lock(&self.cancel).cancel();
-            let tasks = std::mem::take(&mut *lock(&self.tasks));
-            for task in tasks {
-                let _ = task.await;
-            }
-        })
+        Box::pin(self.tasks.stop())
     }
 
     fn status(&self) -> Vec<AccountStatus> {
-        self.accounts
-            .values()
-            .map(|a| lock(&a.shared.status).clone())
-            .collect()
+        self.accounts.values().map(|a| a.shared.status()).collect()
     }
 
     fn send_text<'a>(
@@ -255,9 +237,7 @@ impl Channel for DiscordChannel {
             let channel_id = self.channel_id(target).await?;
             let reply_to = target.reply_to_message_id.as_deref();
             let message_id = rest.create_message(&channel_id, text, reply_to).await?;
-            account
-                .shared
-                .update(|s| s.last_outbound_at_ms = Some(now_ms()));
+            account.shared.outbound_now();
             Ok(SentMessage { message_id })
         })
     }

@@ -13,13 +13,9 @@ pub mod translate;
 pub mod web;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-use crate::channels::discord::gateway::now_ms;
+use crate::channels::discord::account::{AccountState, AccountTasks};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
     React, SendError, SentMessage, TextFormat, TextLimits,
@@ -28,8 +24,8 @@ use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::slack::{
     SlackAccountConfig, SlackConfig, SlackMode, DEFAULT_SLACK_TEXT_CHUNK_LIMIT,
 };
-use socket::{SlackShared, SocketAccount};
-use web::SlackWeb;
+use socket::SocketAccount;
+use web::{SlackIdentity, SlackWeb};
 
 pub use translate::CHANNEL_ID;
 
@@ -49,7 +45,7 @@ struct Account {
     web: Option<SlackWeb>,
     /// Socket Mode runs (app token present, `mode: socket`).
     listens: bool,
-    shared: Arc<SlackShared>,
+    shared: Arc<AccountState<SlackIdentity>>,
     dm_channels: Mutex<HashMap<String, String>>,
 }
 
@@ -57,8 +53,7 @@ struct Account {
 pub struct SlackChannel {
     accounts: BTreeMap<String, Account>,
     default_account: String,
-    cancel: Mutex<CancellationToken>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    tasks: AccountTasks,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -90,8 +85,7 @@ impl SlackChannel {
         Ok(SlackChannel {
             accounts,
             default_account,
-            cancel: Mutex::new(CancellationToken::new()),
-            tasks: Mutex::new(Vec::new()),
+            tasks: AccountTasks::default(),
         })
     }
 
@@ -99,7 +93,7 @@ impl SlackChannel {
     pub fn is_running(&self, account_id: &str) -> bool {
         self.accounts
             .get(account_id)
-            .is_some_and(|a| a.shared.running.load(Ordering::SeqCst))
+            .is_some_and(|a| a.shared.is_running())
     }
 
     fn account(&self, account_id: &str) -> Result<(&Account, &SlackWeb), SendError> {
@@ -183,10 +177,8 @@ impl Account {
         };
         let socket_mode = settings.effective_mode() == SlackMode::Socket;
         let listens = web.is_some() && socket_mode && !app_token.is_empty();
-        let shared = Arc::new(SlackShared::default());
+        let shared = Arc::new(AccountState::new(account_id, listens));
         shared.update(|s| {
-            s.account_id = account_id.to_string();
-            s.configured = listens;
             if web.is_some() && !socket_mode {
                 s.last_error =
                     Some("HTTP events mode is not supported yet; use Socket Mode".into());
@@ -245,41 +237,30 @@ impl Channel for SlackChannel {
 
     fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
-            let cancel = CancellationToken::new();
-            *lock(&self.cancel) = cancel.clone();
-            let mut tasks = lock(&self.tasks);
+            let cancel = self.tasks.token();
             for account in self.accounts.values().filter(|a| a.listens) {
                 let Some(web) = account.web.clone() else {
                     continue;
                 };
-                account.shared.running.store(true, Ordering::SeqCst);
-                tasks.push(tokio::spawn(socket::run_account(
+                account.shared.set_running(true);
+                self.tasks.spawn(socket::run_account(
                     account.socket.clone(),
                     web,
                     sink.clone(),
                     account.shared.clone(),
                     cancel.child_token(),
-                )));
+                ));
             }
             Ok(())
         })
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            lock(&self.cancel).cancel();
-            let tasks = std::mem::take(&mut *lock(&self.tasks));
-            for task in tasks {
-                let _ = task.await;
-            }
-        })
+        Box::pin(self.tasks.stop())
     }
 
     fn status(&self) -> Vec<AccountStatus> {
-        self.accounts
-            .values()
-            .map(|a| lock(&a.shared.status).clone())
-            .collect()
+        self.accounts.values().map(|a| a.shared.status()).collect()
     }
 
     fn send_text<'a>(
@@ -297,9 +278,7 @@ impl Channel for SlackChannel {
             if let Some(user) = target.to.trim().strip_prefix("user:") {
                 remember_dm(account, user, &posted.channel);
             }
-            account
-                .shared
-                .update(|s| s.last_outbound_at_ms = Some(now_ms()));
+            account.shared.outbound_now();
             Ok(SentMessage {
                 message_id: posted.ts,
             })

@@ -9,8 +9,7 @@
 //!
 //! This file must not send chat messages (the channel does, via `web.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -23,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::translate::{self, TranslateContext};
 use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
-use crate::channels::discord::gateway::{now_ms, reconnect_delay_ms};
+use crate::channels::discord::account::{pause, reconnect_delay_ms, AccountState};
 use crate::channels::discord::ws::{self, WsStream};
-use crate::channels::{AccountStatus, InboundSink, SendError};
+use crate::channels::{InboundSink, SendError};
 
 /// Largest Socket Mode message accepted.
 pub const MAX_SOCKET_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -35,27 +34,6 @@ pub const HELLO_TIMEOUT_MS: u64 = 30_000;
 /// without one means the socket is dead.
 pub const SOCKET_IDLE_PING_MS: u64 = 30_000;
 const CLOSE_TIMEOUT_MS: u64 = 1_000;
-
-/// State shared between an account's socket task and the channel.
-#[derive(Debug, Default)]
-pub struct SlackShared {
-    pub status: Mutex<AccountStatus>,
-    pub running: AtomicBool,
-    pub identity: Mutex<Option<SlackIdentity>>,
-}
-
-impl SlackShared {
-    pub fn update(&self, change: impl FnOnce(&mut AccountStatus)) {
-        change(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
-    }
-
-    fn identity(&self) -> Option<SlackIdentity> {
-        self.identity
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
 
 /// What the socket task needs to know about its account.
 #[derive(Debug, Clone)]
@@ -92,10 +70,11 @@ pub async fn run_account(
     account: SocketAccount,
     web: SlackWeb,
     sink: Arc<dyn InboundSink>,
-    shared: Arc<SlackShared>,
+    shared: Arc<AccountState<SlackIdentity>>,
     cancel: CancellationToken,
 ) {
-    shared.running.store(true, Ordering::SeqCst);
+    shared.set_running(true);
+    let id = account.account_id.clone();
     let task = SocketTask {
         account,
         web,
@@ -107,47 +86,35 @@ pub async fn run_account(
         match task.connect_and_run(&cancel).await {
             Ending::Stopped => break,
             Ending::Fatal(reason) => {
-                log::error!(
-                    "slack[{}]: {reason}; not reconnecting",
-                    task.account.account_id
-                );
-                shared.update(|s| {
-                    s.connected = false;
-                    s.last_error = Some(reason);
-                });
+                log::error!("slack[{id}]: {reason}; not reconnecting");
+                shared.disconnected(reason);
                 break;
             }
             Ending::Reconnect {
                 reason,
                 established,
             } => {
-                log::warn!("slack[{}]: {reason}; reconnecting", task.account.account_id);
-                shared.update(|s| {
-                    s.connected = false;
-                    s.last_error = Some(reason);
-                });
+                log::warn!("slack[{id}]: {reason}; reconnecting");
+                shared.disconnected(reason);
                 failures = if established {
                     0
                 } else {
                     failures.saturating_add(1)
                 };
-                let delay = Duration::from_millis(reconnect_delay_ms(failures));
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(delay) => {}
+                if !pause(&cancel, reconnect_delay_ms(failures)).await {
+                    break;
                 }
             }
         }
     }
-    shared.update(|s| s.connected = false);
-    shared.running.store(false, Ordering::SeqCst);
+    shared.set_running(false);
 }
 
 struct SocketTask {
     account: SocketAccount,
     web: SlackWeb,
     sink: Arc<dyn InboundSink>,
-    shared: Arc<SlackShared>,
+    shared: Arc<AccountState<SlackIdentity>>,
 }
 
 impl SocketTask {
@@ -160,10 +127,7 @@ impl SocketTask {
             Ok(opened) => opened,
             Err(ending) => return ending,
         };
-        self.shared.update(|s| {
-            s.connected = true;
-            s.last_error = None;
-        });
+        self.shared.connected();
         let ctx = TranslateContext {
             account_id: self.account.account_id.clone(),
             bot,
@@ -193,11 +157,7 @@ impl SocketTask {
                     .auth_test()
                     .await
                     .map_err(|e| web_failure("auth.test", e))?;
-                *self
-                    .shared
-                    .identity
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(bot.clone());
+                self.shared.set_identity(bot.clone());
                 bot
             }
         };
@@ -275,8 +235,7 @@ impl SocketTask {
             Some("events_api") => {
                 let payload = envelope.get("payload")?;
                 let event = translate::translate_event(payload, ctx)?;
-                self.shared
-                    .update(|s| s.last_inbound_at_ms = Some(now_ms()));
+                self.shared.inbound_now();
                 if let Err(e) = self.sink.deliver(event).await {
                     log::warn!(
                         "slack[{}]: inbound message not accepted: {e}",
