@@ -20,6 +20,10 @@ use crate::channels::AccountStatus;
 pub const RECONNECT_BASE_DELAY_MS: u64 = 1_000;
 /// Longest reconnect delay.
 pub const RECONNECT_MAX_DELAY_MS: u64 = 60_000;
+/// A connection that worked at least this long reconnects without delay;
+/// shorter ones count as failures (no tight loop against a server that
+/// accepts and drops at once).
+pub const STABLE_CONNECTION_MS: u64 = 5_000;
 
 /// State shared between an account's connection task and the channel;
 /// `I` is who the bot is on the platform (learnt once connected).
@@ -148,6 +152,41 @@ pub fn reconnect_delay_ms(failures: u32) -> u64 {
     base + (base as f64 * 0.2 * rand::random::<f64>()) as u64
 }
 
+/// Reconnect pacing over consecutive connection attempts.
+#[derive(Debug)]
+pub struct Backoff {
+    failures: u32,
+    started: std::time::Instant,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            failures: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Backoff {
+    /// A connection attempt starts now.
+    pub fn attempt(&mut self) {
+        self.started = std::time::Instant::now();
+    }
+
+    /// The wait before the next attempt: none after a connection that was
+    /// established and stable, else the next step of the backoff.
+    pub fn next_delay_ms(&mut self, established: bool) -> u64 {
+        let lasted_ms = self.started.elapsed().as_millis() as u64;
+        if established && lasted_ms >= STABLE_CONNECTION_MS {
+            self.failures = 0;
+        } else {
+            self.failures = self.failures.saturating_add(1);
+        }
+        reconnect_delay_ms(self.failures)
+    }
+}
+
 /// Waits `delay_ms`; false when `cancel` fired first.
 pub async fn pause(cancel: &CancellationToken, delay_ms: u64) -> bool {
     tokio::select! {
@@ -169,6 +208,17 @@ mod tests {
         assert!((4_000..=4_800).contains(&third), "{third}");
         let many = reconnect_delay_ms(30);
         assert!((60_000..=72_000).contains(&many), "{many}");
+    }
+
+    #[test]
+    fn short_lived_connections_back_off_like_failures() {
+        let mut backoff = Backoff::default();
+        backoff.attempt();
+        let first = backoff.next_delay_ms(true);
+        assert!((1_000..=1_200).contains(&first), "{first}");
+        backoff.attempt();
+        let second = backoff.next_delay_ms(false);
+        assert!((2_000..=2_400).contains(&second), "{second}");
     }
 
     #[test]

@@ -23,12 +23,12 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::account::{pause, reconnect_delay_ms, AccountState};
+use super::account::{pause, AccountState, Backoff};
 use super::payload::{self, op, CloseAction, GatewayFrame, Ready};
 use super::rest::DiscordRest;
 use super::translate::{self, BotIdentity, ChannelInfo, TranslateContext};
 use super::ws::{self, WsStream};
-use crate::channels::InboundSink;
+use crate::channels::{InboundSink, SendError};
 use crate::config::schema::discord::AllowBots;
 
 /// Largest gateway message accepted (GUILD_CREATE of a big guild).
@@ -91,8 +91,9 @@ pub async fn run_account(
         session: Session::default(),
         channels: HashMap::new(),
     };
-    let mut failures: u32 = 0;
+    let mut backoff = Backoff::default();
     loop {
+        backoff.attempt();
         let (resume, reason, established, min_delay_ms) = match task.connect_and_run(&cancel).await
         {
             Ending::Stopped => break,
@@ -113,12 +114,8 @@ pub async fn run_account(
         if !resume {
             task.session = Session::default();
         }
-        failures = if established {
-            0
-        } else {
-            failures.saturating_add(1)
-        };
-        if !pause(&cancel, reconnect_delay_ms(failures).max(min_delay_ms)).await {
+        let delay_ms = backoff.next_delay_ms(established).max(min_delay_ms);
+        if !pause(&cancel, delay_ms).await {
             break;
         }
     }
@@ -416,6 +413,11 @@ impl GatewayTask {
                     "discord[{}]: channel {channel_id} lookup: {e}",
                     self.account.account_id
                 );
+                if let SendError::Permanent(_) = e {
+                    // No access for good: a plain channel, not asked again.
+                    let plain = serde_json::json!({"id": channel_id, "type": 0});
+                    self.remember_channel(&plain);
+                }
                 None
             }
         }

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::translate::{self, TranslateContext};
 use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
-use crate::channels::discord::account::{pause, reconnect_delay_ms, AccountState};
+use crate::channels::discord::account::{pause, AccountState, Backoff};
 use crate::channels::discord::ws::{self, WsStream};
 use crate::channels::{InboundSink, SendError};
 
@@ -81,8 +81,9 @@ pub async fn run_account(
         sink,
         shared: shared.clone(),
     };
-    let mut failures: u32 = 0;
+    let mut backoff = Backoff::default();
     loop {
+        backoff.attempt();
         match task.connect_and_run(&cancel).await {
             Ending::Stopped => break,
             Ending::Fatal(reason) => {
@@ -96,12 +97,7 @@ pub async fn run_account(
             } => {
                 log::warn!("slack[{id}]: {reason}; reconnecting");
                 shared.disconnected(reason);
-                failures = if established {
-                    0
-                } else {
-                    failures.saturating_add(1)
-                };
-                if !pause(&cancel, reconnect_delay_ms(failures)).await {
+                if !pause(&cancel, backoff.next_delay_ms(established)).await {
                     break;
                 }
             }
