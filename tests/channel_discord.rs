@@ -253,6 +253,12 @@ async fn reconnect_opcode_resumes_and_unresumable_invalid_session_identifies_aga
     );
     let last = fake.connections().pop().expect("a connection");
     assert_eq!(last.path, "/", "a new session starts at the gateway URL");
+    let asked = fake
+        .rest_requests()
+        .iter()
+        .filter(|r| r.path == "/api/v10/gateway/bot")
+        .count();
+    assert_eq!(asked, 1, "the gateway URL is asked for once");
     eventually("connected with the new session", || {
         channel.status()[0].connected
     })

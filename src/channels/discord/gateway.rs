@@ -90,6 +90,7 @@ pub async fn run_account(
         shared: shared.clone(),
         session: Session::default(),
         channels: HashMap::new(),
+        fetched_gateway_url: None,
     };
     let mut backoff = Backoff::default();
     loop {
@@ -125,8 +126,15 @@ pub async fn run_account(
 /// `url` with the gateway's version and encoding query (`v=10&encoding=json`).
 fn with_query(url: &str) -> Result<String, String> {
     let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("gateway URL {url:?}: {e}"))?;
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(key, _)| key != "v" && key != "encoding")
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect();
     parsed
         .query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
         .append_pair("v", payload::GATEWAY_VERSION)
         .append_pair("encoding", "json");
     Ok(parsed.into())
@@ -139,6 +147,8 @@ struct GatewayTask {
     shared: Arc<AccountState<BotIdentity>>,
     session: Session,
     channels: HashMap<String, ChannelInfo>,
+    /// `GET /gateway/bot`'s answer, asked once per task.
+    fetched_gateway_url: Option<String>,
 }
 
 /// Heartbeat bookkeeping of one connection.
@@ -149,7 +159,7 @@ struct Heartbeat {
 }
 
 impl GatewayTask {
-    async fn gateway_url(&self) -> Result<String, String> {
+    async fn gateway_url(&mut self) -> Result<String, String> {
         if let Some(url) = self
             .session
             .resume_url
@@ -158,13 +168,21 @@ impl GatewayTask {
         {
             return Ok(url.clone());
         }
-        if let Some(url) = &self.account.gateway_url {
+        if let Some(url) = self
+            .account
+            .gateway_url
+            .as_ref()
+            .or(self.fetched_gateway_url.as_ref())
+        {
             return Ok(url.clone());
         }
-        self.rest
+        let url = self
+            .rest
             .gateway_url()
             .await
-            .map_err(|e| format!("GET /gateway/bot: {e}"))
+            .map_err(|e| format!("GET /gateway/bot: {e}"))?;
+        self.fetched_gateway_url = Some(url.clone());
+        Ok(url)
     }
 
     /// One connection from URL to its end; `cancel` ends it with a
@@ -216,7 +234,7 @@ impl GatewayTask {
     }
 
     /// Connects and waits for HELLO: the socket and the heartbeat interval.
-    async fn open(&self) -> Result<(WsStream, u64), Ending> {
+    async fn open(&mut self) -> Result<(WsStream, u64), Ending> {
         let url = self
             .gateway_url()
             .await
@@ -514,7 +532,7 @@ mod tests {
             "wss://gateway.discord.gg/?v=10&encoding=json"
         );
         assert_eq!(
-            with_query("ws://127.0.0.1:9/gw?x=1").expect("url"),
+            with_query("ws://127.0.0.1:9/gw?x=1&v=9").expect("url"),
             "ws://127.0.0.1:9/gw?x=1&v=10&encoding=json"
         );
     }
