@@ -16,11 +16,14 @@
 //! `commands` (chat commands), `settings` (per-account config), `typing`.
 
 pub mod commands;
+pub mod discord;
 pub mod hub;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
+pub mod slack;
 pub mod stream;
+pub mod telegram;
 pub mod turns;
 pub mod typing;
 

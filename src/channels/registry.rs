@@ -33,11 +33,33 @@ pub struct ChannelRegistry {
 /// here (`channels.telegram` → the Telegram adapter, …); a channel whose
 /// section is absent or disabled gets no adapter.
 pub fn configured_adapters(
-    _config: &Config,
-    _store: &Store,
-    _http: &reqwest::Client,
+    config: &Config,
+    store: &Store,
+    http: &reqwest::Client,
 ) -> Vec<Arc<dyn Channel>> {
-    Vec::new()
+    let mut adapters: Vec<Arc<dyn Channel>> = Vec::new();
+    if let Some(section) = config.channels.telegram.as_ref() {
+        let mut options = super::telegram::TelegramOptions::for_config(config);
+        options.http = Some(http.clone());
+        adapters.push(Arc::new(super::telegram::TelegramChannel::new(
+            section,
+            store.clone(),
+            options,
+        )));
+    }
+    if let Some(section) = config.channels.discord.as_ref() {
+        match super::discord::DiscordChannel::from_config(section, http) {
+            Ok(adapter) => adapters.push(Arc::new(adapter)),
+            Err(e) => log::error!("channels.discord: {e}; the Discord channel stays off"),
+        }
+    }
+    if let Some(section) = config.channels.slack.as_ref() {
+        match super::slack::SlackChannel::from_config(section, http) {
+            Ok(adapter) => adapters.push(Arc::new(adapter)),
+            Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
+        }
+    }
+    adapters
 }
 
 impl ChannelRegistry {

@@ -56,6 +56,7 @@ pub(super) struct Databases {
     pub cron: RawDb,
     pub cron_runs: RawDb,
     pub subagent_runs: RawDb,
+    pub telegram_offsets: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -74,10 +75,11 @@ pub(super) const EMBED_CACHE_DB: &str = "embed_cache";
 pub(super) const CRON_DB: &str = "cron";
 pub(super) const CRON_RUNS_DB: &str = "cron_runs";
 pub(super) const SUBAGENT_RUNS_DB: &str = "subagent_runs";
+pub(super) const TELEGRAM_OFFSETS_DB: &str = "telegram_offsets";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 14] {
+    pub fn all(&self) -> [(&'static str, RawDb); 15] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -93,6 +95,7 @@ impl Databases {
             (CRON_DB, self.cron),
             (CRON_RUNS_DB, self.cron_runs),
             (SUBAGENT_RUNS_DB, self.subagent_runs),
+            (TELEGRAM_OFFSETS_DB, self.telegram_offsets),
         ]
     }
 }
@@ -352,8 +355,12 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         .map_err(|e| lmdb_error("open databases", e))?;
     // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
     // uncommitted, so a refused environment is left exactly as it was found.
-    let ((sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs), memory) =
-        env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
+    let (
+        (sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs),
+        memory,
+        telegram_offsets,
+    ) = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
             let dbs = (
                 create(SESSIONS_DB)?,
@@ -373,8 +380,9 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(EMBED_CACHE_DB)?,
                 create(SUBAGENT_RUNS_DB)?,
             ];
+            let channels = create(TELEGRAM_OFFSETS_DB)?;
             meta::check_and_record_schema(wtxn, dbs.5)?;
-            Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory)))
+            Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory, channels)))
         })
         .map_err(|e| e.into_store("open databases"))?
         .commit()
@@ -397,5 +405,6 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         cron,
         cron_runs,
         subagent_runs: memory[5],
+        telegram_offsets,
     })
 }

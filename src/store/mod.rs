@@ -24,6 +24,7 @@ mod memory_search;
 mod meta;
 mod sessions;
 mod subagents;
+mod telegram_offsets;
 mod transcripts;
 
 use std::collections::BTreeMap;
@@ -382,6 +383,7 @@ mod tests {
                 "pair_requests",
                 "sessions",
                 "subagent_runs",
+                "telegram_offsets",
                 "transcripts"
             ]
         );
