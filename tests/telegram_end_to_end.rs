@@ -102,3 +102,30 @@ async fn telegram_streaming_preview_is_edited_to_the_final_text() {
     assert_eq!(sends.len(), 1, "one preview message: {sends:?}");
     assert!(text_of(&sends[0].body).len() < full.len());
 }
+
+#[tokio::test]
+async fn telegram_429_is_retried_after_the_requested_delay() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Worth the wait.".into()],
+        delay_ms: 0,
+    });
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start(&fake, &telegram, r#"allowFrom: [7], streaming: "off""#);
+    telegram.fail_next(
+        "sendMessage",
+        support::fake_telegram::Failure::RateLimited {
+            retry_after_secs: 1,
+        },
+    );
+    telegram.push_message(dm("anything new?"));
+    let first = telegram.wait_for_calls("sendMessage", 1).await;
+    let refused_at = std::time::Instant::now();
+    assert_eq!(text_of(&first[0].body), "Worth the wait.");
+    let sent = telegram.wait_for_calls("sendMessage", 2).await;
+    assert!(
+        refused_at.elapsed() >= std::time::Duration::from_millis(900),
+        "the retry waited for retry_after"
+    );
+    assert_eq!(text_of(&sent[1].body), "Worth the wait.");
+}
