@@ -126,6 +126,15 @@ impl crate::tools::cron::CronAccess for GatewayCron {
     fn service(&self) -> Option<Arc<CronService>> {
         self.state.upgrade()?.cron.get().cloned()
     }
+
+    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        super::methods::heartbeat::wake_both(&state, now, text);
+        Ok(())
+    }
 }
 
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.

@@ -88,6 +88,8 @@ pub struct GatewayState {
     pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
     /// The cron service, set once at start (absent in states built without a gateway run).
     pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
+    /// The heartbeat runner, set once at start.
+    pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -162,6 +164,7 @@ impl GatewayState {
                 subagents,
                 approvals,
                 cron: std::sync::OnceLock::new(),
+                heartbeat: std::sync::OnceLock::new(),
                 limits: parts.limits,
                 started_at_ms: crate::system::clock::now_ms(),
                 started: std::time::Instant::now(),

@@ -1,4 +1,5 @@
-//! `cron.list`, `cron.status`, `cron.add`, `cron.update`, `cron.remove`, `cron.run`, `cron.runs` and `wake`,
+//! `cron.list`, `cron.status`, `cron.add`, `cron.update`, `cron.remove`, `cron.run` and `cron.runs`
+//! (`wake` is in `heartbeat.rs`),
 //! plus the gateway's `JobRunner`: a job's payload becomes an agent run started through `runs::start` (on
 //! `cron:<jobId>` for isolated jobs, the agent's main session otherwise), and a finished run is POSTed to the
 //! job's webhook when it has one.
@@ -241,7 +242,7 @@ pub fn handle(
             let entries = service.runs(id, limit as usize).map_err(cron_error)?;
             Ok(json!({"entries": entries}))
         }
-        _ => wake(&service, &p),
+        other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }
 
@@ -275,19 +276,4 @@ fn run(
         }
     });
     Ok(json!({"ok": true, "ran": true}))
-}
-
-/// `wake`: `mode` is `now` or `next-heartbeat`; `now` makes the timer re-check its jobs immediately.
-fn wake(service: &Arc<CronService>, p: &Params<'_>) -> Result<Value, ErrorShape> {
-    match p.opt_str("mode")? {
-        Some("now") => service.wake(),
-        Some("next-heartbeat") | None => {}
-        Some(other) => {
-            return Err(ErrorShape::invalid(format!(
-                "invalid wake params: mode {other:?} must be \"now\" or \"next-heartbeat\""
-            )))
-        }
-    }
-    p.opt_str("text")?;
-    Ok(json!({"ok": true}))
 }
