@@ -408,3 +408,21 @@ async fn restart_fails_interrupted_runs_with_a_reason_and_removes_orphans() {
     let again = restarted.reconcile().expect("second pass");
     assert_eq!(again, Default::default());
 }
+
+#[tokio::test]
+async fn run_timeout_comes_from_the_request_and_a_timeout_is_announced_as_such() {
+    let f = fixture();
+    let request = SpawnRequest {
+        run_timeout_seconds: Some(30),
+        ..task("slow job")
+    };
+    let run = f
+        .registry
+        .spawn(&Config::default(), &main_requester(), request)
+        .expect("spawn");
+    assert_eq!(f.launcher.specs()[0].0.timeout_ms, 30_000);
+    f.launcher.complete(&run.run_id, RunStatus::Timeout, "");
+    settle_until(|| !f.launcher.announcements().is_empty()).await;
+    assert_eq!(status_of(&f.registry, &run.id), SubagentStatus::Timeout);
+    assert!(f.launcher.announcements()[0].2.contains("timed out"));
+}

@@ -23,7 +23,6 @@ use crate::gateway::state::GatewayState;
 use crate::heartbeat::runner::HeartbeatDelivery;
 use crate::heartbeat::{HeartbeatHost, HeartbeatRunner};
 use crate::store::Store;
-use crate::system::clock::now_ms;
 
 use super::params::Params;
 
@@ -88,32 +87,20 @@ impl HeartbeatHost for GatewayHeartbeatHost {
     }
 }
 
-/// Shows a heartbeat message to the session's readers (a `chat` final event). Channel targets are
-/// logged until outbound channel delivery exists.
+/// Shows a heartbeat message to the session's readers (its turn is already in the transcript). Channel
+/// targets are logged until outbound channel delivery exists.
 pub fn deliver_heartbeat(state: &GatewayState, delivery: &HeartbeatDelivery) {
-    if let Some(channel) = &delivery.target.channel {
+    if let Some(channel) = delivery.target.channel.as_ref().filter(|c| *c != "webchat") {
         log::info!(
             "heartbeat {}: channel {channel} delivery is not wired yet; showing it to the session's readers",
             delivery.agent_id
         );
     }
-    let payload = json!({
-        "runId": format!("heartbeat-{}", uuid::Uuid::new_v4()),
-        "sessionKey": delivery.session_key,
-        "seq": 1,
-        "state": "final",
-        "agentId": delivery.agent_id,
-        "message": {"role": "assistant", "content": [{"type": "text", "text": delivery.text}],
-                    "timestamp": now_ms()},
-    });
-    state.clients.broadcast(
-        "chat",
-        &payload,
-        BroadcastOptions {
-            drop_if_slow: false,
-            scope: Some(scopes::READ),
-            state_version: None,
-        },
+    crate::gateway::launcher::broadcast_final(
+        state,
+        &delivery.agent_id,
+        &delivery.session_key,
+        &delivery.text,
     );
 }
 
