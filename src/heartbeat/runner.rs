@@ -314,29 +314,10 @@ impl HeartbeatRunner {
         let started = self.clock.now_ms();
         let session_key = heartbeat_session(config, agent, settings.session.as_deref());
         let done = |event: Value| self.record(event, agent, &session_key, started);
-        if reason == WakeReason::Interval && !self.enabled() {
-            return done(json!({"status": "skipped", "reason": "disabled"}));
-        }
-        let user_tz = config.agents.defaults.user_timezone.as_deref();
-        match within_active_hours(settings.active_hours.as_ref(), user_tz, started) {
-            Ok(false) => return done(json!({"status": "skipped", "reason": "quiet-hours"})),
-            Ok(true) => {}
-            Err(e) => log::warn!("heartbeat {agent}: {e}; running anyway"),
-        }
-        let file = std::fs::read_to_string(self.host.workspace(agent).join(HEARTBEAT_FILE)).ok();
-        let pending: Vec<String> = {
-            let mut state = self.lock();
-            if reason == WakeReason::Wake {
-                state.wake_now = false;
-            }
-            state.pending.drain(..).collect()
+        let pending = match self.preflight(config, agent, settings, reason, started) {
+            Ok(pending) => pending,
+            Err(skipped) => return done(skipped),
         };
-        if reason == WakeReason::Interval
-            && pending.is_empty()
-            && is_effectively_empty(file.as_deref())
-        {
-            return done(json!({"status": "skipped", "reason": "empty-heartbeat-file"}));
-        }
         let mut prompt = heartbeat_prompt(settings.prompt.as_deref());
         if !pending.is_empty() {
             prompt.push_str("\n\nSystem events since the last heartbeat:");
@@ -382,6 +363,38 @@ impl HeartbeatRunner {
             HeartbeatReply::Message(text) => text,
         };
         done(self.deliver(agent, &session_key, settings, text, started))
+    }
+
+    /// The checks before a heartbeat turn: paused, quiet hours, nothing to do. Returns the pending system
+    /// events to include, or the `skipped` event.
+    fn preflight(
+        &self,
+        config: &Config,
+        agent: &str,
+        settings: &HeartbeatConfig,
+        reason: WakeReason,
+        now: u64,
+    ) -> Result<Vec<String>, Value> {
+        let skipped = |why: &str| json!({"status": "skipped", "reason": why});
+        if reason == WakeReason::Interval && !self.enabled() {
+            return Err(skipped("disabled"));
+        }
+        let user_tz = config.agents.defaults.user_timezone.as_deref();
+        match within_active_hours(settings.active_hours.as_ref(), user_tz, now) {
+            Ok(false) => return Err(skipped("quiet-hours")),
+            Ok(true) => {}
+            Err(e) => log::warn!("heartbeat {agent}: {e}; running anyway"),
+        }
+        let file = std::fs::read_to_string(self.host.workspace(agent).join(HEARTBEAT_FILE)).ok();
+        let mut state = self.lock();
+        let empty = is_effectively_empty(file.as_deref());
+        if reason == WakeReason::Interval && state.pending.is_empty() && empty {
+            return Err(skipped("empty-heartbeat-file"));
+        }
+        if reason == WakeReason::Wake {
+            state.wake_now = false;
+        }
+        Ok(state.pending.drain(..).collect())
     }
 
     /// Delivers a heartbeat message unless it has no target or repeats the last one within a day.
