@@ -47,6 +47,8 @@ pub struct GatewayLimits {
     pub subagent_lane: usize,
     /// Concurrent cron runs (the cron lane).
     pub cron_lane: usize,
+    /// Heartbeats run at most this often on this board (0: no floor).
+    pub heartbeat_min_every_ms: u64,
 }
 
 impl Default for GatewayLimits {
@@ -59,6 +61,7 @@ impl Default for GatewayLimits {
             max_concurrent_runs: 4,
             subagent_lane: crate::queue::lanes::DEFAULT_SUBAGENT_LANE,
             cron_lane: crate::queue::lanes::DEFAULT_CRON_LANE,
+            heartbeat_min_every_ms: 0,
         }
     }
 }

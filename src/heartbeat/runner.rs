@@ -74,6 +74,10 @@ pub trait HeartbeatHost: Send + Sync {
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String>;
     /// Tells clients about a heartbeat (the `heartbeat` event).
     fn publish(&self, _event: &Value) {}
+    /// The board's shortest heartbeat interval (0: none); a shorter configured interval is lengthened.
+    fn min_every_ms(&self) -> u64 {
+        0
+    }
 }
 
 /// One agent's heartbeat settings, defaults merged under the agent's own.
@@ -192,6 +196,11 @@ impl HeartbeatRunner {
         })
     }
 
+    /// An agent's interval, lengthened to the board's floor.
+    fn every_ms(&self, settings: &HeartbeatConfig) -> u64 {
+        settings.every_ms().max(self.host.min_every_ms())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, RunnerState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -239,7 +248,7 @@ impl HeartbeatRunner {
                     .get(id)
                     .copied()
                     .unwrap_or(self.started_ms)
-                    + h.every_ms()
+                    + self.every_ms(h)
             })
             .min()
     }
@@ -258,7 +267,7 @@ impl HeartbeatRunner {
                         .get(id)
                         .copied()
                         .unwrap_or(self.started_ms);
-                    now >= last + h.every_ms()
+                    now >= last + self.every_ms(h)
                 })
                 .collect();
             for (id, _) in &due {

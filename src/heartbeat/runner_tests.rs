@@ -22,6 +22,7 @@ impl CronClock for ManualClock {
 
 struct FakeHost {
     config: Arc<Config>,
+    min_every_ms: u64,
     store: Store,
     workspace: tempfile::TempDir,
     replies: Mutex<VecDeque<String>>,
@@ -63,6 +64,9 @@ impl HeartbeatHost for FakeHost {
         };
         Ok(Box::pin(async move { outcome }))
     }
+    fn min_every_ms(&self) -> u64 {
+        self.min_every_ms
+    }
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String> {
         self.delivered.lock().expect("lock").push(delivery.clone());
         Ok(())
@@ -78,6 +82,14 @@ struct Fixture {
 
 impl Fixture {
     fn new(config: serde_json::Value, heartbeat_md: Option<&str>) -> Fixture {
+        Fixture::on_board(config, heartbeat_md, 0)
+    }
+
+    fn on_board(
+        config: serde_json::Value,
+        heartbeat_md: Option<&str>,
+        min_every_ms: u64,
+    ) -> Fixture {
         let (dir, store) = temp_store();
         let workspace = tempfile::tempdir().expect("workspace");
         if let Some(text) = heartbeat_md {
@@ -91,6 +103,7 @@ impl Fixture {
             .expect("session");
         let host = Arc::new(FakeHost {
             config: Arc::new(serde_json::from_value(config).expect("config")),
+            min_every_ms,
             store,
             workspace,
             replies: Mutex::default(),
@@ -217,4 +230,17 @@ async fn agents_with_their_own_block_beat_alone_at_their_own_interval() {
     assert_eq!(events[0]["reason"], "no-target");
     assert!(f.delivered().is_empty());
     assert_eq!(f.runner.next_due_ms(), Some(NOON_MS + 20 * MINUTE_MS));
+}
+
+#[tokio::test]
+async fn a_board_floor_lengthens_a_shorter_interval() {
+    let f = Fixture::on_board(serde_json::json!({}), Some("- check"), 60 * MINUTE_MS);
+    f.advance(30);
+    assert!(
+        f.runner.run_due().await.is_empty(),
+        "30 min is below the board's 60"
+    );
+    f.advance(30);
+    f.reply("HEARTBEAT_OK");
+    assert_eq!(f.runner.run_due().await.len(), 1);
 }

@@ -72,6 +72,12 @@ impl HeartbeatHost for GatewayHeartbeatHost {
         Ok(())
     }
 
+    fn min_every_ms(&self) -> u64 {
+        self.state
+            .upgrade()
+            .map_or(0, |s| s.limits.heartbeat_min_every_ms)
+    }
+
     fn publish(&self, event: &Value) {
         if let Some(state) = self.state.upgrade() {
             state.clients.broadcast(
