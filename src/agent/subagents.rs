@@ -347,6 +347,7 @@ impl SubagentRegistry {
                 "task must be a non-empty string".into(),
             ));
         }
+        self.prune_archived(config, now_ms())?;
         let depth = self.check_limits(config, requester)?;
         let agent_id = request
             .agent_id
