@@ -139,7 +139,9 @@ impl crate::tools::cron::CronAccess for GatewayCron {
 
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
 pub fn reconcile_subagents(state: &Arc<GatewayState>) {
-    let registry = state.subagents.clone();
+    let Some(registry) = state.tool_services.subagents.clone() else {
+        return;
+    };
     state.tasks.spawn(async move {
         match tokio::task::block_in_place(|| registry.reconcile()) {
             Ok(report) if report != Default::default() => log::info!(
