@@ -269,7 +269,9 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_
 
 /// `/subagents [list]` and `/subagents kill <id|label|#n|all>` for this session's children.
 fn subagents(state: &GatewayState, key: &str, args: &str) -> String {
-    let registry = &state.subagents;
+    let Some(registry) = &state.tool_services.subagents else {
+        return "Sub-agents are not available in this gateway.".into();
+    };
     let (action, target) = args
         .split_once(char::is_whitespace)
         .map_or((args, ""), |(a, t)| (a, t.trim()));
