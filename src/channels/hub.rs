@@ -16,16 +16,19 @@
 //! shape replies or run the agent itself.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::json;
+use tokio::sync::oneshot;
 
 use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
 use crate::config::Config;
 use crate::gateway::clients::BroadcastOptions;
 use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
+use crate::pipeline::commands::CommandInvocation;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
 use crate::queue::{
     CommandQueue, EnqueueOutcome, LaneGate, LaneKind, LaneLimits, QueueSettings, QueuedMessage,
@@ -81,6 +84,9 @@ pub struct ChannelHub {
     routed: Mutex<Weak<Config>>,
     held: Mutex<HashMap<String, Destination>>,
     failures: Mutex<VecDeque<DeliveryFailure>>,
+    /// Per session, the completion of its last queued command.
+    command_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
+    next_command: AtomicU64,
 }
 
 /// The gateway's hub, built on first use.
@@ -148,6 +154,8 @@ impl ChannelHub {
             routed: Mutex::new(Arc::downgrade(&config)),
             held: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
+            command_tails: Mutex::new(HashMap::new()),
+            next_command: AtomicU64::new(0),
         }
     }
 
@@ -372,11 +380,7 @@ impl ChannelHub {
                 self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
             }
             Decision::Command { command, route } => {
-                let hub = self.clone();
-                tokio::spawn(async move {
-                    super::commands::execute(&hub, &state, command, &route, &dest, &sender_id)
-                        .await;
-                });
+                self.spawn_command(state, command, route, dest, sender_id);
             }
             Decision::Reply(text) => {
                 let hub = self.clone();
@@ -392,6 +396,41 @@ impl ChannelHub {
                 log::debug!("inbound message ignored: {reason:?}");
             }
         }
+    }
+
+    /// Runs a chat command in its own task, after the session's previous
+    /// command finished (commands of one conversation keep their order).
+    fn spawn_command(
+        self: &Arc<Self>,
+        state: Arc<GatewayState>,
+        command: CommandInvocation,
+        route: Route,
+        dest: Destination,
+        sender_id: String,
+    ) {
+        let id = self.next_command.fetch_add(1, Ordering::Relaxed);
+        let (done, tail) = oneshot::channel::<()>();
+        let previous = self
+            .command_tails
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(route.session_key.clone(), (id, tail))
+            .map(|(_, previous)| previous);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            super::commands::execute(&hub, &state, command, &route, &dest, &sender_id).await;
+            let _ = done.send(());
+            let mut tails = hub.command_tails.lock().unwrap_or_else(|e| e.into_inner());
+            if tails
+                .get(&route.session_key)
+                .is_some_and(|(tail, _)| *tail == id)
+            {
+                tails.remove(&route.session_key);
+            }
+        });
     }
 
     /// Remembers where a held burst goes and arms its flush timer.
