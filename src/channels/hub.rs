@@ -377,6 +377,11 @@ impl ChannelHub {
         }
         match decision {
             Decision::Run { message, route } => {
+                // A burst the debouncer released early needs no timer entry.
+                self.held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&debounce_key(&route));
                 self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
             }
             Decision::Command { command, route } => {
