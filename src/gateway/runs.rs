@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::agent::reasoning::format_reasoning_block;
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
 use crate::queue::LaneKind;
@@ -105,7 +106,7 @@ pub fn start_in_lane(
                     let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
                     drop(tx);
                     let _ = forwarder.await;
-                    tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
+                    tokio::task::block_in_place(|| finish(&state, ticket, outcome, None, final_reply, idempotency_key));
                     return;
                 }
             };
@@ -114,8 +115,8 @@ pub fn start_in_lane(
             outcome
         };
         drop(tx);
-        let _ = forwarder.await;
-        tokio::task::block_in_place(|| finish(&state, ticket, outcome, final_reply, idempotency_key));
+        let reasoning = forwarder.await.ok().flatten();
+        tokio::task::block_in_place(|| finish(&state, ticket, outcome, reasoning, final_reply, idempotency_key));
     });
     Ok(())
 }
@@ -142,10 +143,18 @@ fn finish(
     state: &Arc<GatewayState>,
     ticket: crate::agent::runs::RunTicket,
     outcome: RunOutcome,
+    reasoning: Option<String>,
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
 ) {
-    let (ok, payload, error) = final_payload(&outcome);
+    let (ok, mut payload, error) = final_payload(&outcome);
+    if let (Some(text), Some(payloads)) = (reasoning, payload["result"]["payloads"].as_array_mut())
+    {
+        // Reasoning level `on`: a separate block after the answer.
+        payloads.push(
+            json!({"text": format_reasoning_block(&text), "mediaUrl": null, "isReasoning": true}),
+        );
+    }
     state.runs.finish(ticket, outcome, now_ms());
     let mut waiters = Vec::new();
     if let Some(key) = idempotency_key {
@@ -235,14 +244,16 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
-/// Forwards one run's events until it finishes.
+/// Forwards one run's events until it finishes; returns the run's reasoning
+/// block (reasoning level `on`) for the final answer.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
     requester: Option<String>,
     tap: Option<mpsc::Sender<RunEvent>>,
     mut rx: mpsc::Receiver<RunEvent>,
-) {
+) -> Option<String> {
+    let mut reasoning_block = None;
     let mut agent_seq = 0u64;
     let mut chat = ChatThrottle {
         seq: 0,
@@ -293,6 +304,13 @@ async fn forward(
                     flush_at = Some(tokio::time::Instant::now() + Duration::from_millis(wait));
                 }
             }
+            RunEvent::ReasoningDelta { text, delta } => {
+                agent_event("thinking", json!({"text": text, "delta": delta}));
+            }
+            RunEvent::ReasoningBlock { text } => {
+                agent_event("thinking", json!({"text": text, "delta": text}));
+                reasoning_block = Some(text);
+            }
             RunEvent::Tool {
                 phase,
                 call_id,
@@ -327,11 +345,13 @@ async fn forward(
                     "error": outcome.error,
                 });
                 agent_event("lifecycle", ended);
-                broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                let reasoning = reasoning_block.as_deref();
+                broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
                 break;
             }
         }
     }
+    reasoning_block
 }
 
 fn chat_message(text: &str) -> Value {
@@ -361,7 +381,13 @@ fn flush_chat_delta(state: &GatewayState, spec: &TurnSpec, chat: &mut ChatThrott
     );
 }
 
-fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutcome, seq: u64) {
+fn broadcast_chat_final(
+    state: &GatewayState,
+    spec: &TurnSpec,
+    outcome: &RunOutcome,
+    reasoning: Option<&str>,
+    seq: u64,
+) {
     let (chat_state, error_kind) = match outcome.status {
         RunStatus::Ok => ("final", None),
         RunStatus::Aborted => ("aborted", None),
@@ -374,6 +400,11 @@ fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutc
         "usage": {"input": outcome.usage.input_tokens, "output": outcome.usage.output_tokens},
         "stopReason": outcome.stop_reason,
     });
+    if let (Some(thinking), Some(content)) =
+        (reasoning, payload["message"]["content"].as_array_mut())
+    {
+        content.push(json!({"type": "thinking", "thinking": thinking}));
+    }
     if let Some(kind) = error_kind {
         payload["errorMessage"] = json!(outcome.error);
         payload["errorKind"] = json!(kind);
