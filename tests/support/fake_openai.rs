@@ -169,6 +169,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<FakeState>) {
                 Err(_) => continue,
             },
         };
+        // Each SSE event goes out at once, as from a real API front end
+        // (Nagle plus the client's delayed ACK would add ~40 ms per reply).
+        let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
         tokio::spawn(async move {
             let service = service_fn(|request| handle(Arc::clone(&state), request));
