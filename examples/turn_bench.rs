@@ -266,8 +266,29 @@ async fn one_turn(
     }
 }
 
-/// Resident memory in KiB: now and the peak (high-water mark).
-fn rss_kib(pid: u32) -> Result<(u64, u64), BenchError> {
+/// Resident memory in KiB: total, private anonymous (heap, stacks) and
+/// file-backed (code and the store's memory map), plus the peak total.
+#[derive(Debug, Clone, Copy)]
+struct Rss {
+    total: u64,
+    anon: u64,
+    file: u64,
+    peak: u64,
+}
+
+impl std::fmt::Display for Rss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} MiB (anon {:.1}, file {:.1})",
+            mib(self.total),
+            mib(self.anon),
+            mib(self.file)
+        )
+    }
+}
+
+fn rss_kib(pid: u32) -> Result<Rss, BenchError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let field = |name: &str| {
         status
@@ -277,7 +298,12 @@ fn rss_kib(pid: u32) -> Result<(u64, u64), BenchError> {
             .and_then(|kib| kib.parse::<u64>().ok())
             .ok_or_else(|| BenchError::Protocol(format!("no {name} line in /proc status")))
     };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
+    Ok(Rss {
+        total: field("VmRSS:")?,
+        anon: field("RssAnon:")?,
+        file: field("RssFile:")?,
+        peak: field("VmHWM:")?,
+    })
 }
 
 /// Starts `count` turns whose streams the fake holds open; returns how many
@@ -331,7 +357,7 @@ async fn run(options: Options) -> Result<(), BenchError> {
     let store_on = options.data_root.clone().unwrap_or_else(std::env::temp_dir);
     println!("gateway data dir under {}", store_on.display());
     let pid = gateway.child.id();
-    let (idle_rss, _) = rss_kib(pid)?;
+    let idle_rss = rss_kib(pid)?;
     for n in 0..options.warmup {
         one_turn(&mut socket, &fake, n).await?;
     }
@@ -342,7 +368,7 @@ async fn run(options: Options) -> Result<(), BenchError> {
     }
     let wall = started.elapsed();
     samples.sort();
-    let (after_rss, _) = rss_kib(pid)?;
+    let after_rss = rss_kib(pid)?;
     println!(
         "turn overhead (chat.send -> chat final, zero-latency fake provider, {} turns after {} warm-up, fresh session each): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
         samples.len(),
@@ -357,15 +383,13 @@ async fn run(options: Options) -> Result<(), BenchError> {
         samples.len() as f64 / wall.as_secs_f64()
     );
     let open = hold_concurrent(&mut socket, &fake, options.concurrent).await?;
-    let (held_rss, peak) = rss_kib(pid)?;
+    let held_rss = rss_kib(pid)?;
+    println!("gateway RSS idle: {idle_rss}");
+    println!("gateway RSS after the turns: {after_rss}");
     println!(
-        "gateway RSS: idle {:.1} MiB, after the turns {:.1} MiB, with {} turns in flight ({} provider streams held open, the rest queued by the lane) {:.1} MiB, peak {:.1} MiB",
-        mib(idle_rss),
-        mib(after_rss),
+        "gateway RSS with {} turns in flight ({open} provider streams held open, the rest queued by the lane): {held_rss}, peak {:.1} MiB",
         options.concurrent,
-        open,
-        mib(held_rss),
-        mib(peak)
+        mib(held_rss.peak)
     );
     Ok(())
 }
