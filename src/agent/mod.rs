@@ -17,5 +17,8 @@ pub mod provider;
 pub mod reasoning;
 pub mod runs;
 pub mod skills;
+pub mod subagents;
+pub mod subagents_control;
+pub mod subagents_prompt;
 pub mod tool_loop;
 pub mod turn;

@@ -120,12 +120,17 @@ pub struct RunTicket {
 
 impl RunRegistry {
     pub fn new(max_concurrent: usize) -> Self {
+        RunRegistry::with_lanes(LaneLimits {
+            main: max_concurrent.max(1),
+            ..LaneLimits::default()
+        })
+    }
+
+    /// A registry whose main, subagent and cron lanes have these sizes.
+    pub fn with_lanes(limits: LaneLimits) -> Self {
         RunRegistry {
             tables: Mutex::new(Tables::default()),
-            lanes: LaneGate::new(LaneLimits {
-                main: max_concurrent.max(1),
-                ..LaneLimits::default()
-            }),
+            lanes: LaneGate::new(limits),
         }
     }
 
@@ -165,6 +170,11 @@ impl RunRegistry {
     /// another run use the subagent lane, so they never wait on their caller's slot).
     pub async fn admit_in(&self, session_key: &str, lane: LaneKind) -> LanePass {
         self.lanes.admit(session_key, lane).await
+    }
+
+    /// Free slots in a lane right now.
+    pub fn lane_available(&self, lane: LaneKind) -> usize {
+        self.lanes.available(lane)
     }
 
     /// Records a run's outcome and wakes its waiters.

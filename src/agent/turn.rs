@@ -114,8 +114,12 @@ pub async fn run_turn(
     if let Err(e) = context::guard_window(&model_ref, window) {
         return fail(outcome, e.to_string());
     }
-    let allowed_tools =
-        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names());
+    let allowed_tools = crate::tools::policy::restrict_for_depth(
+        &env.config,
+        session.spawn_depth.unwrap_or(0),
+        super::subagents::max_spawn_depth(&env.config),
+        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names()),
+    );
     let system_prompt = tokio::task::block_in_place(|| {
         system_prompt(env, spec, &model_ref, &allowed_tools, first_run)
     });

@@ -9,6 +9,16 @@
 //! that (dedupe, access policy, routing, queueing, the run, reply shaping)
 //! is channel-agnostic and must not live in an adapter.
 
+pub mod commands;
+pub mod hub;
+pub mod outbound;
+pub mod registry;
+pub mod settings;
+pub mod stream;
+pub mod telegram;
+pub mod turns;
+pub mod typing;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,6 +30,9 @@ use crate::routing::RouteInput;
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Where an outbound message goes, in the platform's own identifiers.
+/// Replies to an inbound message go to its `conversation_id` (adapters set
+/// it to the chat / channel id replies must be sent to), else to the routing
+/// peer's id, in the message's `thread_id` (see `hub::reply_target`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutboundTarget {
     pub account_id: String,

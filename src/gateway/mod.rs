@@ -15,6 +15,7 @@ pub mod frames;
 pub mod handshake;
 pub mod http;
 pub mod idempotency;
+pub mod launcher;
 pub mod methods;
 pub mod openai_http;
 pub mod pairing;
@@ -147,6 +148,8 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     });
     state.set_ready();
     methods::cron::start_service(&state);
+    start_channels(&state).await;
+    launcher::reconcile_subagents(&state);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
@@ -155,10 +158,28 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
         _ = int.recv() => log::info!("SIGINT received, shutting down"),
     }
     drain(&state).await;
+    state.channels.stop_all().await;
     if tailscale.reset_on_exit {
         tailscale::reset(tailscale.mode).await;
     }
     Ok(())
+}
+
+/// Registers the adapters the config asks for and starts them with the hub
+/// as their inbound sink.
+async fn start_channels(state: &Arc<GatewayState>) {
+    let config = state.config();
+    for adapter in
+        crate::channels::registry::configured_adapters(&config, &state.store, &state.http())
+    {
+        state.channels.register(adapter);
+    }
+    if state.channels.ids().is_empty() {
+        return;
+    }
+    let hub = crate::channels::hub::hub_of(state);
+    let sink = Arc::new(crate::channels::hub::HubSink(hub));
+    state.channels.start_all(sink).await;
 }
 
 fn hostname() -> String {

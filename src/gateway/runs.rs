@@ -45,6 +45,15 @@ pub struct RunOrigin {
     pub tap: Option<mpsc::Sender<RunEvent>>,
 }
 
+/// Where a run executes and whether readers see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunPlacement {
+    /// The global lane the run takes (sub-agent and cron runs have their own).
+    pub lane: LaneKind,
+    /// No `chat` events: the caller decides what readers see (heartbeat runs).
+    pub quiet: bool,
+}
+
 /// Starts a run in the background; the caller has already answered (or will
 /// answer) the request that asked for it.
 pub fn start(
@@ -62,22 +71,46 @@ pub fn start_in_lane(
     origin: RunOrigin,
     lane: LaneKind,
 ) -> Result<(), ErrorShape> {
+    start_placed(state, spec, origin, RunPlacement { lane, quiet: false })
+}
+
+/// [`start`] on a chosen lane, optionally without `chat` events.
+pub fn start_placed(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    placement: RunPlacement,
+) -> Result<(), ErrorShape> {
+    let mut prepared = prepare(state, spec, origin)?;
+    prepared.placement = placement;
+    state.tasks.spawn(prepared.execute());
+    Ok(())
+}
+
+/// A registered run that has not started: [`PreparedRun::execute`] runs it
+/// to its end (the queue's turn runner awaits it; [`start`] spawns it).
+pub struct PreparedRun {
+    state: Arc<GatewayState>,
+    spec: TurnSpec,
+    ticket: crate::agent::runs::RunTicket,
+    env: TurnEnv,
+    requester: Option<String>,
+    final_reply: Option<FinalReply>,
+    idempotency_key: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    placement: RunPlacement,
+}
+
+/// Registers the run (a duplicate active run id is refused) and prepares
+/// its environment, without starting it.
+pub fn prepare(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+) -> Result<PreparedRun, ErrorShape> {
     if !state.is_ready() {
         return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
     }
-    let RunOrigin {
-        requester,
-        final_reply,
-        idempotency_key,
-        tap,
-    } = origin;
-    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
-        return Err(ErrorShape::invalid(format!(
-            "run {} is already active",
-            spec.run_id
-        )));
-    };
-    let state = state.clone();
     let config = state.config();
     let workspace = state.workspace_for(&config, &spec.agent_id);
     if let Err(e) = std::fs::create_dir_all(&workspace) {
@@ -86,6 +119,12 @@ pub fn start_in_lane(
             workspace.display()
         )));
     }
+    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
+        return Err(ErrorShape::invalid(format!(
+            "run {} is already active",
+            spec.run_id
+        )));
+    };
     let env = TurnEnv {
         store: state.store.clone(),
         config,
@@ -94,31 +133,75 @@ pub fn start_in_lane(
         workspace,
         services: state.tool_services.clone(),
     };
-    state.clone().tasks.spawn(async move {
+    Ok(PreparedRun {
+        state: state.clone(),
+        spec,
+        ticket,
+        env,
+        requester: origin.requester,
+        final_reply: origin.final_reply,
+        idempotency_key: origin.idempotency_key,
+        tap: origin.tap,
+        placement: RunPlacement::default(),
+    })
+}
+
+impl PreparedRun {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.spec.run_id
+    }
+
+    /// The run's abort switch (the same one `chat.abort` pulls).
+    pub fn cancel_token(&self) -> tokio_util::sync::CancellationToken {
+        self.ticket.cancel.clone()
+    }
+
+    /// Waits for the session's lane, runs the turn, forwards its events and
+    /// settles waiters; returns the outcome.
+    pub async fn execute(self) -> RunOutcome {
+        let PreparedRun {
+            state,
+            spec,
+            ticket,
+            env,
+            requester,
+            final_reply,
+            idempotency_key,
+            tap,
+            placement,
+        } = self;
         let (tx, rx) = mpsc::channel(64);
-        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), requester, tap, rx));
-        let cancel = ticket.cancel.clone();
-        let outcome = {
-            let _pass = tokio::select! {
-                admitted = state.runs.admit_in(&spec.session_key, lane) => admitted,
-                _ = cancel.cancelled() => {
-                    let outcome = aborted_before_start(&spec);
-                    let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
-                    drop(tx);
-                    let _ = forwarder.await;
-                    tokio::task::block_in_place(|| finish(&state, ticket, outcome, None, final_reply, idempotency_key));
-                    return;
-                }
-            };
-            let outcome = run_turn(&env, &spec, cancel, tx.clone()).await;
-            let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
-            outcome
+        let listeners = Listeners {
+            requester,
+            tap,
+            quiet: placement.quiet,
         };
+        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), listeners, rx));
+        let cancel = ticket.cancel.clone();
+        let outcome = tokio::select! {
+            pass = state.runs.admit_in(&spec.session_key, placement.lane) => {
+                let _pass = pass;
+                run_turn(&env, &spec, cancel, tx.clone()).await
+            }
+            _ = cancel.cancelled() => aborted_before_start(&spec),
+        };
+        let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
         drop(tx);
         let reasoning = forwarder.await.ok().flatten();
-        tokio::task::block_in_place(|| finish(&state, ticket, outcome, reasoning, final_reply, idempotency_key));
-    });
-    Ok(())
+        let settled = outcome.clone();
+        tokio::task::block_in_place(|| {
+            finish(
+                &state,
+                ticket,
+                settled,
+                reasoning,
+                final_reply,
+                idempotency_key,
+            )
+        });
+        outcome
+    }
 }
 
 fn aborted_before_start(spec: &TurnSpec) -> RunOutcome {
@@ -244,16 +327,27 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
+/// Who hears a run's events besides `chat` readers.
+struct Listeners {
+    requester: Option<String>,
+    tap: Option<mpsc::Sender<RunEvent>>,
+    quiet: bool,
+}
+
 /// Forwards one run's events until it finishes; returns the run's reasoning
 /// block (reasoning level `on`) for the final answer.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
-    requester: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
+    listeners: Listeners,
     mut rx: mpsc::Receiver<RunEvent>,
 ) -> Option<String> {
     let mut reasoning_block = None;
+    let Listeners {
+        requester,
+        tap,
+        quiet,
+    } = listeners;
     let mut agent_seq = 0u64;
     let mut chat = ChatThrottle {
         seq: 0,
@@ -267,7 +361,9 @@ async fn forward(
             event = rx.recv() => event,
             _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
                 flush_at = None;
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 continue;
             }
         };
@@ -294,6 +390,9 @@ async fn forward(
             }
             RunEvent::Delta { text, delta } => {
                 agent_event("assistant", json!({"text": text, "delta": delta}));
+                if quiet {
+                    continue;
+                }
                 chat.pending = Some(text);
                 let now = now_ms();
                 if now.saturating_sub(chat.last_sent_ms) >= CHAT_DELTA_THROTTLE_MS {
@@ -336,7 +435,9 @@ async fn forward(
                 }
             }
             RunEvent::Finished(outcome) => {
-                flush_chat_delta(&state, &spec, &mut chat);
+                if !quiet {
+                    flush_chat_delta(&state, &spec, &mut chat);
+                }
                 let ended = json!({
                     "phase": if outcome.status == RunStatus::Error || outcome.status == RunStatus::Timeout { "error" } else { "end" },
                     "startedAt": outcome.started_at_ms,
@@ -345,8 +446,10 @@ async fn forward(
                     "error": outcome.error,
                 });
                 agent_event("lifecycle", ended);
-                let reasoning = reasoning_block.as_deref();
-                broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
+                if !quiet {
+                    let reasoning = reasoning_block.as_deref();
+                    broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
+                }
                 break;
             }
         }

@@ -140,6 +140,11 @@ pub struct Inbound<'a> {
     pub now_ms: u64,
 }
 
+/// The inbound-debounce key of a route, as `flush_due` reports it.
+pub fn debounce_key(route: &Route) -> String {
+    format!("{}\u{1f}{}", route.channel, route.session_key)
+}
+
 /// The pipeline of one gateway; share it behind an `Arc`.
 pub struct InboundPipeline {
     store: Store,
@@ -228,7 +233,7 @@ impl InboundPipeline {
         route: Route,
         inbound: &Inbound<'_>,
     ) -> Result<Decision, PipelineError> {
-        let key = format!("{}\u{1f}{}", route.channel, route.session_key);
+        let key = debounce_key(&route);
         let step = self
             .debouncer
             .lock()

@@ -147,6 +147,12 @@ pub struct TurnContext {
 /// Executes turns (the agent run, in production).
 pub trait TurnRunner: Send + Sync + 'static {
     fn run(&self, turn: Turn, ctx: TurnContext) -> BoxFuture<'static, ()>;
+
+    /// Whether running turns take steered messages; when not, steer and
+    /// steer-backlog behave as followup (nothing is lost or doubled).
+    fn can_steer(&self) -> bool {
+        true
+    }
 }
 
 struct ActiveTurn {
@@ -221,7 +227,7 @@ impl CommandQueue {
         };
         slot.settings = settings;
         slot.last_enqueued = now;
-        busy_enqueue(slot, message)
+        busy_enqueue(slot, message, self.inner.runner.can_steer())
     }
 
     /// Aborts the session's running turn and drops what waits; returns
@@ -269,9 +275,13 @@ impl CommandQueue {
 }
 
 /// A message for a session that is already draining.
-fn busy_enqueue(slot: &mut SessionSlot, message: QueuedMessage) -> EnqueueOutcome {
+fn busy_enqueue(slot: &mut SessionSlot, message: QueuedMessage, can_steer: bool) -> EnqueueOutcome {
     let (cap, drop) = (slot.settings.cap, slot.settings.drop);
-    match slot.settings.mode {
+    let mode = match slot.settings.mode {
+        QueueMode::Steer | QueueMode::SteerBacklog if !can_steer => QueueMode::Followup,
+        mode => mode,
+    };
+    match mode {
         QueueMode::Interrupt => {
             if let Some(active) = &slot.active {
                 active.cancel.cancel();
@@ -281,7 +291,7 @@ fn busy_enqueue(slot: &mut SessionSlot, message: QueuedMessage) -> EnqueueOutcom
             EnqueueOutcome::Interrupted
         }
         QueueMode::Steer | QueueMode::SteerBacklog => {
-            let backlog = slot.settings.mode == QueueMode::SteerBacklog;
+            let backlog = mode == QueueMode::SteerBacklog;
             let steered = match &slot.active {
                 Some(active) => active.steer.push(message.text_copy(), cap),
                 None => false,

@@ -55,6 +55,8 @@ pub(super) struct Databases {
     pub embed_cache: RawDb,
     pub cron: RawDb,
     pub cron_runs: RawDb,
+    pub subagent_runs: RawDb,
+    pub telegram_offsets: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -72,10 +74,12 @@ pub(super) const EMBED_CACHE_DB: &str = "embed_cache";
 
 pub(super) const CRON_DB: &str = "cron";
 pub(super) const CRON_RUNS_DB: &str = "cron_runs";
+pub(super) const SUBAGENT_RUNS_DB: &str = "subagent_runs";
+pub(super) const TELEGRAM_OFFSETS_DB: &str = "telegram_offsets";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 13] {
+    pub fn all(&self) -> [(&'static str, RawDb); 15] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -90,6 +94,8 @@ impl Databases {
             (EMBED_CACHE_DB, self.embed_cache),
             (CRON_DB, self.cron),
             (CRON_RUNS_DB, self.cron_runs),
+            (SUBAGENT_RUNS_DB, self.subagent_runs),
+            (TELEGRAM_OFFSETS_DB, self.telegram_offsets),
         ]
     }
 }
@@ -349,8 +355,12 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         .map_err(|e| lmdb_error("open databases", e))?;
     // An error from the closure (a schema that is too new, a corrupt version record) drops the transaction
     // uncommitted, so a refused environment is left exactly as it was found.
-    let ((sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs), memory) =
-        env.create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
+    let (
+        (sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs),
+        memory,
+        telegram_offsets,
+    ) = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
             let dbs = (
                 create(SESSIONS_DB)?,
@@ -368,9 +378,11 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(MEMORY_VECTORS_DB)?,
                 create(MEMORY_TERMS_DB)?,
                 create(EMBED_CACHE_DB)?,
+                create(SUBAGENT_RUNS_DB)?,
             ];
+            let channels = create(TELEGRAM_OFFSETS_DB)?;
             meta::check_and_record_schema(wtxn, dbs.5)?;
-            Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory)))
+            Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory, channels)))
         })
         .map_err(|e| e.into_store("open databases"))?
         .commit()
@@ -392,5 +404,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         embed_cache: memory[4],
         cron,
         cron_runs,
+        subagent_runs: memory[5],
+        telegram_offsets,
     })
 }

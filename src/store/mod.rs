@@ -23,6 +23,8 @@ mod memory_cache;
 mod memory_search;
 mod meta;
 mod sessions;
+mod subagents;
+mod telegram_offsets;
 mod transcripts;
 
 use std::collections::BTreeMap;
@@ -380,6 +382,8 @@ mod tests {
                 "meta",
                 "pair_requests",
                 "sessions",
+                "subagent_runs",
+                "telegram_offsets",
                 "transcripts"
             ]
         );

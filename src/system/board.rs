@@ -73,6 +73,8 @@ impl BoardProfile {
             max_connections: self.gateway.max_connections,
             max_buffered_bytes: self.gateway.max_buffered_bytes,
             max_concurrent_runs: self.lanes.global,
+            subagent_lane: self.lanes.subagent,
+            cron_lane: self.lanes.cron,
             ..GatewayLimits::default()
         }
     }

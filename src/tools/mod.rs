@@ -5,6 +5,7 @@
 //! File tools are confined to the agent's workspace (`workspace.rs`).
 
 pub mod approval;
+pub mod cron;
 pub mod exec;
 pub mod fs;
 pub mod hooks;
@@ -14,6 +15,8 @@ pub mod process;
 pub mod schema;
 pub mod sessions;
 pub mod sessions_send;
+pub mod sessions_spawn;
+pub mod subagents;
 pub mod web_fetch;
 pub mod workspace;
 
@@ -60,6 +63,10 @@ pub struct ToolServices {
     pub hooks: Arc<hooks::ToolHooks>,
     /// Starts and awaits runs in other sessions (`sessions_send`).
     pub sessions: Arc<dyn sessions_send::SessionRunner>,
+    /// The sub-agent registry (`sessions_spawn`, `subagents`); absent outside a gateway.
+    pub subagents: Option<Arc<crate::agent::subagents::SubagentRegistry>>,
+    /// The cron service (`cron`); absent outside a gateway.
+    pub cron: Option<Arc<dyn cron::CronAccess>>,
 }
 
 impl Default for ToolServices {
@@ -70,6 +77,8 @@ impl Default for ToolServices {
             approvals: Arc::new(approval::NoApprover),
             hooks: Arc::new(hooks::ToolHooks::standard()),
             sessions: Arc::new(sessions_send::NoSessionRunner),
+            subagents: None,
+            cron: None,
         }
     }
 }
@@ -137,6 +146,9 @@ impl ToolRegistry {
             Arc::new(sessions::SessionsHistoryTool),
             Arc::new(sessions_send::SessionsSendTool),
             Arc::new(sessions::SessionStatusTool),
+            Arc::new(sessions_spawn::SessionsSpawnTool),
+            Arc::new(subagents::SubagentsTool),
+            Arc::new(cron::CronTool),
             Arc::new(web_fetch::WebFetchTool),
         ] {
             registry.register(tool);

@@ -120,6 +120,59 @@ pub fn allowed_tools(config: &Config, agent_id: &str, available: &[&str]) -> Vec
     set.into_iter().collect()
 }
 
+/// Tools no sub-agent gets: gateway and scheduling control, messaging other sessions, status and memory
+/// of the main conversation (after upstream's always-deny list for sub-agents).
+pub const SUBAGENT_DENIED_TOOLS: &[&str] = &[
+    "gateway",
+    "agents_list",
+    "session_status",
+    "sessions_send",
+    "cron",
+    "memory_search",
+    "memory_get",
+];
+/// Tools a leaf sub-agent (one that may not spawn) also loses: the session tools.
+pub const SUBAGENT_LEAF_DENIED_TOOLS: &[&str] = &[
+    "sessions_list",
+    "sessions_history",
+    "sessions_spawn",
+    "subagents",
+];
+
+/// The depth rule: a sub-agent session (`depth` ≥ 1) loses `SUBAGENT_DENIED_TOOLS`; a leaf (`depth` ≥
+/// `max_spawn_depth`) also the session tools, while an orchestrator keeps spawn/subagents/list/history.
+/// `tools.subagents.tools` allow / alsoAllow / deny apply last. Depth 0 is left alone.
+pub fn restrict_for_depth(
+    config: &Config,
+    depth: u32,
+    max_spawn_depth: u32,
+    tools: Vec<String>,
+) -> Vec<String> {
+    if depth == 0 {
+        return tools;
+    }
+    let leaf = depth >= max_spawn_depth;
+    let available: Vec<&str> = tools.iter().map(String::as_str).collect();
+    let mut set: BTreeSet<String> = tools
+        .iter()
+        .filter(|t| !SUBAGENT_DENIED_TOOLS.contains(&t.as_str()))
+        .filter(|t| !(leaf && SUBAGENT_LEAF_DENIED_TOOLS.contains(&t.as_str())))
+        .cloned()
+        .collect();
+    let scope = &config.tools.subagents.tools;
+    set = apply(
+        &available,
+        set,
+        &Layer {
+            profile: None,
+            allow: &scope.allow,
+            also_allow: &scope.also_allow,
+            deny: &scope.deny,
+        },
+    );
+    set.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +197,45 @@ mod tests {
         assert_eq!(
             allowed_tools(&config, "main", ALL),
             vec!["session_status".to_string()]
+        );
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn leaf_subagents_lose_session_tools_and_orchestrators_keep_spawning() {
+        let tools = names(&[
+            "read",
+            "cron",
+            "session_status",
+            "sessions_spawn",
+            "sessions_history",
+            "subagents",
+        ]);
+        let config = Config::default();
+        assert_eq!(restrict_for_depth(&config, 0, 1, tools.clone()), tools);
+        assert_eq!(
+            restrict_for_depth(&config, 1, 1, tools.clone()),
+            names(&["read"])
+        );
+        assert_eq!(
+            restrict_for_depth(&config, 1, 2, tools.clone()),
+            names(&["read", "sessions_history", "sessions_spawn", "subagents"])
+        );
+        assert_eq!(restrict_for_depth(&config, 2, 2, tools), names(&["read"]));
+    }
+
+    #[test]
+    fn subagent_tool_scope_applies_last() {
+        let mut config = Config::default();
+        config.tools.subagents.tools.deny = vec!["read".into()];
+        config.tools.subagents.tools.also_allow = vec!["cron".into()];
+        let tools = names(&["read", "write", "cron"]);
+        assert_eq!(
+            restrict_for_depth(&config, 1, 1, tools),
+            names(&["cron", "write"])
         );
     }
 

@@ -7,18 +7,23 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::channels::hub::hub_of;
+use crate::channels::turns::TurnOrigin;
 use crate::gateway::clients::ClientInfo;
 use crate::gateway::frames::{self, ErrorShape};
 use crate::gateway::idempotency::{Seen, Waiter};
 use crate::gateway::runs::{self, FinalReply, RunOrigin};
 use crate::gateway::state::GatewayState;
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
+use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::system::clock::now_ms;
 
 use super::params::Params;
 use super::sessions::canonical_key;
 use super::Reply;
 
+/// The web chat's channel id (internal: `send` refuses it).
+pub const WEBCHAT_CHANNEL: &str = "webchat";
 /// Default `agent.wait` timeout.
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 30_000;
 /// Longest `agent.wait` timeout accepted.
@@ -172,8 +177,9 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
     }
 }
 
-/// `chat.send`: the web chat's way in; `/stop` aborts, `/new` and `/reset`
-/// start over (`/compact` is answered by [`compact`]).
+/// `chat.send`: the web chat's way in, through the same command queue as
+/// every channel (so `messages.queue` modes apply); `/stop` aborts, `/new`
+/// and `/reset` start over (`/compact` is answered by [`compact`]).
 pub fn send(
     state: &Arc<GatewayState>,
     info: &Arc<ClientInfo>,
@@ -185,12 +191,16 @@ pub fn send(
     let config = state.config();
     let agent_id = resolve_agent(state, p.opt_str("agentId")?)?;
     let session_key = canonical_key(&config, Some(&agent_id), Some(p.str("sessionKey", false)?));
+    let hub = hub_of(state);
     match message.trim() {
         "/stop" => {
+            let dropped = hub.queue.abort(&session_key);
             let run_ids = state.runs.abort_session(&session_key);
-            return Ok(json!({"ok": true, "aborted": !run_ids.is_empty(), "runIds": run_ids}));
+            let aborted = dropped || !run_ids.is_empty();
+            return Ok(json!({"ok": true, "aborted": aborted, "runIds": run_ids}));
         }
         "/new" | "/reset" => {
+            hub.queue.abort(&session_key);
             let reset = json!({"key": session_key, "reason": if message.trim() == "/new" { "new" } else { "reset" }});
             return super::sessions::reset(state, &reset);
         }
@@ -205,35 +215,43 @@ pub fn send(
         }
         None => {}
     }
+    if !state.is_ready() {
+        return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
+    }
     let timeout_ms = p
         .opt_u64("timeoutMs", 1, 86_400_000)?
         .unwrap_or_else(|| run_timeout_ms(state, None));
-    // The web chat is channel `webchat`: its text gets the pipeline's
-    // finalisation (newlines, neutralised prompt markers) like any channel.
-    let spec = TurnSpec {
-        run_id: key.to_string(),
-        agent_id,
-        session_key,
-        message: sanitize_user_text(&normalize_newlines(message)),
-        timeout_ms,
-        model_override: None,
-        extra_system_prompt: None,
-        label: None,
-        channel: Some("webchat".into()),
-    };
     let ack = json!({"runId": key, "status": "started"});
     state.idempotency.begin(&cache_key, ack.clone(), now);
-    let origin = RunOrigin {
+    let origin = TurnOrigin {
+        agent_id,
+        channel: WEBCHAT_CHANNEL.into(),
+        run_id: key.to_string(),
+        timeout_ms,
+        reply: None,
         requester: Some(info.conn_id.clone()),
-        final_reply: None,
-        idempotency_key: Some(cache_key.clone()),
-        tap: None,
+        idempotency_key: Some(cache_key),
+        typing: None,
+        gateway: Arc::downgrade(state),
     };
-    if let Err(error) = runs::start(state, spec, origin) {
-        state.idempotency.forget(&cache_key);
-        return Err(error);
+    // The web chat is channel `webchat`: its text gets the pipeline's
+    // finalisation (newlines, neutralised prompt markers) like any channel.
+    let queued = QueuedMessage {
+        id: key.to_string(),
+        text: sanitize_user_text(&normalize_newlines(message)),
+        attachment: Some(Box::new(origin)),
+    };
+    let settings = QueueSettings::for_channel(&config.messages.queue, WEBCHAT_CHANNEL);
+    match hub
+        .queue
+        .enqueue(&session_key, LaneKind::Main, settings, queued)
+    {
+        // The refused message's origin forgot its idempotency key on drop.
+        EnqueueOutcome::Dropped => Err(ErrorShape::unavailable(format!(
+            "the queue of session {session_key} is full (messages.queue.cap)"
+        ))),
+        _ => Ok(ack),
     }
-    Ok(ack)
 }
 
 /// The instructions of a `/compact [instructions]` message, if it is one.
@@ -274,6 +292,7 @@ pub fn abort(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSh
             None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
         };
     }
+    hub_of(state).queue.abort(&session_key);
     let mut run_ids = state.runs.abort_session(&session_key);
     // Some clients pass a run id where the session key goes; honour it.
     if run_ids.is_empty() && state.runs.abort(raw_key) {

@@ -124,7 +124,11 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob) -> RunResul
         tap: Some(tap),
         ..RunOrigin::default()
     };
-    if let Err(e) = runs::start(state, spec, origin) {
+    let placement = runs::RunPlacement {
+        lane: crate::queue::LaneKind::Cron,
+        quiet: false,
+    };
+    if let Err(e) = runs::start_placed(state, spec, origin, placement) {
         return failed(e.message);
     }
     while let Some(event) = events.recv().await {

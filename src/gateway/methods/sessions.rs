@@ -76,6 +76,8 @@ pub fn row(key: &str, entry: &SessionEntry) -> Value {
         "lastChannel": entry.last_channel,
         "lastTo": entry.last_to,
         "spawnedBy": entry.spawned_by,
+        "spawnDepth": entry.spawn_depth,
+        "status": entry.status,
         "abortedLastRun": entry.aborted_last_run,
     })
 }

@@ -1,0 +1,567 @@
+//! Sub-agents: `sessions_spawn` starts a child session `agent:<id>:subagent:<uuid>` that runs one task on
+//! the subagent lane; when it ends, its result and statistics are announced back to the requester session
+//! (to the nearest living ancestor if the requester is gone). Depth (`maxSpawnDepth`), active children
+//! (`maxChildrenPerAgent`) and target agents (`allowAgents`) are checked before anything starts. Every run
+//! is a record in the store's `subagent_runs` database, so a restart can reconcile it.
+//!
+//! This module decides and records; it never starts a run itself: a [`RunLauncher`] from the gateway does,
+//! and the same launcher delivers announcements (today as a follow-up run in the requester session; the
+//! queue can take that over behind the same trait). List, kill, steer and restart recovery live in
+//! `subagents_control.rs`; the words in `subagents_prompt.rs`.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::runs::{RunOutcome, RunStatus};
+use super::subagents_prompt::{announce_message, child_system_prompt, ChildPromptParts};
+use super::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::config::Config;
+use crate::queue::LaneKind;
+use crate::store::{SessionEntry, Store, StoreError};
+
+/// The part of a child's session key between the agent id and the uuid.
+pub const SUBAGENT_KEY_MARKER: &str = ":subagent:";
+/// `maxSpawnDepth` is clamped to this (upstream's range is 1–5).
+pub const MAX_SPAWN_DEPTH_LIMIT: u32 = 5;
+/// How many ancestors an announcement climbs looking for a living session.
+const MAX_ANNOUNCE_HOPS: usize = 8;
+
+/// What happens to a child's session after its result is announced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cleanup {
+    Delete,
+    #[default]
+    Keep,
+}
+
+/// A sub-agent run's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentStatus {
+    Running,
+    Done,
+    Failed,
+    Timeout,
+    Killed,
+}
+
+impl SubagentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubagentStatus::Running => "running",
+            SubagentStatus::Done => "done",
+            SubagentStatus::Failed => "failed",
+            SubagentStatus::Timeout => "timeout",
+            SubagentStatus::Killed => "killed",
+        }
+    }
+}
+
+/// One spawned run, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentRun {
+    /// Registry id (stays the same when the child is steered).
+    pub id: String,
+    /// The agent run currently executing (or last executed) in the child session.
+    pub run_id: String,
+    pub child_session_key: String,
+    pub requester_session_key: String,
+    pub requester_agent_id: String,
+    pub agent_id: String,
+    pub task: String,
+    pub label: Option<String>,
+    pub cleanup: Cleanup,
+    /// The child's depth: 1 for a child of a main session.
+    pub depth: u32,
+    pub model: Option<String>,
+    pub timeout_ms: u64,
+    pub created_at_ms: u64,
+    pub ended_at_ms: Option<u64>,
+    pub status: SubagentStatus,
+    pub error: Option<String>,
+    pub result: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub announced: bool,
+}
+
+impl SubagentRun {
+    /// The record as tools and clients see it.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Why a spawn, kill or steer was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SubagentError {
+    #[error("invalid arguments: {0}")]
+    Invalid(String),
+    #[error("sessions_spawn is not allowed at this depth: this session is at depth {depth} and agents.defaults.subagents.maxSpawnDepth is {max}")]
+    DepthLimit { depth: u32, max: u32 },
+    #[error("this session already has {active} active sub-agents (agents.defaults.subagents.maxChildrenPerAgent is {max}); wait for one to finish or kill one")]
+    TooManyChildren { active: usize, max: usize },
+    #[error("agentId {agent:?} is not allowed for sessions_spawn from agent {requester:?} (allowed: {allowed}); set subagents.allowAgents")]
+    AgentNotAllowed {
+        agent: String,
+        requester: String,
+        allowed: String,
+    },
+    #[error("no sub-agent run matches {0:?} among this session's children")]
+    NotFound(String),
+    #[error("sub-agent run {0} is not running")]
+    NotRunning(String),
+    #[error("could not start the sub-agent run: {0}")]
+    Launch(String),
+    #[error("corrupt sub-agent record: {0}")]
+    Corrupt(String),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A boxed future resolving to a run's outcome.
+pub type OutcomeFuture = BoxFuture<'static, RunOutcome>;
+
+/// Starts and stops agent runs for the sub-agent registry (the gateway implements it).
+pub trait RunLauncher: Send + Sync {
+    /// Starts `spec` on `lane` (after its session's earlier runs); the future ends with its outcome.
+    fn launch(&self, spec: TurnSpec, lane: LaneKind) -> Result<OutcomeFuture, String>;
+    /// Aborts an active run; whether it was active.
+    fn abort_run(&self, run_id: &str) -> bool;
+    /// Delivers an announcement into a session as a new user-visible turn of its agent.
+    fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String>;
+}
+
+/// The spawn arguments (`sessions_spawn`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpawnRequest {
+    pub task: String,
+    pub label: Option<String>,
+    pub agent_id: Option<String>,
+    pub model: Option<String>,
+    pub thinking: Option<String>,
+    pub run_timeout_seconds: Option<u64>,
+    pub cleanup: Cleanup,
+}
+
+/// Who asks for a spawn.
+#[derive(Debug, Clone)]
+pub struct Requester {
+    pub agent_id: String,
+    pub session_key: String,
+}
+
+/// Runs a store call off the async workers' backs when the runtime allows it.
+pub(crate) fn blocking<R>(call: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(call)
+        }
+        _ => call(),
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    crate::system::clock::now_ms()
+}
+
+pub(crate) fn parse_run(json: &str) -> Result<SubagentRun, SubagentError> {
+    serde_json::from_str(json).map_err(|e| SubagentError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn run_json(run: &SubagentRun) -> String {
+    serde_json::to_string(run).expect("a SubagentRun always serialises")
+}
+
+/// `maxSpawnDepth` in force (1–5).
+pub fn max_spawn_depth(config: &Config) -> u32 {
+    config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .map_or(1, |s| s.effective_max_spawn_depth())
+        .clamp(1, MAX_SPAWN_DEPTH_LIMIT)
+}
+
+fn max_children(config: &Config) -> usize {
+    config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .map_or(5, |s| s.effective_max_children_per_agent())
+        .max(1) as usize
+}
+
+/// The depth of a session: its entry's `spawnDepth`, else 1 for a sub-agent key, else 0.
+pub fn session_depth(entry: Option<&SessionEntry>, session_key: &str) -> u32 {
+    entry
+        .and_then(|e| e.spawn_depth)
+        .unwrap_or(u32::from(session_key.contains(SUBAGENT_KEY_MARKER)))
+}
+
+/// Checks `allowAgents` for a spawn into another agent.
+fn check_target_agent(config: &Config, requester: &str, target: &str) -> Result<(), SubagentError> {
+    if target == requester {
+        return Ok(());
+    }
+    let allowed = config
+        .agents
+        .entry(requester)
+        .and_then(|a| a.subagents.as_ref())
+        .and_then(|s| s.allow_agents.clone())
+        .or_else(|| {
+            config
+                .agents
+                .defaults
+                .subagents
+                .as_ref()
+                .map(|s| s.allow_agents.clone())
+        })
+        .unwrap_or_default();
+    let known = config.agents.entry(target).is_some() || target == config.agents.default_agent_id();
+    if known && allowed.iter().any(|a| a == "*" || a == target) {
+        return Ok(());
+    }
+    Err(SubagentError::AgentNotAllowed {
+        agent: target.to_string(),
+        requester: requester.to_string(),
+        allowed: if allowed.is_empty() {
+            "only its own agent".into()
+        } else {
+            allowed.join(", ")
+        },
+    })
+}
+
+/// The child's model: the request's, else the agent's or the defaults' `subagents.model`.
+fn child_model(config: &Config, agent_id: &str, requested: Option<&str>) -> Option<String> {
+    let configured = config
+        .agents
+        .entry(agent_id)
+        .and_then(|a| a.subagents.as_ref())
+        .and_then(|s| s.model.as_ref())
+        .or_else(|| {
+            config
+                .agents
+                .defaults
+                .subagents
+                .as_ref()
+                .and_then(|s| s.model.as_ref())
+        })
+        .and_then(|m| m.primary().map(str::to_string));
+    requested.map(str::to_string).or(configured)
+}
+
+fn child_timeout_ms(config: &Config, requested: Option<u64>) -> u64 {
+    let configured = config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .and_then(|s| s.run_timeout_seconds)
+        .map(u64::from);
+    match requested.or(configured) {
+        Some(seconds) if seconds > 0 => seconds.saturating_mul(1_000),
+        _ => config
+            .agents
+            .defaults
+            .timeout_seconds
+            .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1_000),
+    }
+}
+
+/// The registry of sub-agent runs. Share it as `Arc<SubagentRegistry>`.
+pub struct SubagentRegistry {
+    pub(crate) store: Store,
+    pub(crate) launcher: Arc<dyn RunLauncher>,
+}
+
+impl SubagentRegistry {
+    pub fn new(store: Store, launcher: Arc<dyn RunLauncher>) -> Arc<SubagentRegistry> {
+        Arc::new(SubagentRegistry { store, launcher })
+    }
+
+    /// Every recorded run, oldest first.
+    pub fn runs(&self) -> Result<Vec<SubagentRun>, SubagentError> {
+        let mut runs = blocking(|| self.store.subagent_runs())?
+            .iter()
+            .map(|(_, json)| parse_run(json))
+            .collect::<Result<Vec<_>, _>>()?;
+        runs.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        Ok(runs)
+    }
+
+    /// Checks the limits, records the run, prepares the child session and starts its first turn.
+    pub fn spawn(
+        self: &Arc<Self>,
+        config: &Config,
+        requester: &Requester,
+        request: SpawnRequest,
+    ) -> Result<SubagentRun, SubagentError> {
+        if request.task.trim().is_empty() {
+            return Err(SubagentError::Invalid(
+                "task must be a non-empty string".into(),
+            ));
+        }
+        let parent = blocking(|| self.store.session(&requester.session_key))?;
+        let depth = session_depth(parent.as_ref(), &requester.session_key);
+        let max_depth = max_spawn_depth(config);
+        if depth >= max_depth {
+            return Err(SubagentError::DepthLimit {
+                depth,
+                max: max_depth,
+            });
+        }
+        let active = self
+            .runs()?
+            .iter()
+            .filter(|r| {
+                r.requester_session_key == requester.session_key
+                    && r.status == SubagentStatus::Running
+            })
+            .count();
+        if active >= max_children(config) {
+            return Err(SubagentError::TooManyChildren {
+                active,
+                max: max_children(config),
+            });
+        }
+        let agent_id = request
+            .agent_id
+            .as_deref()
+            .map(crate::routing::session_key::normalize_agent_id)
+            .unwrap_or_else(|| requester.agent_id.clone());
+        check_target_agent(config, &requester.agent_id, &agent_id)?;
+        let now = now_ms();
+        let child_key = format!(
+            "agent:{agent_id}{SUBAGENT_KEY_MARKER}{}",
+            uuid::Uuid::new_v4()
+        );
+        let run = SubagentRun {
+            id: uuid::Uuid::new_v4().to_string(),
+            run_id: uuid::Uuid::new_v4().to_string(),
+            child_session_key: child_key,
+            requester_session_key: requester.session_key.clone(),
+            requester_agent_id: requester.agent_id.clone(),
+            agent_id,
+            task: request.task.trim().to_string(),
+            label: request.label.filter(|l| !l.trim().is_empty()),
+            cleanup: request.cleanup,
+            depth: depth + 1,
+            model: child_model(config, &requester.agent_id, request.model.as_deref()),
+            timeout_ms: child_timeout_ms(config, request.run_timeout_seconds),
+            created_at_ms: now,
+            ended_at_ms: None,
+            status: SubagentStatus::Running,
+            error: None,
+            result: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            announced: false,
+        };
+        let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now);
+        entry.spawned_by = Some(run.requester_session_key.clone());
+        entry.spawn_depth = Some(run.depth);
+        entry.label = run.label.clone();
+        entry.thinking_level = request.thinking;
+        entry.status = Some(SubagentStatus::Running.as_str().into());
+        blocking(|| {
+            self.store.put_session(&run.child_session_key, &entry)?;
+            self.store.subagent_run_put(&run.id, &run_json(&run))
+        })?;
+        let spec = self.turn_spec(&run, run.task.clone(), max_depth);
+        self.start(run.clone(), spec)?;
+        Ok(run)
+    }
+
+    /// The turn a child runs: `message` in its session, with the sub-agent system prompt.
+    pub(crate) fn turn_spec(&self, run: &SubagentRun, message: String, max_depth: u32) -> TurnSpec {
+        let prompt = child_system_prompt(&ChildPromptParts {
+            requester_session_key: &run.requester_session_key,
+            child_session_key: &run.child_session_key,
+            label: run.label.as_deref(),
+            task: &run.task,
+            depth: run.depth,
+            max_spawn_depth: max_depth,
+        });
+        TurnSpec {
+            run_id: run.run_id.clone(),
+            agent_id: run.agent_id.clone(),
+            session_key: run.child_session_key.clone(),
+            message,
+            timeout_ms: run.timeout_ms,
+            model_override: run.model.clone(),
+            extra_system_prompt: Some(prompt),
+            label: run.label.clone(),
+            channel: None,
+        }
+    }
+
+    /// Launches a child turn and watches it to its end in the background.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        run: SubagentRun,
+        spec: TurnSpec,
+    ) -> Result<(), SubagentError> {
+        let outcome = match self.launcher.launch(spec, LaneKind::Subagent) {
+            Ok(outcome) => outcome,
+            Err(reason) => {
+                let failed = self.settle(&run.id, &run.run_id, |r| {
+                    r.status = SubagentStatus::Failed;
+                    r.error = Some(reason.clone());
+                })?;
+                if let Some(failed) = failed {
+                    self.mirror_status(&failed);
+                }
+                return Err(SubagentError::Launch(reason));
+            }
+        };
+        let registry = self.clone();
+        tokio::spawn(async move {
+            let outcome = outcome.await;
+            if let Err(e) = registry.finish(&run.id, &outcome) {
+                log::warn!("subagents: recording run {} failed: {e}", run.id);
+            }
+        });
+        Ok(())
+    }
+
+    /// Records a finished turn and announces it, unless the child was steered onto a newer turn or killed.
+    pub fn finish(&self, id: &str, outcome: &RunOutcome) -> Result<(), SubagentError> {
+        let settled = self.settle(id, &outcome.run_id, |r| {
+            r.status = match outcome.status {
+                RunStatus::Ok => SubagentStatus::Done,
+                RunStatus::Timeout => SubagentStatus::Timeout,
+                RunStatus::Aborted => SubagentStatus::Killed,
+                RunStatus::Error => SubagentStatus::Failed,
+            };
+            r.result = (!outcome.text.is_empty()).then(|| outcome.text.clone());
+            r.error = outcome.error.clone();
+            r.input_tokens += outcome.usage.input_tokens;
+            r.output_tokens += outcome.usage.output_tokens;
+        })?;
+        let Some(run) = settled else {
+            // Killed (or otherwise ended) while running: the turn has now written its last session
+            // update, so the stored end state goes on the session again.
+            let current = blocking(|| self.store.subagent_run(id))?;
+            if let Some(run) = current.map(|json| parse_run(&json)).transpose()? {
+                if run.run_id == outcome.run_id {
+                    self.mirror_status(&run);
+                }
+            }
+            return Ok(());
+        };
+        self.mirror_status(&run);
+        if run.status != SubagentStatus::Killed {
+            self.announce(&run)?;
+        }
+        Ok(())
+    }
+
+    /// Moves a running record of `run_id` to its end state; `None` when the record is gone, no longer
+    /// running, or runs a newer turn.
+    fn settle(
+        &self,
+        id: &str,
+        run_id: &str,
+        change: impl Fn(&mut SubagentRun),
+    ) -> Result<Option<SubagentRun>, SubagentError> {
+        let now = now_ms();
+        let written = blocking(|| {
+            self.store.subagent_run_update(id, |current| {
+                let mut run = parse_run(current?).ok()?;
+                if run.run_id != run_id || run.status != SubagentStatus::Running {
+                    return None;
+                }
+                change(&mut run);
+                run.ended_at_ms = Some(now);
+                Some(run_json(&run))
+            })
+        })?;
+        written.map(|json| parse_run(&json)).transpose()
+    }
+
+    /// Writes the run's status onto the child's session entry (`sessions.list` shows it).
+    pub(crate) fn mirror_status(&self, run: &SubagentRun) {
+        let result = blocking(|| {
+            let Some(mut entry) = self.store.session(&run.child_session_key)? else {
+                return Ok(());
+            };
+            entry.status = Some(run.status.as_str().into());
+            entry.updated_at_ms = now_ms();
+            self.store.put_session(&run.child_session_key, &entry)
+        });
+        if let Err(e) = result {
+            log::warn!(
+                "subagents: cannot update session {}: {e}",
+                run.child_session_key
+            );
+        }
+    }
+
+    /// Where an announcement goes: the requester's session, or the nearest ancestor that still exists.
+    pub fn announce_target(
+        &self,
+        run: &SubagentRun,
+    ) -> Result<Option<(String, String)>, SubagentError> {
+        let runs = self.runs()?;
+        let mut key = run.requester_session_key.clone();
+        let mut agent = run.requester_agent_id.clone();
+        for _ in 0..MAX_ANNOUNCE_HOPS {
+            if blocking(|| self.store.session(&key))?.is_some()
+                || !key.contains(SUBAGENT_KEY_MARKER)
+            {
+                return Ok(Some((agent, key)));
+            }
+            let Some(parent) = runs.iter().find(|r| r.child_session_key == key) else {
+                return Ok(None);
+            };
+            key = parent.requester_session_key.clone();
+            agent = parent.requester_agent_id.clone();
+        }
+        Ok(None)
+    }
+
+    /// Announces a finished run to its requester (or ancestor), then applies `cleanup`.
+    pub fn announce(&self, run: &SubagentRun) -> Result<(), SubagentError> {
+        match self.announce_target(run)? {
+            Some((agent, key)) => {
+                if let Err(e) = self.launcher.announce(&agent, &key, announce_message(run)) {
+                    log::warn!("subagents: announcing run {} to {key} failed: {e}", run.id);
+                    return Ok(());
+                }
+            }
+            None => log::warn!(
+                "subagents: run {} has no living requester to announce to",
+                run.id
+            ),
+        }
+        blocking(|| {
+            self.store.subagent_run_update(&run.id, |current| {
+                let mut stored = parse_run(current?).ok()?;
+                stored.announced = true;
+                Some(run_json(&stored))
+            })
+        })?;
+        if run.cleanup == Cleanup::Delete {
+            blocking(|| -> Result<(), StoreError> {
+                if let Some(entry) = self.store.delete_session(&run.child_session_key)? {
+                    self.store.delete_transcript(&entry.session_id)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "subagents_tests.rs"]
+mod tests;

@@ -1,0 +1,400 @@
+//! The hub: the production `InboundSink` and the one command queue of the
+//! gateway. An adapter's `InboundEvent` runs through
+//! `InboundPipeline::process` (on a blocking thread: it touches the store),
+//! and each decision is carried out here:
+//! - `Run` → `CommandQueue::enqueue` with `messages.queue` for the channel,
+//!   the typing indicator started, the reply route riding along;
+//! - `Command` → `commands::execute` (never the agent);
+//! - `Reply` (a pairing code) → sent through the adapter;
+//! - `Held` (inbound debounce) → a timer that calls `flush_due` and enqueues.
+//!
+//! The web chat's `chat.send` enqueues on the same queue, so queue modes
+//! apply to it too. Deliveries that finally failed are kept in a bounded log
+//! and broadcast as an `agent` event with stream `error`.
+//!
+//! The hub wires layers together; it must not parse platform payloads,
+//! shape replies or run the agent itself.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
+use crate::config::Config;
+use crate::gateway::clients::BroadcastOptions;
+use crate::gateway::scopes;
+use crate::gateway::state::GatewayState;
+use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
+use crate::queue::{
+    CommandQueue, EnqueueOutcome, LaneGate, LaneKind, LaneLimits, QueueSettings, QueuedMessage,
+};
+use crate::routing::{Route, Router};
+use crate::system::clock::now_ms;
+
+use super::outbound::{self, DeliveryError};
+use super::settings::ChannelSettings;
+use super::stream::{DeliveryReport, ReplyRoute};
+use super::turns::{ChannelTurnRunner, TurnOrigin};
+use super::typing::ChannelTyping;
+use super::{BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, TextFormat};
+
+/// Failed deliveries remembered for status and tests.
+pub const MAX_DELIVERY_FAILURES: usize = 50;
+
+/// One delivery that finally failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFailure {
+    pub run_id: Option<String>,
+    pub session_key: String,
+    pub error: DeliveryError,
+    pub at_ms: u64,
+}
+
+/// Where a conversation's messages came from and its answers go.
+pub(super) struct Destination {
+    pub(super) route: Route,
+    pub(super) target: OutboundTarget,
+    pub(super) settings: ChannelSettings,
+    pub(super) adapter: Arc<dyn Channel>,
+    /// The conversation is a group (some commands are refused there).
+    pub(super) is_group: bool,
+}
+
+/// The message path of one gateway.
+pub struct ChannelHub {
+    gateway: Weak<GatewayState>,
+    pub pipeline: Arc<InboundPipeline>,
+    pub queue: CommandQueue,
+    router: Arc<Router>,
+    /// The config the router was built from (rebuilt when it changes).
+    routed: Mutex<Weak<Config>>,
+    held: Mutex<HashMap<String, Destination>>,
+    failures: Mutex<VecDeque<DeliveryFailure>>,
+}
+
+/// The gateway's hub, built on first use.
+pub fn hub_of(state: &Arc<GatewayState>) -> Arc<ChannelHub> {
+    state
+        .hub
+        .get_or_init(|| Arc::new(ChannelHub::new(state)))
+        .clone()
+}
+
+/// The gateway's inbound pipeline (its echo tracker records replies).
+pub fn pipeline_of(state: &Arc<GatewayState>) -> Arc<InboundPipeline> {
+    hub_of(state).pipeline.clone()
+}
+
+/// Where a reply to `event` goes: the conversation id the adapter set
+/// (`conversation_id`), else the routing peer, else `to`; the same thread;
+/// group replies quote the message they answer.
+pub fn reply_target(event: &InboundEvent) -> OutboundTarget {
+    let message = &event.message;
+    let to = message
+        .conversation_id
+        .clone()
+        .or_else(|| event.route.peer.as_ref().map(|p| p.id.clone()))
+        .unwrap_or_else(|| message.to.clone());
+    let is_group = message.group_id.is_some()
+        || message
+            .chat_type
+            .is_some_and(crate::pipeline::context::ChatType::is_group);
+    OutboundTarget {
+        account_id: event.account_id.clone(),
+        to,
+        thread_id: message.thread_id.clone(),
+        reply_to_message_id: if is_group {
+            message.message_id.clone()
+        } else {
+            None
+        },
+    }
+}
+
+/// The run timeout from `agents.defaults.timeoutSeconds`.
+pub fn run_timeout_ms(config: &Config) -> u64 {
+    config
+        .agents
+        .defaults
+        .timeout_seconds
+        .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1000)
+}
+
+impl ChannelHub {
+    fn new(state: &Arc<GatewayState>) -> ChannelHub {
+        let config = state.config();
+        let router = Arc::new(Router::new(&config));
+        let gate = Arc::new(LaneGate::new(LaneLimits {
+            main: state.limits.max_concurrent_runs.max(1),
+            ..LaneLimits::default()
+        }));
+        let runner = Arc::new(ChannelTurnRunner::new(Arc::downgrade(state)));
+        ChannelHub {
+            gateway: Arc::downgrade(state),
+            pipeline: Arc::new(InboundPipeline::new(state.store.clone(), router.clone())),
+            queue: CommandQueue::new(gate, runner),
+            router,
+            routed: Mutex::new(Arc::downgrade(&config)),
+            held: Mutex::new(HashMap::new()),
+            failures: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Rebuilds the routing tables when the config was swapped.
+    fn refresh_router(&self, config: &Arc<Config>) {
+        let mut routed = self.routed.lock().unwrap_or_else(|e| e.into_inner());
+        if routed
+            .upgrade()
+            .is_some_and(|seen| Arc::ptr_eq(&seen, config))
+        {
+            return;
+        }
+        self.router.reload(config);
+        *routed = Arc::downgrade(config);
+    }
+
+    /// Deliveries that finally failed, oldest first.
+    pub fn delivery_failures(&self) -> Vec<DeliveryFailure> {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Logs a run's failed deliveries and tells web clients about them.
+    pub fn record_delivery(&self, run_id: Option<&str>, session_key: &str, report: DeliveryReport) {
+        let state = self.gateway.upgrade();
+        for error in report.failures {
+            log::warn!("delivery for {session_key} failed: {error}");
+            if let Some(state) = &state {
+                let payload = json!({
+                    "runId": run_id, "sessionKey": session_key, "stream": "error", "ts": now_ms(),
+                    "data": {"kind": "delivery", "error": error.to_string()},
+                });
+                state.clients.broadcast(
+                    "agent",
+                    &payload,
+                    BroadcastOptions {
+                        drop_if_slow: true,
+                        scope: Some(scopes::READ),
+                        state_version: None,
+                    },
+                );
+            }
+            let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            failures.push_back(DeliveryFailure {
+                run_id: run_id.map(str::to_string),
+                session_key: session_key.to_string(),
+                error,
+                at_ms: now_ms(),
+            });
+            while failures.len() > MAX_DELIVERY_FAILURES {
+                failures.pop_front();
+            }
+        }
+    }
+
+    /// Queues a run for a channel conversation.
+    fn enqueue_channel_run(
+        &self,
+        config: &Config,
+        route: &Route,
+        text: String,
+        dest: Destination,
+    ) -> EnqueueOutcome {
+        let Destination {
+            target,
+            settings,
+            adapter,
+            ..
+        } = dest;
+        let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
+            .map(|typing| TypingGuard::start(Arc::new(typing)));
+        let run_id = format!("{}-{}", route.channel, uuid::Uuid::new_v4());
+        let origin = TurnOrigin {
+            agent_id: route.agent_id.clone(),
+            channel: route.channel.clone(),
+            run_id: run_id.clone(),
+            timeout_ms: run_timeout_ms(config),
+            reply: Some(ReplyRoute {
+                channel: adapter,
+                target,
+                settings,
+                session_key: route.session_key.clone(),
+            }),
+            requester: None,
+            idempotency_key: None,
+            typing,
+            gateway: self.gateway.clone(),
+        };
+        let settings = QueueSettings::for_channel(&config.messages.queue, &route.channel);
+        let message = QueuedMessage {
+            id: run_id,
+            text,
+            attachment: Some(Box::new(origin)),
+        };
+        let outcome = self
+            .queue
+            .enqueue(&route.session_key, LaneKind::Main, settings, message);
+        log::debug!("message for {} queued: {outcome:?}", route.session_key);
+        outcome
+    }
+
+    /// Sends a short text (pairing code, command answer) to a conversation.
+    pub async fn send_notice(
+        &self,
+        adapter: &dyn Channel,
+        target: &OutboundTarget,
+        settings: &ChannelSettings,
+        session_key: &str,
+        text: &str,
+    ) {
+        let limits = settings.text_limits(adapter.text_limits());
+        let sent = outbound::send_text(
+            adapter,
+            target,
+            text,
+            TextFormat::Plain,
+            settings.retry,
+            limits,
+        )
+        .await;
+        match sent {
+            Ok(_) => {
+                for piece in outbound::split_for_limits(text, limits) {
+                    self.pipeline.record_outbound(session_key, &piece);
+                }
+            }
+            Err(error) => {
+                let report = DeliveryReport {
+                    failures: vec![error],
+                    ..DeliveryReport::default()
+                };
+                self.record_delivery(None, session_key, report);
+            }
+        }
+    }
+
+    async fn handle_event(self: Arc<Self>, event: InboundEvent) -> Result<(), String> {
+        let state = self
+            .gateway
+            .upgrade()
+            .ok_or_else(|| "the gateway is stopping".to_string())?;
+        let config = state.config();
+        self.refresh_router(&config);
+        let Some(adapter) = state.channels.get(&event.channel) else {
+            return Err(format!("no adapter registered for {}", event.channel));
+        };
+        let settings = ChannelSettings::resolve(&config, &event.channel, &event.account_id);
+        let target = reply_target(&event);
+        let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
+        let route = self.router.resolve(&event.route);
+        let sender_id = event.message.sender_id.clone();
+        let pipeline = self.pipeline.clone();
+        let access = settings.access.clone();
+        let debounce_ms = settings.inbound_debounce_ms;
+        let decision = tokio::task::spawn_blocking(move || {
+            let inbound = Inbound {
+                policy: &access,
+                route_input: event.route,
+                bot_username: event.bot_username.as_deref(),
+                bot_mentioned: event.bot_mentioned,
+                debounce_ms,
+                now_ms: now_ms(),
+            };
+            pipeline.process(event.message, inbound)
+        })
+        .await
+        .map_err(|e| format!("inbound pipeline task failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+        let dest = Destination {
+            route: route.clone(),
+            target,
+            settings,
+            adapter,
+            is_group,
+        };
+        match decision {
+            Decision::Run { message, route } => {
+                self.enqueue_channel_run(&config, &route, message.body_for_agent, dest);
+            }
+            Decision::Command { command, route } => {
+                let hub = self.clone();
+                tokio::spawn(async move {
+                    super::commands::execute(&hub, &state, command, &route, &dest, &sender_id)
+                        .await;
+                });
+            }
+            Decision::Reply(text) => {
+                let hub = self.clone();
+                tokio::spawn(async move {
+                    hub.send_notice(
+                        &*dest.adapter,
+                        &dest.target,
+                        &dest.settings,
+                        &route.session_key,
+                        &text,
+                    )
+                    .await;
+                });
+            }
+            Decision::Held { flush_at_ms } => self.hold(dest, flush_at_ms),
+            Decision::Ignored(reason) => {
+                log::debug!("inbound message ignored: {reason:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Remembers where a held burst goes and arms its flush timer.
+    fn hold(self: &Arc<Self>, dest: Destination, flush_at_ms: u64) {
+        let key = debounce_key(&dest.route);
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, dest);
+        let hub = Arc::downgrade(self);
+        let wait = flush_at_ms.saturating_sub(now_ms());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            if let Some(hub) = hub.upgrade() {
+                hub.flush_held();
+            }
+        });
+    }
+
+    /// Enqueues every burst whose quiet period ended.
+    fn flush_held(&self) {
+        let Some(state) = self.gateway.upgrade() else {
+            return;
+        };
+        let config = state.config();
+        for (key, text) in self.pipeline.flush_due(now_ms()) {
+            let dest = self
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            match dest {
+                Some(dest) => {
+                    let route = dest.route.clone();
+                    self.enqueue_channel_run(&config, &route, text, dest);
+                }
+                None => log::warn!("debounced burst {key:?} has no destination; dropped"),
+            }
+        }
+    }
+}
+
+/// What an adapter needs from the hub: a sink that outlives the call.
+pub struct HubSink(pub Arc<ChannelHub>);
+
+impl InboundSink for HubSink {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.0.clone().handle_event(event))
+    }
+}

@@ -1,0 +1,279 @@
+//! Outbound delivery to a channel adapter: text split to the platform's
+//! limits (`reply::chunk_text` to `TextLimits.max_chars`, then at most
+//! `max_lines` lines per message), and every platform call retried as
+//! upstream's channel retry policy does (attempts 3, first delay 400 ms on
+//! Telegram and 500 ms elsewhere, doubling up to 30,000 ms, jitter 0.1; a
+//! `RateLimited` answer waits the `retry_after` the platform asked for;
+//! `Permanent` and `NoAccount` are never retried). Total time per call is
+//! bounded by `attempts × max_delay_ms`, so a failing delivery can never hold
+//! a session lane forever.
+//!
+//! This file sends through the `Channel` trait only: it must not know a
+//! platform's API, and it must not decide what to send (that is `reply/`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::config::schema::common::RetryConfig;
+use crate::reply::chunk_text;
+
+use super::{Channel, EditMessage, OutboundTarget, SendError, SentMessage, TextFormat, TextLimits};
+
+/// First retry delay on Telegram (upstream's Telegram retry default).
+pub const TELEGRAM_MIN_DELAY_MS: u64 = 400;
+/// First retry delay on Discord, Slack and other channels.
+pub const DEFAULT_MIN_DELAY_MS: u64 = 500;
+
+/// How a failed platform call is retried.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Calls in total, the first included (at least 1).
+    pub attempts: u32,
+    pub min_delay_ms: u64,
+    pub max_delay_ms: u64,
+    /// Random spread of a backoff delay, 0..1 (not applied to `retry_after`).
+    pub jitter: f64,
+}
+
+impl RetryPolicy {
+    /// The channel's default policy.
+    pub fn for_channel(channel: &str) -> RetryPolicy {
+        let defaults = RetryConfig::default();
+        RetryPolicy {
+            attempts: defaults.attempts,
+            min_delay_ms: if channel == "telegram" {
+                TELEGRAM_MIN_DELAY_MS
+            } else {
+                DEFAULT_MIN_DELAY_MS
+            },
+            max_delay_ms: defaults.max_delay_ms,
+            jitter: defaults.jitter,
+        }
+    }
+
+    /// A configured `retry` block (its keys win over the channel default).
+    pub fn from_config(config: &RetryConfig) -> RetryPolicy {
+        RetryPolicy {
+            attempts: config.attempts.max(1),
+            min_delay_ms: config.min_delay_ms,
+            max_delay_ms: config.max_delay_ms.max(config.min_delay_ms),
+            jitter: config.jitter.clamp(0.0, 1.0),
+        }
+    }
+
+    /// The pause before call number `attempt + 1` after `error` on call
+    /// `attempt` (1-based); `None` when the error is not worth retrying or
+    /// the attempts are used up.
+    pub fn delay_after(
+        &self,
+        attempt: u32,
+        error: &SendError,
+        rng: &mut impl Rng,
+    ) -> Option<Duration> {
+        if attempt >= self.attempts.max(1) {
+            return None;
+        }
+        let ms = match error {
+            SendError::Permanent(_) | SendError::NoAccount(_) => return None,
+            SendError::RateLimited { retry_after_ms } => *retry_after_ms,
+            SendError::Transient(_) => {
+                let exponent = attempt.saturating_sub(1).min(20);
+                let base = self.min_delay_ms.saturating_mul(1u64 << exponent) as f64;
+                let spread = if self.jitter > 0.0 {
+                    rng.gen_range(-self.jitter..=self.jitter)
+                } else {
+                    0.0
+                };
+                (base * (1.0 + spread)).round() as u64
+            }
+        };
+        Some(Duration::from_millis(ms.clamp(
+            self.min_delay_ms,
+            self.max_delay_ms.max(self.min_delay_ms),
+        )))
+    }
+
+    /// The longest a call with its retries can wait in pauses.
+    pub fn max_total_wait(&self) -> Duration {
+        Duration::from_millis(
+            self.max_delay_ms
+                .saturating_mul(u64::from(self.attempts.saturating_sub(1))),
+        )
+    }
+}
+
+/// A delivery that finally failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("{channel} delivery failed after {attempts} attempt(s): {last}")]
+    Failed {
+        channel: String,
+        attempts: u32,
+        last: SendError,
+    },
+    #[error("no channel {0:?} is running in this gateway")]
+    UnknownChannel(String),
+    #[error("channel {0:?} cannot edit messages")]
+    CannotEdit(String),
+}
+
+/// Runs `call` until it succeeds or the policy gives up.
+pub async fn with_retry<T, F, Fut>(
+    policy: RetryPolicy,
+    channel: &str,
+    mut call: F,
+) -> Result<T, DeliveryError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SendError>>,
+{
+    let mut attempt = 1;
+    loop {
+        let error = match call().await {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        let pause = policy.delay_after(attempt, &error, &mut rand::thread_rng());
+        let Some(pause) = pause else {
+            return Err(DeliveryError::Failed {
+                channel: channel.to_string(),
+                attempts: attempt,
+                last: error,
+            });
+        };
+        log::debug!("{channel} call failed ({error}); retry {attempt} in {pause:?}");
+        tokio::time::sleep(pause).await;
+        attempt += 1;
+    }
+}
+
+/// Splits `text` into messages within `limits` (characters, then lines).
+pub fn split_for_limits(text: &str, limits: TextLimits) -> Vec<String> {
+    let max_chars = limits.max_chars.max(1);
+    let pieces = if text.chars().count() <= max_chars {
+        vec![text.to_string()]
+    } else {
+        chunk_text(text, max_chars)
+    };
+    let Some(max_lines) = limits.max_lines.filter(|n| *n > 0) else {
+        return pieces;
+    };
+    let mut out = Vec::new();
+    for piece in pieces {
+        let lines: Vec<&str> = piece.split('\n').collect();
+        if lines.len() <= max_lines {
+            out.push(piece);
+            continue;
+        }
+        out.extend(lines.chunks(max_lines).map(|group| group.join("\n")));
+    }
+    out.retain(|piece| !piece.trim().is_empty());
+    out
+}
+
+/// Sends `text` as as many messages as the limits require, each with retries.
+/// Stops at the first piece that finally fails.
+pub async fn send_text(
+    channel: &dyn Channel,
+    target: &OutboundTarget,
+    text: &str,
+    format: TextFormat,
+    policy: RetryPolicy,
+    limits: TextLimits,
+) -> Result<Vec<SentMessage>, DeliveryError> {
+    let mut sent = Vec::new();
+    for piece in split_for_limits(text, limits) {
+        let message = with_retry(policy, channel.id(), || {
+            channel.send_text(target, &piece, format)
+        })
+        .await?;
+        sent.push(message);
+    }
+    Ok(sent)
+}
+
+/// Replaces the text of a sent message, with retries.
+pub async fn edit_text(
+    channel: &dyn Channel,
+    editor: &dyn EditMessage,
+    target: &OutboundTarget,
+    message_id: &str,
+    text: &str,
+    policy: RetryPolicy,
+) -> Result<(), DeliveryError> {
+    with_retry(policy, channel.id(), || {
+        editor.edit_text(target, message_id, text, TextFormat::Markdown)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn backoff_doubles_within_jitter_and_caps() {
+        let policy = RetryPolicy {
+            attempts: 5,
+            min_delay_ms: 400,
+            max_delay_ms: 1_000,
+            jitter: 0.1,
+        };
+        let mut rng = StdRng::seed_from_u64(9);
+        let transient = SendError::Transient("502".into());
+        let first = policy.delay_after(1, &transient, &mut rng).expect("retry");
+        assert!(
+            (400..=440).contains(&(first.as_millis() as u64)),
+            "{first:?}"
+        );
+        let second = policy.delay_after(2, &transient, &mut rng).expect("retry");
+        assert!(
+            (720..=880).contains(&(second.as_millis() as u64)),
+            "{second:?}"
+        );
+        let third = policy.delay_after(3, &transient, &mut rng).expect("retry");
+        assert_eq!(third, Duration::from_millis(1_000), "capped at maxDelayMs");
+        assert!(policy.delay_after(5, &transient, &mut rng).is_none());
+    }
+
+    #[test]
+    fn retry_after_is_honoured_and_permanent_is_not_retried() {
+        let policy = RetryPolicy::for_channel("telegram");
+        assert_eq!(policy.min_delay_ms, TELEGRAM_MIN_DELAY_MS);
+        assert_eq!(
+            RetryPolicy::for_channel("discord").min_delay_ms,
+            DEFAULT_MIN_DELAY_MS
+        );
+        let mut rng = StdRng::seed_from_u64(1);
+        let limited = SendError::RateLimited {
+            retry_after_ms: 2_500,
+        };
+        assert_eq!(
+            policy.delay_after(1, &limited, &mut rng),
+            Some(Duration::from_millis(2_500))
+        );
+        let permanent = SendError::Permanent("chat not found".into());
+        assert_eq!(policy.delay_after(1, &permanent, &mut rng), None);
+        assert_eq!(policy.max_total_wait(), Duration::from_millis(60_000));
+    }
+
+    #[test]
+    fn split_respects_chars_and_lines() {
+        let limits = TextLimits {
+            max_chars: 50,
+            max_lines: Some(3),
+        };
+        let text = (1..=7).map(|i| format!("line {i}")).collect::<Vec<_>>();
+        let pieces = split_for_limits(&text.join("\n"), limits);
+        assert!(pieces.iter().all(|p| p.lines().count() <= 3), "{pieces:?}");
+        assert_eq!(pieces.join("\n"), text.join("\n"));
+        let long = "word ".repeat(40);
+        let pieces = split_for_limits(&long, limits);
+        assert!(pieces.len() > 1);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 50), "{pieces:?}");
+    }
+}

@@ -1,0 +1,188 @@
+//! One channel account's message-path settings read from the config: its
+//! access policy (dmPolicy, allowFrom, groupPolicy, groupAllowFrom, allowed
+//! groups and their mention requirement), outbound text limit, streaming
+//! preview mode, retry policy, and the agent-level block streaming, coalescing
+//! and human-delay keys. Each platform keeps its keys in its own config type,
+//! so this is the one place that reads `channels.<id>` by name; the hub and
+//! the reply path only see the resolved [`ChannelSettings`].
+//!
+//! Pure config reading: nothing here sends, waits or touches the store.
+
+use crate::config::schema::channels::StreamingMode;
+use crate::config::schema::common::{
+    BlockStreamingChunk, BlockStreamingCoalesce, DmPolicy, GroupPolicy, HumanDelayConfig,
+};
+use crate::config::Config;
+use crate::pipeline::access::{AccessPolicy, GroupActivation};
+
+use super::outbound::RetryPolicy;
+
+/// How often a streaming preview is edited at most (upstream's default throttle).
+pub const DEFAULT_PREVIEW_THROTTLE_MS: u64 = 1_000;
+
+/// What the message path needs to know about one channel account.
+#[derive(Debug, Clone)]
+pub struct ChannelSettings {
+    pub access: AccessPolicy,
+    /// `textChunkLimit`, when configured (else the adapter's own limit).
+    pub text_chunk_limit: Option<usize>,
+    pub streaming: StreamingMode,
+    pub preview_throttle_ms: u64,
+    pub retry: RetryPolicy,
+    pub block_chunk: Option<BlockStreamingChunk>,
+    pub block_coalesce: Option<BlockStreamingCoalesce>,
+    pub human_delay: HumanDelayConfig,
+    /// `messages.inbound.debounceMs` for this channel.
+    pub inbound_debounce_ms: u64,
+}
+
+impl ChannelSettings {
+    /// The settings of `channel`'s `account_id` under `config`.
+    pub fn resolve(config: &Config, channel: &str, account_id: &str) -> ChannelSettings {
+        let defaults = &config.agents.defaults;
+        let mut settings = ChannelSettings {
+            access: AccessPolicy {
+                channel: channel.to_string(),
+                account_id: account_id.to_string(),
+                group_policy: config
+                    .channels
+                    .defaults
+                    .group_policy
+                    .unwrap_or(GroupPolicy::Allowlist),
+                ..AccessPolicy::default()
+            },
+            text_chunk_limit: None,
+            streaming: StreamingMode::Off,
+            preview_throttle_ms: DEFAULT_PREVIEW_THROTTLE_MS,
+            retry: RetryPolicy::for_channel(channel),
+            block_chunk: defaults.block_streaming_chunk.clone(),
+            block_coalesce: defaults.block_streaming_coalesce.clone(),
+            human_delay: defaults.human_delay.clone().unwrap_or_default(),
+            inbound_debounce_ms: config.messages.inbound.debounce_ms_for(channel),
+        };
+        match channel {
+            "telegram" => settings.apply_telegram(config, account_id),
+            "discord" => settings.apply_discord(config, account_id),
+            "slack" => settings.apply_slack(config, account_id),
+            // The web chat is the gateway's own operators: always admitted.
+            "webchat" => {
+                settings.access.dm_policy = DmPolicy::Open;
+                settings.access.allow_from = vec!["*".into()];
+            }
+            _ => {}
+        }
+        settings
+    }
+
+    fn apply_telegram(&mut self, config: &Config, account_id: &str) {
+        let Some(account) = config
+            .channels
+            .telegram
+            .as_ref()
+            .and_then(|t| t.account(account_id))
+        else {
+            return;
+        };
+        let groups = account.groups.clone().unwrap_or_default();
+        let access = &mut self.access;
+        access.dm_policy = account.effective_dm_policy();
+        access.allow_from = account.allow_from.clone().unwrap_or_default();
+        access.group_allow_from = account.group_allow_from.clone().unwrap_or_default();
+        access.group_policy = account.effective_group_policy();
+        access.allowed_groups = groups.keys().cloned().collect();
+        // A group (or the "*" entry) with requireMention false answers everything.
+        let mention_off = groups.values().any(|g| g.require_mention == Some(false));
+        access.activation = if mention_off {
+            GroupActivation::All
+        } else {
+            GroupActivation::Mention
+        };
+        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.streaming = account.effective_streaming_mode();
+        self.retry = RetryPolicy::from_config(&account.effective_retry());
+    }
+
+    fn apply_discord(&mut self, config: &Config, account_id: &str) {
+        let Some(account) = config
+            .channels
+            .discord
+            .as_ref()
+            .and_then(|d| d.account(account_id))
+        else {
+            return;
+        };
+        let access = &mut self.access;
+        access.dm_policy = account.effective_dm_policy();
+        access.allow_from = account.effective_allow_from();
+        access.group_policy = account.effective_group_policy();
+        access.allowed_groups = account
+            .guilds
+            .as_ref()
+            .map(|g| g.keys().cloned().collect())
+            .unwrap_or_default();
+        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.streaming = account.effective_streaming_mode();
+        let mut retry = account.effective_retry();
+        if account.retry.is_none() {
+            retry.min_delay_ms = super::outbound::DEFAULT_MIN_DELAY_MS;
+        }
+        self.retry = RetryPolicy::from_config(&retry);
+    }
+
+    fn apply_slack(&mut self, config: &Config, account_id: &str) {
+        let Some(account) = config
+            .channels
+            .slack
+            .as_ref()
+            .and_then(|s| s.account(account_id))
+        else {
+            return;
+        };
+        let access = &mut self.access;
+        access.dm_policy = account.effective_dm_policy();
+        access.allow_from = account.effective_allow_from();
+        access.group_policy = account.effective_group_policy();
+        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.streaming = account.effective_streaming_mode();
+    }
+
+    /// The outbound limit: the adapter's, lowered by `textChunkLimit`.
+    pub fn text_limits(&self, adapter: super::TextLimits) -> super::TextLimits {
+        super::TextLimits {
+            max_chars: self
+                .text_chunk_limit
+                .map_or(adapter.max_chars, |limit| limit.clamp(1, adapter.max_chars)),
+            max_lines: adapter.max_lines,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telegram_account_keys_reach_the_access_policy() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { telegram: { botToken: "t", dmPolicy: "allowlist", allowFrom: [42],
+                 groupPolicy: "open", textChunkLimit: 1000, streaming: "off",
+                 groups: { "-100": { requireMention: false } } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let settings = ChannelSettings::resolve(&config, "telegram", "default");
+        assert_eq!(settings.access.dm_policy, DmPolicy::Allowlist);
+        assert_eq!(settings.access.allow_from, vec!["42".to_string()]);
+        assert_eq!(settings.access.group_policy, GroupPolicy::Open);
+        assert_eq!(settings.access.activation, GroupActivation::All);
+        assert_eq!(settings.streaming, StreamingMode::Off);
+        let limits = settings.text_limits(super::super::TextLimits {
+            max_chars: 4096,
+            max_lines: None,
+        });
+        assert_eq!(limits.max_chars, 1000);
+        let unknown = ChannelSettings::resolve(&config, "matrix", "default");
+        assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
+        assert_eq!(unknown.retry.min_delay_ms, 500);
+    }
+}

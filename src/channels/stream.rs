@@ -1,0 +1,502 @@
+//! One run's replies to a chat channel. The run's events arrive here (a tap
+//! on the gateway's run forwarder, so web clients see the same run as `chat`
+//! events) and leave as platform messages:
+//! - without a preview (streaming `off`, or an adapter that cannot edit),
+//!   assistant deltas go through the reply layer: `BlockChunker` (limits from
+//!   `blockStreamingChunk`, capped by the channel's text limit) → `Coalescer`
+//!   → human delay → `ReplyDispatcher` (strict order, idle exactly once) →
+//!   `outbound::send_text` (split to the limits, retried);
+//! - with a preview (`partial`, `block`, `progress`) the first text is sent
+//!   once it has `PREVIEW_MIN_INITIAL_CHARS`, then edited in place at most
+//!   once per throttle interval, and the final edit carries the shaped final
+//!   text (what does not fit follows as new messages).
+//!
+//! The final text is shaped by `reply::shape` (NO_REPLY dropped, the tool
+//! error fallback when nothing else reached the user, reasoning never
+//! shown). Every outbound text is recorded in the echo tracker. A delivery
+//! that finally fails is logged and returned in the [`DeliveryReport`]; it
+//! never stops the run or holds its lane beyond the retry policy's bound.
+//!
+//! This file must not choose where replies go (the hub does) nor call a
+//! platform API other than through the `Channel` trait.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
+use crate::config::schema::channels::StreamingMode;
+use crate::pipeline::{InboundPipeline, TypingGuard};
+use crate::reply::shape::{normalize, ToolFailure};
+use crate::reply::{
+    finalize, BlockChunker, ChunkerLimits, CoalesceLimits, Coalescer, DispatcherOptions,
+    HumanDelay, ReplyDispatcher, ReplyKind, ReplyPayload, ReplySink, ShapeOptions, SinkError,
+};
+
+use super::outbound::{self, split_for_limits, with_retry, DeliveryError};
+use super::settings::ChannelSettings;
+use super::{Channel, OutboundTarget, TextFormat, TextLimits};
+
+/// Characters a reply needs before its preview message is sent (a short
+/// answer, or a `NO_REPLY`, never flashes a preview).
+pub const PREVIEW_MIN_INITIAL_CHARS: usize = 30;
+/// The preview text of `progress` mode before any tool ran.
+pub const PROGRESS_PREVIEW_TEXT: &str = "⏳ Working…";
+
+/// Where one run's replies go.
+#[derive(Clone)]
+pub struct ReplyRoute {
+    pub channel: Arc<dyn Channel>,
+    pub target: OutboundTarget,
+    pub settings: ChannelSettings,
+    pub session_key: String,
+}
+
+/// What happened to one run's replies.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryReport {
+    pub messages_sent: usize,
+    pub edits: usize,
+    pub failures: Vec<DeliveryError>,
+}
+
+struct Progress {
+    report: DeliveryReport,
+    typing: Vec<TypingGuard>,
+}
+
+/// Counters and typing guards shared by the sink, the preview and the run.
+#[derive(Clone)]
+struct Shared {
+    inner: Arc<Mutex<Progress>>,
+    pipeline: Arc<InboundPipeline>,
+    session_key: String,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sent(&self, pieces: &[String]) {
+        for piece in pieces {
+            self.pipeline.record_outbound(&self.session_key, piece);
+        }
+        let mut progress = self.lock();
+        progress.report.messages_sent += pieces.len();
+        for guard in &mut progress.typing {
+            guard.first_block_sent();
+        }
+    }
+
+    fn failed(&self, error: DeliveryError) {
+        log::warn!("reply to {} not delivered: {error}", self.session_key);
+        self.lock().report.failures.push(error);
+    }
+
+    fn stop_typing(&self) {
+        self.lock().typing.clear();
+    }
+}
+
+/// The dispatcher's sink: one payload → one or more platform messages.
+struct ChannelReplySink {
+    route: ReplyRoute,
+    limits: TextLimits,
+    shared: Shared,
+}
+
+impl ReplySink for ChannelReplySink {
+    fn deliver(
+        &self,
+        payload: ReplyPayload,
+        _kind: ReplyKind,
+    ) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(async move {
+            let route = &self.route;
+            let sent = outbound::send_text(
+                &*route.channel,
+                &route.target,
+                &payload.text,
+                TextFormat::Markdown,
+                route.settings.retry,
+                self.limits,
+            )
+            .await;
+            match sent {
+                Ok(_) => {
+                    self.shared
+                        .sent(&split_for_limits(&payload.text, self.limits));
+                    Ok(())
+                }
+                Err(error) => {
+                    let message = error.to_string();
+                    self.shared.failed(error);
+                    Err(SinkError::Delivery(message))
+                }
+            }
+        })
+    }
+}
+
+/// What the event loop saw of the run.
+#[derive(Default)]
+struct RunSummary {
+    outcome: Option<RunOutcome>,
+    tool_error: Option<ToolFailure>,
+}
+
+impl RunSummary {
+    fn note_tool(&mut self, phase: &str, name: &str, result: Option<&String>, is_error: bool) {
+        if phase == "result" && is_error {
+            self.tool_error = Some(ToolFailure {
+                tool_name: name.to_string(),
+                error: result.cloned(),
+            });
+        }
+    }
+}
+
+/// Delivers one run's replies; returns when everything was sent (or failed).
+pub async fn deliver_run(
+    route: ReplyRoute,
+    pipeline: Arc<InboundPipeline>,
+    typing: Vec<TypingGuard>,
+    events: mpsc::Receiver<RunEvent>,
+) -> DeliveryReport {
+    let limits = route.settings.text_limits(route.channel.text_limits());
+    let shared = Shared {
+        inner: Arc::new(Mutex::new(Progress {
+            report: DeliveryReport::default(),
+            typing,
+        })),
+        pipeline,
+        session_key: route.session_key.clone(),
+    };
+    let on_idle_shared = shared.clone();
+    let options = DispatcherOptions {
+        human_delay: HumanDelay::from_config(&route.settings.human_delay),
+        shape: ShapeOptions::default(),
+        on_idle: Some(Arc::new(move || on_idle_shared.stop_typing())),
+        ..DispatcherOptions::default()
+    };
+    let sink = Arc::new(ChannelReplySink {
+        route: route.clone(),
+        limits,
+        shared: shared.clone(),
+    });
+    let dispatcher = ReplyDispatcher::new(sink, options);
+    let preview = route.settings.streaming != StreamingMode::Off && route.channel.edit().is_some();
+    if preview {
+        stream_preview(&route, limits, &shared, &dispatcher, events).await;
+    } else {
+        stream_blocks(&route, limits, &dispatcher, events).await;
+    }
+    dispatcher.mark_complete();
+    dispatcher.wait_idle().await;
+    shared.stop_typing();
+    let report = shared.lock().report.clone();
+    report
+}
+
+/// No preview: deltas → chunker → coalescer → dispatcher; the tool error
+/// fallback or an error notice at the end when nothing else was said.
+async fn stream_blocks(
+    route: &ReplyRoute,
+    limits: TextLimits,
+    dispatcher: &ReplyDispatcher,
+    mut events: mpsc::Receiver<RunEvent>,
+) {
+    let settings = &route.settings;
+    let chunking = ChunkerLimits::resolve(settings.block_chunk.as_ref(), Some(limits.max_chars));
+    let mut chunker = BlockChunker::new(chunking);
+    let coalesce = CoalesceLimits::resolve(
+        settings.block_coalesce.as_ref(),
+        None,
+        &chunking,
+        Some(limits.max_chars),
+    );
+    let coalescer = Coalescer::new(coalesce).spawn(dispatcher.clone());
+    let mut summary = RunSummary::default();
+    while let Some(event) = events.recv().await {
+        match event {
+            RunEvent::Delta { delta, .. } => {
+                for block in chunker.push(&delta) {
+                    coalescer.push(ReplyPayload::text(block)).await;
+                }
+            }
+            RunEvent::Tool {
+                phase,
+                name,
+                result,
+                is_error,
+                ..
+            } => summary.note_tool(phase, &name, result.as_ref(), is_error),
+            RunEvent::Finished(outcome) => {
+                summary.outcome = Some(*outcome);
+                break;
+            }
+            // Reasoning stays out of channels until they render it apart.
+            RunEvent::Started { .. }
+            | RunEvent::ReasoningDelta { .. }
+            | RunEvent::ReasoningBlock { .. } => {}
+        }
+    }
+    let aborted = summary
+        .outcome
+        .as_ref()
+        .is_none_or(|o| o.status == RunStatus::Aborted);
+    if !aborted {
+        for block in chunker.finish() {
+            coalescer.push(ReplyPayload::text(block)).await;
+        }
+    }
+    coalescer.finish().await;
+    for payload in closing_payloads(&summary, false) {
+        dispatcher.enqueue(ReplyKind::Final, payload).await;
+    }
+}
+
+/// The end-of-run payloads: with `include_text` the shaped final text; in
+/// any case the tool-error fallback or the run's error notice when the user
+/// would otherwise hear nothing.
+fn closing_payloads(summary: &RunSummary, include_text: bool) -> Vec<ReplyPayload> {
+    let Some(outcome) = &summary.outcome else {
+        return Vec::new();
+    };
+    match outcome.status {
+        RunStatus::Aborted => Vec::new(),
+        RunStatus::Error | RunStatus::Timeout if outcome.text.trim().is_empty() => {
+            let reason = outcome.error.as_deref().unwrap_or("the run failed");
+            vec![ReplyPayload {
+                is_error: true,
+                ..ReplyPayload::text(format!("⚠️ {reason}"))
+            }]
+        }
+        _ => {
+            let shaped = crate::reply::RunOutcome {
+                assistant_texts: vec![outcome.text.clone()],
+                last_tool_error: summary.tool_error.clone(),
+                ..Default::default()
+            };
+            finalize(&shaped, &ShapeOptions::default())
+                .into_iter()
+                .filter(|p| include_text || p.is_error)
+                .collect()
+        }
+    }
+}
+
+/// The preview message of a run, as the preview task left it.
+#[derive(Debug, Default)]
+struct PreviewMessage {
+    message_id: Option<String>,
+    shown: String,
+}
+
+/// Preview: a watched text is sent, then edited (throttled); the final edit
+/// and any overflow go out after the run.
+async fn stream_preview(
+    route: &ReplyRoute,
+    limits: TextLimits,
+    shared: &Shared,
+    dispatcher: &ReplyDispatcher,
+    mut events: mpsc::Receiver<RunEvent>,
+) {
+    let mode = route.settings.streaming;
+    let (text_tx, text_rx) = watch::channel(String::new());
+    let min_chars = if mode == StreamingMode::Progress {
+        1
+    } else {
+        PREVIEW_MIN_INITIAL_CHARS
+    };
+    let preview = tokio::spawn(run_preview(
+        route.clone(),
+        limits,
+        shared.clone(),
+        text_rx,
+        min_chars,
+    ));
+    let chunking =
+        ChunkerLimits::resolve(route.settings.block_chunk.as_ref(), Some(limits.max_chars));
+    let mut chunker = BlockChunker::new(chunking);
+    let (mut blocks_text, mut tools) = (String::new(), Vec::<String>::new());
+    let mut summary = RunSummary::default();
+    if mode == StreamingMode::Progress {
+        text_tx.send_replace(PROGRESS_PREVIEW_TEXT.to_string());
+    }
+    while let Some(event) = events.recv().await {
+        match event {
+            RunEvent::Delta { text, delta } => match mode {
+                StreamingMode::Block => {
+                    for block in chunker.push(&delta) {
+                        blocks_text.push_str(&block);
+                        text_tx.send_replace(blocks_text.clone());
+                    }
+                }
+                StreamingMode::Progress => {}
+                _ => {
+                    text_tx.send_replace(text);
+                }
+            },
+            RunEvent::Tool {
+                phase,
+                name,
+                result,
+                is_error,
+                ..
+            } => {
+                summary.note_tool(phase, &name, result.as_ref(), is_error);
+                if mode == StreamingMode::Progress && phase == "start" {
+                    tools.push(name);
+                    text_tx.send_replace(format!("{PROGRESS_PREVIEW_TEXT} ({})", tools.join(", ")));
+                }
+            }
+            RunEvent::Finished(outcome) => {
+                summary.outcome = Some(*outcome);
+                break;
+            }
+            // Reasoning stays out of channels until they render it apart.
+            RunEvent::Started { .. }
+            | RunEvent::ReasoningDelta { .. }
+            | RunEvent::ReasoningBlock { .. } => {}
+        }
+    }
+    drop(text_tx);
+    let message = preview.await.unwrap_or_default();
+    finish_preview(route, limits, shared, dispatcher, &summary, message).await;
+}
+
+/// The text cut to `max_chars` characters (an ellipsis marks the cut).
+fn clip(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Sends the first preview text, then edits it as the watched text changes,
+/// at most once per throttle interval; ends when the run's loop drops the
+/// sender (the final edit is not its job).
+async fn run_preview(
+    route: ReplyRoute,
+    limits: TextLimits,
+    shared: Shared,
+    mut texts: watch::Receiver<String>,
+    min_chars: usize,
+) -> PreviewMessage {
+    let throttle = Duration::from_millis(route.settings.preview_throttle_ms);
+    let mut preview = PreviewMessage::default();
+    let mut last_update: Option<Instant> = None;
+    let channel = &*route.channel;
+    while texts.changed().await.is_ok() {
+        if let Some(at) = last_update {
+            tokio::time::sleep_until(at + throttle).await;
+        }
+        if texts.has_changed().is_err() {
+            break;
+        }
+        let text = clip(&texts.borrow_and_update(), limits.max_chars);
+        if text.trim().is_empty() || text == preview.shown {
+            continue;
+        }
+        let result = match &preview.message_id {
+            None if text.chars().count() < min_chars => continue,
+            None => with_retry(route.settings.retry, channel.id(), || {
+                channel.send_text(&route.target, &text, TextFormat::Markdown)
+            })
+            .await
+            .map(|sent| {
+                preview.message_id = Some(sent.message_id);
+                shared.sent(std::slice::from_ref(&text));
+            }),
+            Some(id) => edit(&route, id, &text).await.map(|()| {
+                shared.pipeline.record_outbound(&shared.session_key, &text);
+                shared.lock().report.edits += 1;
+            }),
+        };
+        if let Err(error) = result {
+            shared.failed(error);
+            break;
+        }
+        preview.shown = text;
+        last_update = Some(Instant::now());
+    }
+    preview
+}
+
+async fn edit(route: &ReplyRoute, message_id: &str, text: &str) -> Result<(), DeliveryError> {
+    let channel = &*route.channel;
+    let Some(editor) = channel.edit() else {
+        return Err(DeliveryError::CannotEdit(channel.id().to_string()));
+    };
+    outbound::edit_text(
+        channel,
+        editor,
+        &route.target,
+        message_id,
+        text,
+        route.settings.retry,
+    )
+    .await
+}
+
+/// After the run: the final edit of the preview with the shaped text's first
+/// piece, the rest (and any fallback) as new messages; a preview whose run
+/// ended silent is deleted where the platform allows it.
+async fn finish_preview(
+    route: &ReplyRoute,
+    limits: TextLimits,
+    shared: &Shared,
+    dispatcher: &ReplyDispatcher,
+    summary: &RunSummary,
+    message: PreviewMessage,
+) {
+    let aborted = summary
+        .outcome
+        .as_ref()
+        .is_none_or(|o| o.status == RunStatus::Aborted);
+    let payloads = closing_payloads(summary, true);
+    let Some(message_id) = message.message_id else {
+        for payload in payloads {
+            dispatcher.enqueue(ReplyKind::Final, payload).await;
+        }
+        return;
+    };
+    if aborted {
+        return;
+    }
+    let mut pieces: Vec<String> = payloads
+        .iter()
+        .filter_map(|p| normalize(p.clone(), &ShapeOptions::default()).ok())
+        .flat_map(|p| split_for_limits(&p.text, limits))
+        .collect();
+    if pieces.is_empty() {
+        if let Some(deleter) = route.channel.delete() {
+            if let Err(error) = deleter.delete(&route.target, &message_id).await {
+                log::debug!("silent reply: preview not deleted: {error}");
+            }
+        }
+        return;
+    }
+    let first = pieces.remove(0);
+    if first != message.shown {
+        match edit(route, &message_id, &first).await {
+            Ok(()) => {
+                shared.pipeline.record_outbound(&shared.session_key, &first);
+                shared.lock().report.edits += 1;
+            }
+            Err(error) => shared.failed(error),
+        }
+    }
+    for piece in pieces {
+        dispatcher
+            .enqueue(ReplyKind::Final, ReplyPayload::text(piece))
+            .await;
+    }
+}

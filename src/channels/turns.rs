@@ -1,0 +1,197 @@
+//! The production `TurnRunner`: a turn the command queue releases becomes a
+//! gateway run (`gateway::runs::prepare` + `execute`, the same code the
+//! `agent` method uses, so web clients see it as `chat` events), and its
+//! replies go to the channel the messages came from (`stream::deliver_run`).
+//!
+//! What a queued message carries to its turn — agent, channel, reply target,
+//! the web chat's requester and idempotency key, the typing indicator — is a
+//! [`TurnOrigin`] riding in the message's attachment. A turn answers the
+//! last of its messages' origins; the idempotency keys of all of them are
+//! settled with the run's result (a message dropped from a full queue
+//! forgets its key, so a retry can run).
+//!
+//! This file must not decide whether a message is answered (the pipeline
+//! and the queue do) nor format replies (the reply layer does).
+
+use std::sync::{Arc, Weak};
+
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use crate::agent::runs::{RunOutcome, RunStatus};
+use crate::agent::turn::TurnSpec;
+use crate::gateway::frames::ErrorShape;
+use crate::gateway::runs::{self, RunOrigin};
+use crate::gateway::state::GatewayState;
+use crate::pipeline::TypingGuard;
+use crate::queue::{Turn, TurnContext, TurnRunner};
+use crate::system::clock::now_ms;
+
+use super::stream::{deliver_run, ReplyRoute};
+
+/// Events a run may buffer for its channel delivery before it waits.
+const DELIVERY_EVENT_BUFFER: usize = 256;
+
+/// Where a queued message came from and where its answer goes.
+pub struct TurnOrigin {
+    pub agent_id: String,
+    /// `webchat` or an adapter's channel id.
+    pub channel: String,
+    /// The run id to use when this message's turn runs (the web chat's
+    /// idempotency key; a fresh id for channel messages).
+    pub run_id: String,
+    pub timeout_ms: u64,
+    /// The channel destination (`None` for the web chat: its clients read
+    /// the run's `chat` events).
+    pub reply: Option<ReplyRoute>,
+    /// The web chat connection that asked (it gets the `agent` events).
+    pub requester: Option<String>,
+    /// `chat:<key>` to settle when the turn ends.
+    pub idempotency_key: Option<String>,
+    pub typing: Option<TypingGuard>,
+    /// To forget an unsettled idempotency key when the message is dropped.
+    pub gateway: Weak<GatewayState>,
+}
+
+impl Drop for TurnOrigin {
+    fn drop(&mut self) {
+        let (Some(key), Some(state)) = (self.idempotency_key.take(), self.gateway.upgrade()) else {
+            return;
+        };
+        state.idempotency.forget(&key);
+    }
+}
+
+/// Runs queued turns as gateway runs.
+pub struct ChannelTurnRunner {
+    gateway: Weak<GatewayState>,
+}
+
+impl ChannelTurnRunner {
+    pub fn new(gateway: Weak<GatewayState>) -> ChannelTurnRunner {
+        ChannelTurnRunner { gateway }
+    }
+}
+
+impl TurnRunner for ChannelTurnRunner {
+    fn run(&self, turn: Turn, ctx: TurnContext) -> BoxFuture<'static, ()> {
+        let gateway = self.gateway.clone();
+        Box::pin(async move {
+            let Some(state) = gateway.upgrade() else {
+                return;
+            };
+            run_turn(state, turn, ctx).await;
+        })
+    }
+
+    /// The agent loop has no way to take a message mid-turn yet: steer
+    /// modes fall back to followup.
+    fn can_steer(&self) -> bool {
+        false
+    }
+}
+
+fn take_origins(turn: &mut Turn) -> Vec<TurnOrigin> {
+    turn.messages
+        .iter_mut()
+        .filter_map(|m| m.attachment.take())
+        .filter_map(|a| a.downcast::<TurnOrigin>().ok())
+        .map(|origin| *origin)
+        .collect()
+}
+
+async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
+    let mut origins = take_origins(&mut turn);
+    let keys: Vec<String> = origins
+        .iter_mut()
+        .filter_map(|o| o.idempotency_key.take())
+        .collect();
+    let typing: Vec<TypingGuard> = origins.iter_mut().filter_map(|o| o.typing.take()).collect();
+    let Some(last) = origins.last_mut() else {
+        log::warn!("turn for {} carried no origin; dropped", turn.session_key);
+        return;
+    };
+    let spec = TurnSpec {
+        run_id: last.run_id.clone(),
+        agent_id: last.agent_id.clone(),
+        session_key: turn.session_key.clone(),
+        message: turn.prompt.clone(),
+        timeout_ms: last.timeout_ms,
+        model_override: None,
+        extra_system_prompt: None,
+        label: None,
+        channel: Some(last.channel.clone()),
+    };
+    let reply = last.reply.take();
+    let (tap, tap_rx) = mpsc::channel(DELIVERY_EVENT_BUFFER);
+    let origin = RunOrigin {
+        requester: last.requester.clone(),
+        final_reply: None,
+        idempotency_key: None,
+        tap: reply.is_some().then_some(tap),
+    };
+    let prepared = match runs::prepare(&state, spec, origin) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            log::warn!(
+                "turn for {} not started: {}",
+                turn.session_key,
+                error.message
+            );
+            settle_error(&state, &keys, &error);
+            return;
+        }
+    };
+    let run_id = prepared.run_id().to_string();
+    let run_cancel = prepared.cancel_token();
+    let queue_cancel = ctx.cancel.clone();
+    let link = tokio::spawn(async move {
+        queue_cancel.cancelled().await;
+        run_cancel.cancel();
+    });
+    let delivery = reply.map(|route| {
+        let pipeline = super::hub::pipeline_of(&state);
+        tokio::spawn(deliver_run(route, pipeline, typing, tap_rx))
+    });
+    let outcome = prepared.execute().await;
+    link.abort();
+    tokio::task::block_in_place(|| settle(&state, &keys, &outcome));
+    if let Some(delivery) = delivery {
+        match delivery.await {
+            Ok(report) => {
+                super::hub::hub_of(&state).record_delivery(Some(&run_id), &turn.session_key, report)
+            }
+            Err(error) => log::warn!("reply delivery task failed: {error}"),
+        }
+    }
+}
+
+/// Settles the web chat's idempotency keys with the run's result.
+fn settle(state: &GatewayState, keys: &[String], outcome: &RunOutcome) {
+    let (ok, payload, error) = runs::final_payload(outcome);
+    let error = error.as_ref().map(ErrorShape::to_json);
+    for key in keys {
+        state
+            .idempotency
+            .finish(key, ok, payload.clone(), error.clone(), now_ms());
+    }
+    if outcome.status == RunStatus::Error {
+        log::debug!(
+            "run {} ended with an error: {:?}",
+            outcome.run_id,
+            outcome.error
+        );
+    }
+}
+
+fn settle_error(state: &GatewayState, keys: &[String], error: &ErrorShape) {
+    for key in keys {
+        state.idempotency.finish(
+            key,
+            false,
+            serde_json::json!({"status": "error", "summary": error.message}),
+            Some(error.to_json()),
+            now_ms(),
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The gateway's side of background agent work: it starts sub-agent turns on the subagent lane and hands
+//! back their outcome, aborts them, and delivers announcements into a session (`announce_to_session`, the
+//! one place that decides how a message enters a session from inside: today a follow-up run the way
+//! `chat.send` starts one, so it waits behind the session's running turn; the command queue can take it
+//! over here). It also gives tools the cron service.
+//!
+//! It only adapts `runs::start_placed`; limits and records belong to `agent::subagents`.
+
+use std::sync::{Arc, Weak};
+
+use tokio::sync::mpsc;
+
+use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
+use crate::agent::subagents::{OutcomeFuture, RunLauncher};
+use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::cron::CronService;
+use crate::queue::LaneKind;
+use crate::system::clock::now_ms;
+
+use super::runs::{self, RunOrigin, RunPlacement};
+use super::state::GatewayState;
+
+/// Starts and stops runs for the sub-agent registry.
+pub struct GatewayLauncher {
+    pub state: Weak<GatewayState>,
+}
+
+fn lost_outcome(spec: &TurnSpec, reason: &str) -> RunOutcome {
+    let now = now_ms();
+    RunOutcome {
+        run_id: spec.run_id.clone(),
+        session_key: spec.session_key.clone(),
+        session_id: String::new(),
+        status: RunStatus::Error,
+        started_at_ms: now,
+        ended_at_ms: now,
+        text: String::new(),
+        error: Some(reason.to_string()),
+        usage: Default::default(),
+        provider: None,
+        model: None,
+        stop_reason: None,
+    }
+}
+
+/// Starts `spec` on `lane`; the future resolves with its outcome.
+pub fn launch_on(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    placement: RunPlacement,
+) -> Result<OutcomeFuture, String> {
+    let (tap, mut events) = mpsc::channel(64);
+    let origin = RunOrigin {
+        tap: Some(tap),
+        ..RunOrigin::default()
+    };
+    runs::start_placed(state, spec.clone(), origin, placement).map_err(|e| e.message)?;
+    Ok(Box::pin(async move {
+        while let Some(event) = events.recv().await {
+            if let RunEvent::Finished(outcome) = event {
+                return *outcome;
+            }
+        }
+        lost_outcome(&spec, "the run ended without an outcome")
+    }))
+}
+
+/// Delivers `message` into a session as a new turn of `agent_id` (user-visible: `chat` events go to
+/// every reader, the turn lands in the transcript). It waits behind the session's running turn.
+pub fn announce_to_session(
+    state: &Arc<GatewayState>,
+    agent_id: &str,
+    session_key: &str,
+    message: String,
+) -> Result<(), String> {
+    let config = state.config();
+    let timeout_ms = config
+        .agents
+        .defaults
+        .timeout_seconds
+        .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1_000);
+    let spec = TurnSpec {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        agent_id: agent_id.to_string(),
+        session_key: session_key.to_string(),
+        message,
+        timeout_ms,
+        model_override: None,
+        extra_system_prompt: None,
+        label: None,
+        channel: None,
+    };
+    runs::start(state, spec, RunOrigin::default()).map_err(|e| e.message)
+}
+
+impl RunLauncher for GatewayLauncher {
+    fn launch(&self, spec: TurnSpec, lane: LaneKind) -> Result<OutcomeFuture, String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        launch_on(&state, spec, RunPlacement { lane, quiet: false })
+    }
+
+    fn abort_run(&self, run_id: &str) -> bool {
+        self.state
+            .upgrade()
+            .is_some_and(|state| state.runs.abort(run_id))
+    }
+
+    fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        announce_to_session(&state, agent_id, session_key, message)
+    }
+}
+
+/// The cron service for the `cron` tool, once the gateway has started it.
+pub struct GatewayCron {
+    pub state: Weak<GatewayState>,
+}
+
+impl crate::tools::cron::CronAccess for GatewayCron {
+    fn service(&self) -> Option<Arc<CronService>> {
+        self.state.upgrade()?.cron.get().cloned()
+    }
+}
+
+/// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
+pub fn reconcile_subagents(state: &Arc<GatewayState>) {
+    let registry = state.subagents.clone();
+    state.tasks.spawn(async move {
+        match tokio::task::block_in_place(|| registry.reconcile()) {
+            Ok(report) if report != Default::default() => log::info!(
+                "subagents: after restart {} interrupted run(s) failed, {} announced, {} orphan(s) removed",
+                report.failed,
+                report.announced,
+                report.pruned
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!("subagents: restart reconciliation failed: {e}"),
+        }
+    });
+}

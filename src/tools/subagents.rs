@@ -1,0 +1,86 @@
+//! `subagents`: what this session's sub-agents are doing (`list`), stopping one or all of them with
+//! everything they spawned (`kill`), and giving a running one a new instruction (`steer`).
+//!
+//! The tool only reads arguments; the registry in `agent::subagents` does the work.
+
+use serde_json::{json, Value};
+
+use super::sessions_spawn::tool_error;
+use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+pub struct SubagentsTool;
+
+impl Tool for SubagentsTool {
+    fn name(&self) -> &'static str {
+        "subagents"
+    }
+    fn description(&self) -> &'static str {
+        "Manage the sub-agents this session spawned: list them, kill one (target: id, label, #index, last) or all (cascades to their own sub-agents), or steer a running one with a new message."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "action": {"type": "string", "enum": ["list", "kill", "steer"]},
+            "target": {"type": "string"},
+            "message": {"type": "string"}
+        }, "required": ["action"]})
+    }
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let registry = ctx.services.subagents.clone().ok_or_else(|| {
+                ToolError::Failed("sub-agents are not available in this process".into())
+            })?;
+            let me = ctx.session_key.as_str();
+            match arg_str(&args, "action")? {
+                "list" => {
+                    let runs = registry.children_of(me).map_err(tool_error)?;
+                    let rows: Vec<Value> = runs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            json!({"index": i + 1, "id": r.id, "label": r.label, "task": r.task,
+                                "status": r.status, "sessionKey": r.child_session_key,
+                                "runId": r.run_id, "depth": r.depth, "error": r.error})
+                        })
+                        .collect();
+                    Ok(ToolOutput {
+                        text: serde_json::to_string_pretty(&rows).unwrap_or_default(),
+                        details: Some(json!({"count": rows.len()})),
+                    })
+                }
+                "kill" => {
+                    let target = arg_str(&args, "target")?;
+                    let killed = registry.kill(me, target).map_err(tool_error)?;
+                    let keys: Vec<&str> = killed
+                        .iter()
+                        .map(|r| r.child_session_key.as_str())
+                        .collect();
+                    Ok(ToolOutput {
+                        text: format!(
+                            "Killed {} sub-agent run(s): {}",
+                            keys.len(),
+                            keys.join(", ")
+                        ),
+                        details: Some(json!({"killed": keys})),
+                    })
+                }
+                "steer" => {
+                    let target = arg_str(&args, "target")?;
+                    let message = arg_str(&args, "message")?;
+                    let run = registry
+                        .steer(&ctx.config, me, target, message)
+                        .map_err(tool_error)?;
+                    Ok(ToolOutput {
+                        text: format!(
+                            "Steered {}: its current turn was stopped and it continues with your message (run {}).",
+                            run.child_session_key, run.run_id
+                        ),
+                        details: Some(run.to_json()),
+                    })
+                }
+                other => Err(ToolError::InvalidArguments(format!(
+                    "action {other:?} must be list, kill or steer"
+                ))),
+            }
+        })
+    }
+}

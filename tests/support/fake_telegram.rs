@@ -1,0 +1,705 @@
+//! A fake Telegram Bot API server for integration tests, on 127.0.0.1.
+//!
+//! It answers `POST /bot<token>/<method>` with the Bot API's JSON envelope
+//! (`{"ok":true,"result":…}` or `{"ok":false,"error_code":…,"description":…,
+//! "parameters":{"retry_after":…}}`) and serves `GET /file/bot<token>/<path>`.
+//! `getUpdates` is a real long poll: it confirms updates below `offset`
+//! (they are gone for good, as on Telegram), answers at once when updates
+//! are pending and otherwise waits up to `timeout` seconds for one; a poll
+//! the client abandons is counted. `sendMessage` / `editMessageText` check
+//! HTML markup as Telegram does (unknown or unbalanced tags → "can't parse
+//! entities") and the 4,096-character cap. Failures can be scripted per
+//! method (429 with `retry_after`, 5xx, 409 Conflict, parse errors).
+//! `setWebhook` checks the URL and secret as Telegram does, and while a
+//! webhook is set `getUpdates` answers 409. Every call is recorded.
+//! Product code must never use this.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+/// Telegram's cap on a message's visible text.
+const MAX_MESSAGE_CHARS: usize = 4096;
+/// How long `wait_for_*` helpers wait before failing the test (a hang guard).
+const WAIT_GUARD: Duration = Duration::from_secs(30);
+/// First message id the fake hands out.
+const FIRST_MESSAGE_ID: i64 = 1000;
+/// Tags Telegram's HTML parse mode accepts.
+const HTML_TAGS: &[&str] = &[
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-emoji",
+];
+
+/// A scripted failure for the next call of a method.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// 429 "Too Many Requests: retry after N" with `parameters.retry_after`.
+    RateLimited { retry_after_secs: u64 },
+    /// 400 "can't parse entities" even for valid markup.
+    ParseEntities,
+    /// This 5xx status with a Bot API body.
+    Server(u16),
+    /// 409 "Conflict: terminated by other getUpdates request".
+    Conflict,
+    /// 400 with this description.
+    BadRequest(String),
+}
+
+/// One API call as received.
+#[derive(Debug, Clone)]
+pub struct RecordedCall {
+    pub method: String,
+    pub body: Value,
+}
+
+struct FakeFile {
+    path: String,
+    bytes: Vec<u8>,
+    report_size: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    pending: Vec<Value>,
+    next_update_id: i64,
+    next_message_id: i64,
+    calls: Vec<RecordedCall>,
+    failures: HashMap<String, VecDeque<Failure>>,
+    files: HashMap<String, FakeFile>,
+    downloads: Vec<String>,
+    texts: HashMap<(String, i64), String>,
+    polls_waiting: usize,
+    polls_abandoned: usize,
+    webhook_url: Option<String>,
+}
+
+struct State {
+    token: String,
+    bot_id: i64,
+    bot_username: String,
+    inner: Mutex<Inner>,
+    updates_changed: Notify,
+    changed: Notify,
+    shutdown: CancellationToken,
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The running fake; it stops when dropped.
+pub struct FakeTelegram {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+    }
+}
+
+impl FakeTelegram {
+    /// Starts a fake bot `@<username>` (id `bot_id`) accepting `token`.
+    pub async fn start(token: &str, bot_id: i64, username: &str) -> FakeTelegram {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake telegram on loopback");
+        let addr = listener.local_addr().expect("listener address");
+        let state = Arc::new(State {
+            token: token.to_string(),
+            bot_id,
+            bot_username: username.to_string(),
+            inner: Mutex::new(Inner {
+                next_update_id: 500_000,
+                next_message_id: FIRST_MESSAGE_ID,
+                ..Inner::default()
+            }),
+            updates_changed: Notify::new(),
+            changed: Notify::new(),
+            shutdown: CancellationToken::new(),
+        });
+        tokio::spawn(accept_loop(listener, Arc::clone(&state)));
+        FakeTelegram { addr, state }
+    }
+
+    /// The `apiRoot` to configure.
+    pub fn api_root(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.state.inner.lock().expect("fake state lock")
+    }
+
+    /// Queues an update (`update_id` assigned); returns its id.
+    pub fn push_update(&self, mut update: Value) -> i64 {
+        let id = {
+            let mut inner = self.lock();
+            inner.next_update_id += 1;
+            let id = inner.next_update_id;
+            update["update_id"] = json!(id);
+            inner.pending.push(update);
+            id
+        };
+        self.state.updates_changed.notify_waiters();
+        id
+    }
+
+    /// Queues `{"message": message}`, filling `message_id` and `date`.
+    pub fn push_message(&self, mut message: Value) -> i64 {
+        if message.get("message_id").is_none() {
+            let mut inner = self.lock();
+            inner.next_message_id += 1;
+            message["message_id"] = json!(inner.next_message_id);
+        }
+        if message.get("date").is_none() {
+            message["date"] = json!(1_767_000_000);
+        }
+        self.push_update(json!({ "message": message }))
+    }
+
+    /// Scripts `failure` for the next call of `method`.
+    pub fn fail_next(&self, method: &str, failure: Failure) {
+        self.lock()
+            .failures
+            .entry(method.to_string())
+            .or_default()
+            .push_back(failure);
+    }
+
+    /// Serves a file for `getFile` + download. `report_size` false leaves
+    /// `file_size` out of `getFile`'s answer.
+    pub fn add_file(&self, file_id: &str, path: &str, bytes: Vec<u8>, report_size: bool) {
+        self.lock().files.insert(
+            file_id.to_string(),
+            FakeFile {
+                path: path.to_string(),
+                bytes,
+                report_size,
+            },
+        );
+    }
+
+    /// The webhook URL registered with `setWebhook`, if any.
+    pub fn webhook_url(&self) -> Option<String> {
+        self.lock().webhook_url.clone()
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<RecordedCall> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls of one method so far.
+    pub fn calls_of(&self, method: &str) -> Vec<RecordedCall> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method)
+            .collect()
+    }
+
+    /// File paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.lock().downloads.clone()
+    }
+
+    /// Long polls the client walked away from before they were answered.
+    pub fn abandoned_polls(&self) -> usize {
+        self.lock().polls_abandoned
+    }
+
+    /// Updates not yet confirmed by a later offset.
+    pub fn unconfirmed_updates(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    async fn wait_until<T>(&self, what: &str, mut check: impl FnMut(&Inner) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+        loop {
+            let changed = self.state.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(found) = check(&self.lock()) {
+                return found;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                panic!("fake telegram: gave up waiting for {what}");
+            }
+        }
+    }
+
+    /// Waits until `method` has been called `count` times; returns those calls.
+    pub async fn wait_for_calls(&self, method: &str, count: usize) -> Vec<RecordedCall> {
+        self.wait_until(&format!("{count} {method} calls"), |inner| {
+            let calls: Vec<RecordedCall> = inner
+                .calls
+                .iter()
+                .filter(|c| c.method == method)
+                .cloned()
+                .collect();
+            (calls.len() >= count).then_some(calls)
+        })
+        .await
+    }
+
+    /// Waits until a `getUpdates` long poll is parked with nothing to return.
+    pub async fn wait_for_parked_poll(&self) {
+        self.wait_until("a parked long poll", |inner| {
+            (inner.polls_waiting > 0).then_some(())
+        })
+        .await
+    }
+
+    /// Waits until `count` long polls were abandoned by the client.
+    pub async fn wait_for_abandoned_polls(&self, count: usize) {
+        self.wait_until("abandoned long polls", |inner| {
+            (inner.polls_abandoned >= count).then_some(())
+        })
+        .await
+    }
+
+    /// A user object.
+    pub fn user(id: i64, first_name: &str, username: Option<&str>) -> Value {
+        let mut user = json!({ "id": id, "is_bot": false, "first_name": first_name });
+        if let Some(username) = username {
+            user["username"] = json!(username);
+        }
+        user
+    }
+
+    /// The bot's own user object (for replies to the bot).
+    pub fn bot_user(&self) -> Value {
+        json!({
+            "id": self.state.bot_id, "is_bot": true, "first_name": "Pincer",
+            "username": self.state.bot_username,
+        })
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let stream = tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service = service_fn(|request| handle(Arc::clone(&state), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = state.shutdown.cancelled() => {}
+                _ = connection => {}
+            }
+        });
+    }
+}
+
+fn json_response(status: u16, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(status).expect("valid status"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .expect("valid response")
+}
+
+fn ok(result: Value) -> Response<Body> {
+    json_response(200, &json!({ "ok": true, "result": result }))
+}
+
+fn error(code: u16, description: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({ "ok": false, "error_code": code, "description": description }),
+    )
+}
+
+fn failure_response(failure: Failure) -> Response<Body> {
+    match failure {
+        Failure::RateLimited { retry_after_secs } => json_response(
+            429,
+            &json!({
+                "ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after {retry_after_secs}"),
+                "parameters": { "retry_after": retry_after_secs },
+            }),
+        ),
+        Failure::ParseEntities => error(
+            400,
+            "Bad Request: can't parse entities: Can't find end of the entity starting at byte offset 0",
+        ),
+        Failure::Server(status) => error(status, "Internal Server Error"),
+        Failure::Conflict => error(
+            409,
+            "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+        ),
+        Failure::BadRequest(description) => error(400, &format!("Bad Request: {description}")),
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let path = request.uri().path().to_string();
+    let bytes = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    if let Some(rest) = path.strip_prefix("/file/bot") {
+        return Ok(download(&state, rest));
+    }
+    let Some((token, method)) = path
+        .strip_prefix("/bot")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return Ok(error(404, "Not Found"));
+    };
+    if token != state.token {
+        return Ok(error(401, "Unauthorized"));
+    }
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
+    let scripted = {
+        let mut inner = state.inner.lock().expect("fake state lock");
+        inner.calls.push(RecordedCall {
+            method: method.to_string(),
+            body: body.clone(),
+        });
+        inner.failures.get_mut(method).and_then(VecDeque::pop_front)
+    };
+    state.changed.notify_waiters();
+    if let Some(failure) = scripted {
+        return Ok(failure_response(failure));
+    }
+    Ok(match method {
+        "getMe" => ok(json!({
+            "id": state.bot_id, "is_bot": true, "first_name": "Pincer",
+            "username": state.bot_username, "can_join_groups": true,
+        })),
+        "getUpdates" => {
+            if state
+                .inner
+                .lock()
+                .expect("fake state lock")
+                .webhook_url
+                .is_some()
+            {
+                error(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+            } else {
+                get_updates(state, &body)
+            }
+        }
+        "setWebhook" => set_webhook(&state, &body),
+        "deleteWebhook" => {
+            state.inner.lock().expect("fake state lock").webhook_url = None;
+            ok(json!(true))
+        }
+        "sendMessage" => send_message(&state, &body),
+        "editMessageText" => edit_message(&state, &body),
+        "deleteMessage" | "sendChatAction" | "setMessageReaction" => match body.get("chat_id") {
+            Some(_) => ok(json!(true)),
+            None => error(400, "Bad Request: chat_id is empty"),
+        },
+        "getFile" => get_file(&state, &body),
+        _ => error(404, "Not Found: method not found"),
+    })
+}
+
+fn download(state: &State, rest: &str) -> Response<Body> {
+    let Some((token, file_path)) = rest.split_once('/') else {
+        return error(404, "Not Found");
+    };
+    if token != state.token {
+        return error(401, "Unauthorized");
+    }
+    let mut inner = state.inner.lock().expect("fake state lock");
+    let found = inner
+        .files
+        .values()
+        .find(|f| f.path == file_path)
+        .map(|f| f.bytes.clone());
+    match found {
+        Some(bytes) => {
+            inner.downloads.push(file_path.to_string());
+            drop(inner);
+            state.changed.notify_waiters();
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/octet-stream")
+                .body(Full::new(Bytes::from(bytes)).boxed())
+                .expect("valid response")
+        }
+        None => error(404, "Not Found"),
+    }
+}
+
+/// As Telegram: an HTTPS URL on a port it delivers to, a secret token of
+/// 1-256 characters from `A-Za-z0-9_-`.
+fn set_webhook(state: &State, body: &Value) -> Response<Body> {
+    let url = body.get("url").and_then(Value::as_str).unwrap_or("");
+    if url.is_empty() {
+        state.inner.lock().expect("fake state lock").webhook_url = None;
+        return ok(json!(true));
+    }
+    if !url.starts_with("https://") {
+        return error(
+            400,
+            "Bad Request: bad webhook: An HTTPS URL must be provided for webhook",
+        );
+    }
+    let secret = body
+        .get("secret_token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let secret_ok = secret.len() <= 256
+        && secret
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !secret_ok {
+        return error(
+            400,
+            "Bad Request: secret token contains unallowed characters",
+        );
+    }
+    state.inner.lock().expect("fake state lock").webhook_url = Some(url.to_string());
+    ok(json!(true))
+}
+
+fn get_file(state: &State, body: &Value) -> Response<Body> {
+    let file_id = body.get("file_id").and_then(Value::as_str).unwrap_or("");
+    let inner = state.inner.lock().expect("fake state lock");
+    match inner.files.get(file_id) {
+        Some(file) => {
+            let mut result = json!({
+                "file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+                "file_path": file.path,
+            });
+            if file.report_size {
+                result["file_size"] = json!(file.bytes.len());
+            }
+            ok(result)
+        }
+        None => error(400, "Bad Request: invalid file_id"),
+    }
+}
+
+/// Answers a long poll: headers at once, the body when updates arrive or
+/// the timeout ends; a client that leaves first is counted as abandoning.
+fn get_updates(state: Arc<State>, body: &Value) -> Response<Body> {
+    let offset = body.get("offset").and_then(Value::as_i64);
+    let timeout_secs = body.get("timeout").and_then(Value::as_u64).unwrap_or(0);
+    let limit = body.get("limit").and_then(Value::as_u64).unwrap_or(100) as usize;
+    let (sender, receiver) = mpsc::channel::<Bytes>(1);
+    let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let bytes = receiver.recv().await?;
+        Some((Ok::<_, Infallible>(Frame::data(bytes)), receiver))
+    });
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_secs);
+        let mut parked = false;
+        let batch = loop {
+            let arrived = state.updates_changed.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let batch = take_batch(&state, offset, limit);
+            if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
+                break batch;
+            }
+            if !parked {
+                parked = true;
+                set_parked(&state, 1);
+            }
+            tokio::select! {
+                _ = state.shutdown.cancelled() => return,
+                _ = &mut arrived => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = sender.closed() => {
+                    set_parked(&state, -1);
+                    state.inner.lock().expect("fake state lock").polls_abandoned += 1;
+                    state.changed.notify_waiters();
+                    return;
+                }
+            }
+        };
+        if parked {
+            set_parked(&state, -1);
+        }
+        let answer = json!({ "ok": true, "result": batch }).to_string();
+        let _ = sender.send(Bytes::from(answer)).await;
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(StreamBody::new(frames).boxed())
+        .expect("valid response")
+}
+
+fn set_parked(state: &State, delta: i64) {
+    {
+        let mut inner = state.inner.lock().expect("fake state lock");
+        inner.polls_waiting = (inner.polls_waiting as i64 + delta).max(0) as usize;
+    }
+    state.changed.notify_waiters();
+}
+
+/// Confirms updates below `offset` (dropping them) and returns the next batch.
+fn take_batch(state: &State, offset: Option<i64>, limit: usize) -> Vec<Value> {
+    let mut inner = state.inner.lock().expect("fake state lock");
+    if let Some(offset) = offset {
+        inner
+            .pending
+            .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+    }
+    inner.pending.iter().take(limit).cloned().collect()
+}
+
+fn chat_key(body: &Value) -> Option<String> {
+    match body.get("chat_id")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The visible text of a message, checking markup as Telegram does.
+fn visible_text(body: &Value) -> Result<String, String> {
+    let text = body.get("text").and_then(Value::as_str).unwrap_or("");
+    let visible = match body.get("parse_mode").and_then(Value::as_str) {
+        Some("HTML") => parse_html(text)?,
+        Some(other) => return Err(format!("unsupported parse_mode {other}")),
+        None => text.to_string(),
+    };
+    if visible.trim().is_empty() {
+        return Err("message text is empty".to_string());
+    }
+    if visible.chars().count() > MAX_MESSAGE_CHARS {
+        return Err("message is too long".to_string());
+    }
+    Ok(visible)
+}
+
+fn send_message(state: &State, body: &Value) -> Response<Body> {
+    let Some(chat) = chat_key(body) else {
+        return error(400, "Bad Request: chat_id is empty");
+    };
+    let visible = match visible_text(body) {
+        Ok(visible) => visible,
+        Err(reason) => return error(400, &format!("Bad Request: {reason}")),
+    };
+    let mut inner = state.inner.lock().expect("fake state lock");
+    inner.next_message_id += 1;
+    let id = inner.next_message_id;
+    inner.texts.insert((chat.clone(), id), visible.clone());
+    ok(json!({
+        "message_id": id, "date": 1_767_000_000,
+        "chat": { "id": chat.parse::<i64>().unwrap_or(0), "type": "private" },
+        "from": { "id": state.bot_id, "is_bot": true, "first_name": "Pincer" },
+        "text": visible,
+    }))
+}
+
+fn edit_message(state: &State, body: &Value) -> Response<Body> {
+    let chat = chat_key(body).unwrap_or_default();
+    let id = body.get("message_id").and_then(Value::as_i64).unwrap_or(0);
+    let visible = match visible_text(body) {
+        Ok(visible) => visible,
+        Err(reason) => return error(400, &format!("Bad Request: {reason}")),
+    };
+    let mut inner = state.inner.lock().expect("fake state lock");
+    match inner.texts.get(&(chat.clone(), id)) {
+        None => error(400, "Bad Request: message to edit not found"),
+        Some(current) if *current == visible => error(
+            400,
+            "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+        ),
+        Some(_) => {
+            inner.texts.insert((chat, id), visible.clone());
+            ok(json!({ "message_id": id, "date": 1_767_000_000, "chat": {"id": 0, "type": "private"}, "text": visible }))
+        }
+    }
+}
+
+/// Telegram's HTML: the allowed tags, balanced; `&` only as an entity.
+fn parse_html(text: &str) -> Result<String, String> {
+    let fail = |what: String| Err(format!("can't parse entities: {what}"));
+    let mut visible = String::new();
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '<' {
+            let Some(end) = rest.find('>') else {
+                return fail("unclosed start tag".into());
+            };
+            let tag = &rest[1..end];
+            let name: String = tag
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if !HTML_TAGS.contains(&name.as_str()) {
+                return fail(format!("Unsupported start tag \"{name}\""));
+            }
+            if tag.starts_with('/') {
+                if open.pop().as_deref() != Some(name.as_str()) {
+                    return fail(format!("Unexpected end tag \"{name}\""));
+                }
+            } else {
+                open.push(name);
+            }
+            rest = &rest[end + 1..];
+        } else if c == '&' {
+            let entity = ["&amp;", "&lt;", "&gt;", "&quot;"]
+                .into_iter()
+                .find(|e| rest.starts_with(e));
+            let Some(entity) = entity else {
+                return fail("unsupported entity".into());
+            };
+            visible.push(match entity {
+                "&amp;" => '&',
+                "&lt;" => '<',
+                "&gt;" => '>',
+                _ => '"',
+            });
+            rest = &rest[entity.len()..];
+        } else {
+            visible.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    if let Some(unclosed) = open.pop() {
+        return fail(format!(
+            "Can't find end tag corresponding to start tag \"{unclosed}\""
+        ));
+    }
+    Ok(visible)
+}

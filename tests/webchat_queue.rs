@@ -1,0 +1,162 @@
+//! The web chat goes through the same command queue as the chat channels:
+//! `chat.send` while a run is busy follows `messages.queue` (collect merges
+//! the waiting messages into one turn, interrupt aborts the running turn),
+//! observed over the real WebSocket protocol against the real binary.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::gateway::GatewayProcess;
+use support::ws_client::{Device, TestClient};
+
+const TOKEN: &str = "webchat-queue-token";
+
+fn start(fake: &FakeOpenAi, queue: &str) -> GatewayProcess {
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+  messages: {{ queue: {queue} }},
+}}"#,
+        fake.base_url()
+    );
+    GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN])
+}
+
+async fn client(gateway: &GatewayProcess, seed: u8) -> TestClient {
+    let device = Device::new(seed);
+    let (client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(TOKEN),
+        &["operator.read", "operator.write"],
+        Some(&device),
+    )
+    .await;
+    client
+}
+
+fn send(key: &str, message: &str) -> Value {
+    json!({"sessionKey": "main", "message": message, "idempotencyKey": key})
+}
+
+/// Reads until a `chat` event of `run_id` in `state`; returns its payload.
+async fn chat_event(client: &mut TestClient, run_id: &str, state: &str) -> Value {
+    client
+        .event_where("chat", |p| p["runId"] == run_id && p["state"] == state)
+        .await
+}
+
+fn user_text(fake: &FakeOpenAi, index: usize) -> String {
+    let messages = fake.requests()[index].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    let user = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .expect("a user message");
+    user["content"]
+        .as_str()
+        .map_or_else(|| user["content"].to_string(), str::to_string)
+}
+
+#[tokio::test]
+async fn collect_mode_merges_chat_sends_made_while_busy() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Working ".into(), "on ".into(), "it.".into()],
+        delay_ms: 400,
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Both noted.".into()],
+        delay_ms: 0,
+    });
+    let gateway = start(&fake, r#"{ mode: "collect", debounceMs: 100 }"#);
+    let mut client = client(&gateway, 31).await;
+    let ack = client.call("chat.send", send("c-1", "first task")).await;
+    assert_eq!(ack["payload"], json!({"runId": "c-1", "status": "started"}));
+    chat_event(&mut client, "c-1", "delta").await;
+    for (key, text) in [("c-2", "second task"), ("c-3", "third task")] {
+        let ack = client.call("chat.send", send(key, text)).await;
+        assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    }
+    let first = chat_event(&mut client, "c-1", "final").await;
+    assert_eq!(first["message"]["content"][0]["text"], "Working on it.");
+    let merged = chat_event(&mut client, "c-3", "final").await;
+    assert_eq!(merged["message"]["content"][0]["text"], "Both noted.");
+    assert_eq!(fake.requests().len(), 2, "two waiting messages, one turn");
+    let prompt = user_text(&fake, 1);
+    assert!(
+        prompt.contains("[Queued messages while agent was busy]")
+            && prompt.contains("second task")
+            && prompt.contains("third task"),
+        "{prompt}"
+    );
+    // The merged message's own key is settled too (just after the final
+    // event goes out), so a retry does not run it again.
+    let mut replay = Value::Null;
+    for _ in 0..50 {
+        replay = client.call("chat.send", send("c-2", "second task")).await;
+        if replay["payload"]["status"] != "in_flight" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(replay["payload"]["status"], "ok", "{replay}");
+    assert_eq!(fake.requests().len(), 2, "the replay did not run again");
+}
+
+#[tokio::test]
+async fn interrupt_mode_aborts_the_running_chat_turn() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Hang {
+        first_chunk: "Let me think".into(),
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Fresh answer.".into()],
+        delay_ms: 0,
+    });
+    let gateway = start(&fake, r#"{ mode: "interrupt" }"#);
+    let mut client = client(&gateway, 32).await;
+    client.call("chat.send", send("i-1", "slow question")).await;
+    chat_event(&mut client, "i-1", "delta").await;
+    let ack = client
+        .call("chat.send", send("i-2", "never mind, quick one"))
+        .await;
+    assert_eq!(ack["payload"]["status"], "started");
+    chat_event(&mut client, "i-1", "aborted").await;
+    let fresh = chat_event(&mut client, "i-2", "final").await;
+    assert_eq!(fresh["message"]["content"][0]["text"], "Fresh answer.");
+    fake.wait_for_disconnects(1).await;
+    assert!(user_text(&fake, 1).contains("quick one"));
+}
+
+#[tokio::test]
+async fn followup_mode_answers_each_waiting_message_in_its_own_turn() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["One ".into(), "moment.".into()],
+        delay_ms: 400,
+    });
+    let gateway = start(&fake, r#"{ mode: "followup", debounceMs: 50 }"#);
+    let mut client = client(&gateway, 33).await;
+    client.call("chat.send", send("f-1", "first")).await;
+    chat_event(&mut client, "f-1", "delta").await;
+    client.call("chat.send", send("f-2", "second")).await;
+    client.call("chat.send", send("f-3", "third")).await;
+    for key in ["f-1", "f-2", "f-3"] {
+        chat_event(&mut client, key, "final").await;
+    }
+    let prompts: Vec<String> = (0..3).map(|i| user_text(&fake, i)).collect();
+    assert_eq!(fake.requests().len(), 3, "{prompts:?}");
+    assert!(prompts[1].contains("second") && !prompts[1].contains("third"));
+    assert!(prompts[2].contains("third"));
+    // Nothing else is left running.
+    let status = client
+        .call("chat.abort", json!({"sessionKey": "main"}))
+        .await;
+    assert_eq!(status["payload"]["aborted"], false, "{status}");
+}
