@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod cron;
 pub mod gateway;
+pub mod heartbeat;
 pub mod memory;
 pub mod pipeline;
 pub mod queue;

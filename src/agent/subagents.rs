@@ -277,6 +277,43 @@ fn child_timeout_ms(config: &Config, requested: Option<u64>) -> u64 {
     }
 }
 
+/// A new running record for a child of `requester` at `depth`.
+fn new_record(
+    config: &Config,
+    requester: &Requester,
+    request: SpawnRequest,
+    agent_id: String,
+    depth: u32,
+) -> SubagentRun {
+    let model = child_model(config, &agent_id, request.model.as_deref());
+    let child_session_key = format!(
+        "agent:{agent_id}{SUBAGENT_KEY_MARKER}{}",
+        uuid::Uuid::new_v4()
+    );
+    SubagentRun {
+        id: uuid::Uuid::new_v4().to_string(),
+        run_id: uuid::Uuid::new_v4().to_string(),
+        child_session_key,
+        requester_session_key: requester.session_key.clone(),
+        requester_agent_id: requester.agent_id.clone(),
+        agent_id,
+        task: request.task.trim().to_string(),
+        label: request.label.filter(|l| !l.trim().is_empty()),
+        cleanup: request.cleanup,
+        depth,
+        model,
+        timeout_ms: child_timeout_ms(config, request.run_timeout_seconds),
+        created_at_ms: now_ms(),
+        ended_at_ms: None,
+        status: SubagentStatus::Running,
+        error: None,
+        result: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        announced: false,
+    }
+}
+
 /// The registry of sub-agent runs. Share it as `Arc<SubagentRegistry>`.
 pub struct SubagentRegistry {
     pub(crate) store: Store,
@@ -310,6 +347,33 @@ impl SubagentRegistry {
                 "task must be a non-empty string".into(),
             ));
         }
+        self.prune_archived(config, now_ms())?;
+        let depth = self.check_limits(config, requester)?;
+        let agent_id = request
+            .agent_id
+            .as_deref()
+            .map(crate::routing::session_key::normalize_agent_id)
+            .unwrap_or_else(|| requester.agent_id.clone());
+        check_target_agent(config, &requester.agent_id, &agent_id)?;
+        let thinking = request.thinking.clone();
+        let run = new_record(config, requester, request, agent_id, depth + 1);
+        let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), run.created_at_ms);
+        entry.spawned_by = Some(run.requester_session_key.clone());
+        entry.spawn_depth = Some(run.depth);
+        entry.label = run.label.clone();
+        entry.thinking_level = thinking;
+        entry.status = Some(SubagentStatus::Running.as_str().into());
+        blocking(|| {
+            self.store.put_session(&run.child_session_key, &entry)?;
+            self.store.subagent_run_put(&run.id, &run_json(&run))
+        })?;
+        let spec = self.turn_spec(&run, run.task.clone(), max_spawn_depth(config));
+        self.start(run.clone(), spec)?;
+        Ok(run)
+    }
+
+    /// `maxSpawnDepth` and `maxChildrenPerAgent` for this requester; returns its depth.
+    fn check_limits(&self, config: &Config, requester: &Requester) -> Result<u32, SubagentError> {
         let parent = blocking(|| self.store.session(&requester.session_key))?;
         let depth = session_depth(parent.as_ref(), &requester.session_key);
         let max_depth = max_spawn_depth(config);
@@ -333,52 +397,7 @@ impl SubagentRegistry {
                 max: max_children(config),
             });
         }
-        let agent_id = request
-            .agent_id
-            .as_deref()
-            .map(crate::routing::session_key::normalize_agent_id)
-            .unwrap_or_else(|| requester.agent_id.clone());
-        check_target_agent(config, &requester.agent_id, &agent_id)?;
-        let now = now_ms();
-        let child_key = format!(
-            "agent:{agent_id}{SUBAGENT_KEY_MARKER}{}",
-            uuid::Uuid::new_v4()
-        );
-        let run = SubagentRun {
-            id: uuid::Uuid::new_v4().to_string(),
-            run_id: uuid::Uuid::new_v4().to_string(),
-            child_session_key: child_key,
-            requester_session_key: requester.session_key.clone(),
-            requester_agent_id: requester.agent_id.clone(),
-            agent_id,
-            task: request.task.trim().to_string(),
-            label: request.label.filter(|l| !l.trim().is_empty()),
-            cleanup: request.cleanup,
-            depth: depth + 1,
-            model: child_model(config, &requester.agent_id, request.model.as_deref()),
-            timeout_ms: child_timeout_ms(config, request.run_timeout_seconds),
-            created_at_ms: now,
-            ended_at_ms: None,
-            status: SubagentStatus::Running,
-            error: None,
-            result: None,
-            input_tokens: 0,
-            output_tokens: 0,
-            announced: false,
-        };
-        let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now);
-        entry.spawned_by = Some(run.requester_session_key.clone());
-        entry.spawn_depth = Some(run.depth);
-        entry.label = run.label.clone();
-        entry.thinking_level = request.thinking;
-        entry.status = Some(SubagentStatus::Running.as_str().into());
-        blocking(|| {
-            self.store.put_session(&run.child_session_key, &entry)?;
-            self.store.subagent_run_put(&run.id, &run_json(&run))
-        })?;
-        let spec = self.turn_spec(&run, run.task.clone(), max_depth);
-        self.start(run.clone(), spec)?;
-        Ok(run)
+        Ok(depth)
     }
 
     /// The turn a child runs: `message` in its session, with the sub-agent system prompt.

@@ -203,6 +203,39 @@ impl SubagentRegistry {
         Ok(report)
     }
 
+    /// Archives finished, announced runs that ended more than `archiveAfterMinutes` ago (0 keeps them):
+    /// the record, the child session and its transcript are removed, so the registry stays bounded.
+    /// Returns how many runs went.
+    pub fn prune_archived(&self, config: &Config, now: u64) -> Result<usize, SubagentError> {
+        let minutes = config
+            .agents
+            .defaults
+            .subagents
+            .as_ref()
+            .map_or(60, |s| s.effective_archive_after_minutes());
+        if minutes == 0 {
+            return Ok(0);
+        }
+        let keep_ms = u64::from(minutes) * 60_000;
+        let mut pruned = 0;
+        for run in self.runs()? {
+            let old = run
+                .ended_at_ms
+                .is_some_and(|ended| now.saturating_sub(ended) > keep_ms);
+            if old && run.announced && run.status != SubagentStatus::Running {
+                blocking(|| -> Result<(), crate::store::StoreError> {
+                    if let Some(entry) = self.store.delete_session(&run.child_session_key)? {
+                        self.store.delete_transcript(&entry.session_id)?;
+                    }
+                    self.store.subagent_run_delete(&run.id)?;
+                    Ok(())
+                })?;
+                pruned += 1;
+            }
+        }
+        Ok(pruned)
+    }
+
     /// Removes sub-agent sessions (and transcripts) that no record knows.
     fn prune_orphan_sessions(&self) -> Result<usize, SubagentError> {
         let known: std::collections::HashSet<String> = self

@@ -408,3 +408,55 @@ async fn restart_fails_interrupted_runs_with_a_reason_and_removes_orphans() {
     let again = restarted.reconcile().expect("second pass");
     assert_eq!(again, Default::default());
 }
+
+#[tokio::test]
+async fn run_timeout_comes_from_the_request_and_a_timeout_is_announced_as_such() {
+    let f = fixture();
+    let request = SpawnRequest {
+        run_timeout_seconds: Some(30),
+        ..task("slow job")
+    };
+    let run = f
+        .registry
+        .spawn(&Config::default(), &main_requester(), request)
+        .expect("spawn");
+    assert_eq!(f.launcher.specs()[0].0.timeout_ms, 30_000);
+    f.launcher.complete(&run.run_id, RunStatus::Timeout, "");
+    settle_until(|| !f.launcher.announcements().is_empty()).await;
+    assert_eq!(status_of(&f.registry, &run.id), SubagentStatus::Timeout);
+    assert!(f.launcher.announcements()[0].2.contains("timed out"));
+}
+
+#[tokio::test]
+async fn announced_runs_are_forgotten_after_the_archive_window() {
+    let f = fixture();
+    let run = f
+        .registry
+        .spawn(&Config::default(), &main_requester(), task("quick"))
+        .expect("spawn");
+    f.launcher.complete(&run.run_id, RunStatus::Ok, "done");
+    settle_until(|| !f.launcher.announcements().is_empty()).await;
+    settle_until(|| f.registry.runs().expect("runs")[0].announced).await;
+    let ended = f.registry.runs().expect("runs")[0]
+        .ended_at_ms
+        .expect("ended");
+    let config = Config::default();
+    assert_eq!(
+        f.registry
+            .prune_archived(&config, ended + 59 * 60_000)
+            .expect("prune"),
+        0
+    );
+    assert_eq!(
+        f.registry
+            .prune_archived(&config, ended + 61 * 60_000)
+            .expect("prune"),
+        1
+    );
+    assert!(f.registry.runs().expect("runs").is_empty());
+    assert!(f
+        .store
+        .session(&run.child_session_key)
+        .expect("read")
+        .is_none());
+}

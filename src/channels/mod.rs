@@ -10,10 +10,12 @@
 //! is channel-agnostic and must not live in an adapter.
 
 pub mod commands;
+pub mod discord;
 pub mod hub;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
+pub mod slack;
 pub mod stream;
 pub mod telegram;
 pub mod turns;

@@ -47,6 +47,18 @@ pub fn configured_adapters(
             options,
         )));
     }
+    if let Some(section) = config.channels.discord.as_ref() {
+        match super::discord::DiscordChannel::from_config(section, http) {
+            Ok(adapter) => adapters.push(Arc::new(adapter)),
+            Err(e) => log::error!("channels.discord: {e}; the Discord channel stays off"),
+        }
+    }
+    if let Some(section) = config.channels.slack.as_ref() {
+        match super::slack::SlackChannel::from_config(section, http) {
+            Ok(adapter) => adapters.push(Arc::new(adapter)),
+            Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
+        }
+    }
     adapters
 }
 

@@ -126,11 +126,22 @@ impl crate::tools::cron::CronAccess for GatewayCron {
     fn service(&self) -> Option<Arc<CronService>> {
         self.state.upgrade()?.cron.get().cloned()
     }
+
+    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+        super::methods::heartbeat::wake_both(&state, now, text);
+        Ok(())
+    }
 }
 
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
 pub fn reconcile_subagents(state: &Arc<GatewayState>) {
-    let registry = state.subagents.clone();
+    let Some(registry) = state.tool_services.subagents.clone() else {
+        return;
+    };
     state.tasks.spawn(async move {
         match tokio::task::block_in_place(|| registry.reconcile()) {
             Ok(report) if report != Default::default() => log::info!(
@@ -143,4 +154,70 @@ pub fn reconcile_subagents(state: &Arc<GatewayState>) {
             Err(e) => log::warn!("subagents: restart reconciliation failed: {e}"),
         }
     });
+}
+
+/// Records `text` as an assistant message in a session's transcript (creating the session if needed)
+/// and shows it to the session's readers as a `chat` final event. `channel` is the outbound target, logged
+/// until channel delivery is wired here. Blocks on the store: call from a blocking context.
+pub fn deliver_to_session_readers(
+    state: &GatewayState,
+    agent_id: &str,
+    session_key: &str,
+    text: &str,
+    channel: Option<&str>,
+) {
+    let now = now_ms();
+    let recorded = (|| -> Result<(), crate::store::StoreError> {
+        let entry = match state.store.session(session_key)? {
+            Some(entry) => entry,
+            None => {
+                let entry = crate::store::SessionEntry::new(uuid::Uuid::new_v4().to_string(), now);
+                state.store.put_session(session_key, &entry)?;
+                entry
+            }
+        };
+        state.store.append_transcript(
+            &entry.session_id,
+            &crate::store::TranscriptEntry {
+                role: "assistant".into(),
+                text: text.to_string(),
+                timestamp_ms: now,
+                run_id: None,
+                stop_reason: None,
+                input_tokens: None,
+                output_tokens: None,
+                extra_json: None,
+            },
+        )?;
+        Ok(())
+    })();
+    if let Err(e) = recorded {
+        log::warn!("cannot record a delivery in {session_key}: {e}");
+    }
+    if let Some(channel) = channel.filter(|c| *c != "webchat") {
+        log::info!("{agent_id}: delivery to channel {channel} is not wired yet; shown to {session_key}'s readers");
+    }
+    broadcast_final(state, agent_id, session_key, text);
+}
+
+/// A `chat` final event carrying `text` for a session's readers (no run behind it).
+pub fn broadcast_final(state: &GatewayState, agent_id: &str, session_key: &str, text: &str) {
+    let payload = serde_json::json!({
+        "runId": format!("delivery-{}", uuid::Uuid::new_v4()),
+        "sessionKey": session_key,
+        "seq": 1,
+        "state": "final",
+        "agentId": agent_id,
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
+                    "timestamp": now_ms()},
+    });
+    state.clients.broadcast(
+        "chat",
+        &payload,
+        super::clients::BroadcastOptions {
+            drop_if_slow: false,
+            scope: Some(super::scopes::READ),
+            state_version: None,
+        },
+    );
 }

@@ -150,6 +150,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     methods::cron::start_service(&state);
     start_channels(&state).await;
     launcher::reconcile_subagents(&state);
+    methods::heartbeat::start_runner(&state);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;

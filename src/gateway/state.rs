@@ -47,6 +47,8 @@ pub struct GatewayLimits {
     pub subagent_lane: usize,
     /// Concurrent cron runs (the cron lane).
     pub cron_lane: usize,
+    /// Heartbeats run at most this often on this board (0: no floor).
+    pub heartbeat_min_every_ms: u64,
 }
 
 impl Default for GatewayLimits {
@@ -59,6 +61,7 @@ impl Default for GatewayLimits {
             max_concurrent_runs: 4,
             subagent_lane: crate::queue::lanes::DEFAULT_SUBAGENT_LANE,
             cron_lane: crate::queue::lanes::DEFAULT_CRON_LANE,
+            heartbeat_min_every_ms: 0,
         }
     }
 }
@@ -84,14 +87,14 @@ pub struct GatewayState {
     pub tool_services: crate::tools::ToolServices,
     /// Pending exec approvals (`exec.approval.*`).
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
-    /// Spawned sub-agent runs (`sessions_spawn`, `subagents`).
-    pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
     /// The cron service, set once at start (absent in states built without a gateway run).
     pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
     /// The chat channel adapters (started at gateway start).
     pub channels: Arc<crate::channels::registry::ChannelRegistry>,
     /// The message path (pipeline + command queue), built on first use.
     pub hub: std::sync::OnceLock<Arc<crate::channels::hub::ChannelHub>>,
+    /// The heartbeat runner, set once at start.
+    pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -131,57 +134,54 @@ impl GatewayState {
             cron: parts.limits.cron_lane.max(1),
         };
         let subagent_store = parts.store.clone();
-        Arc::new_cyclic(|state| {
-            let subagents = crate::agent::subagents::SubagentRegistry::new(
-                subagent_store,
-                Arc::new(super::launcher::GatewayLauncher {
-                    state: state.clone(),
-                }),
-            );
-            GatewayState {
-                version: env!("CARGO_PKG_VERSION"),
-                config: RwLock::new(Arc::new(parts.loaded.config.clone())),
-                loaded: RwLock::new(Arc::new(parts.loaded)),
-                idempotency: IdempotencyCache::new(Some(parts.store.clone())),
-                store: parts.store,
-                data_dir: parts.data_dir,
-                secret: RwLock::new(parts.secret),
-                limiter: AuthRateLimiter::new(policy),
-                clients: ClientRegistry::new(),
-                runs: Arc::new(RunRegistry::with_lanes(lanes)),
-                http: std::sync::OnceLock::new(),
-                tools: Arc::new(crate::tools::ToolRegistry::builtin()),
-                sandbox_layers: std::sync::OnceLock::new(),
-                tool_services: crate::tools::ToolServices {
-                    processes: Arc::default(),
-                    approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
-                        state.clone(),
-                        approvals.clone(),
-                    )),
-                    subagents: Some(subagents.clone()),
-                    cron: Some(Arc::new(super::launcher::GatewayCron {
+        Arc::new_cyclic(|state| GatewayState {
+            version: env!("CARGO_PKG_VERSION"),
+            config: RwLock::new(Arc::new(parts.loaded.config.clone())),
+            loaded: RwLock::new(Arc::new(parts.loaded)),
+            idempotency: IdempotencyCache::new(Some(parts.store.clone())),
+            store: parts.store,
+            data_dir: parts.data_dir,
+            secret: RwLock::new(parts.secret),
+            limiter: AuthRateLimiter::new(policy),
+            clients: ClientRegistry::new(),
+            runs: Arc::new(RunRegistry::with_lanes(lanes)),
+            http: std::sync::OnceLock::new(),
+            tools: Arc::new(crate::tools::ToolRegistry::builtin()),
+            sandbox_layers: std::sync::OnceLock::new(),
+            tool_services: crate::tools::ToolServices {
+                processes: Arc::default(),
+                approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
+                    state.clone(),
+                    approvals.clone(),
+                )),
+                subagents: Some(crate::agent::subagents::SubagentRegistry::new(
+                    subagent_store,
+                    Arc::new(super::launcher::GatewayLauncher {
                         state: state.clone(),
-                    })),
-                    sessions: Arc::new(super::runs::GatewaySessionRunner::new(state.clone())),
-                    ..Default::default()
-                },
-                subagents,
-                approvals,
-                cron: std::sync::OnceLock::new(),
-                channels: Arc::default(),
-                hub: std::sync::OnceLock::new(),
-                limits: parts.limits,
-                started_at_ms: crate::system::clock::now_ms(),
-                started: std::time::Instant::now(),
-                shutdown: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-                host_name: crate::system::host_name(),
-                tls_fingerprint: parts.tls_fingerprint,
-                ready: AtomicBool::new(false),
-                draining: AtomicBool::new(false),
-                preauth: Mutex::new(HashMap::new()),
-                config_writes: Mutex::new(VecDeque::new()),
-            }
+                    }),
+                )),
+                cron: Some(Arc::new(super::launcher::GatewayCron {
+                    state: state.clone(),
+                })),
+                sessions: Arc::new(super::runs::GatewaySessionRunner::new(state.clone())),
+                ..Default::default()
+            },
+            approvals,
+            cron: std::sync::OnceLock::new(),
+            heartbeat: std::sync::OnceLock::new(),
+            channels: Arc::default(),
+            hub: std::sync::OnceLock::new(),
+            limits: parts.limits,
+            started_at_ms: crate::system::clock::now_ms(),
+            started: std::time::Instant::now(),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            host_name: crate::system::host_name(),
+            tls_fingerprint: parts.tls_fingerprint,
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            preauth: Mutex::new(HashMap::new()),
+            config_writes: Mutex::new(VecDeque::new()),
         })
     }
 

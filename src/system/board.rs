@@ -61,6 +61,9 @@ pub struct BoardProfile {
     pub lanes: Lanes,
     pub embedder: EmbedderProfile,
     pub sandbox: SandboxProfile,
+    /// Shortest heartbeat interval on this board, in minutes (a longer configured one stays).
+    #[serde(default)]
+    pub heartbeat_min_every_minutes: Option<u64>,
     /// The model string read from the device tree, when there was one.
     #[serde(skip)]
     pub model: Option<String>,
@@ -75,6 +78,7 @@ impl BoardProfile {
             max_concurrent_runs: self.lanes.global,
             subagent_lane: self.lanes.subagent,
             cron_lane: self.lanes.cron,
+            heartbeat_min_every_ms: self.heartbeat_min_every_minutes.map_or(0, |m| m * 60_000),
             ..GatewayLimits::default()
         }
     }

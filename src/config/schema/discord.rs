@@ -30,6 +30,12 @@ channel_accounts! {
         enabled: bool,
         token: String,
         proxy: String,
+        /// REST API root (pincer's key; OpenClaw has none), default
+        /// `https://discord.com/api/v10`: proxies and test servers.
+        api_base_url: String,
+        /// Gateway WebSocket URL (pincer's key); unset: asked from
+        /// `GET /gateway/bot`.
+        gateway_url: String,
         /// Answer other bots: true, false, or only when they mention us.
         allow_bots: AllowBots,
         dm_policy: DmPolicy,
@@ -56,7 +62,20 @@ channel_accounts! {
     }
 }
 
+/// Discord's REST API root for API version 10.
+pub const DEFAULT_DISCORD_API_BASE_URL: &str = "https://discord.com/api/v10";
+
 impl DiscordAccountConfig {
+    /// `apiBaseUrl` without a trailing slash, else Discord's own.
+    pub fn effective_api_base_url(&self) -> String {
+        self.api_base_url
+            .as_deref()
+            .map(|url| url.trim().trim_end_matches('/'))
+            .filter(|url| !url.is_empty())
+            .unwrap_or(DEFAULT_DISCORD_API_BASE_URL)
+            .to_string()
+    }
+
     /// `dmPolicy`, else legacy `dm.policy`, else pairing.
     pub fn effective_dm_policy(&self) -> DmPolicy {
         self.dm_policy
@@ -211,5 +230,20 @@ mod tests {
         assert_eq!(account.effective_text_chunk_limit(), 2000);
         assert_eq!(account.effective_max_lines_per_message(), 17);
         assert!(serde_json::from_str::<DiscordConfig>(r#"{"allowBots":"sometimes"}"#).is_err());
+        assert_eq!(
+            account.effective_api_base_url(),
+            "https://discord.com/api/v10"
+        );
+    }
+
+    #[test]
+    fn api_and_gateway_urls_are_per_account() {
+        let discord: DiscordConfig = serde_json::from_str(
+            r#"{"token":"t","apiBaseUrl":"http://127.0.0.1:9/api/","accounts":{"b":{"gatewayUrl":"ws://127.0.0.1:8"}}}"#,
+        )
+        .expect("discord config");
+        let b = discord.account("b").expect("account b");
+        assert_eq!(b.effective_api_base_url(), "http://127.0.0.1:9/api");
+        assert_eq!(b.gateway_url.as_deref(), Some("ws://127.0.0.1:8"));
     }
 }

@@ -18,6 +18,8 @@ use crate::config::de;
 /// Outbound text chunk size (`SLACK_TEXT_LIMIT`).
 pub const DEFAULT_SLACK_TEXT_CHUNK_LIMIT: u32 = 8000;
 pub const DEFAULT_SLACK_WEBHOOK_PATH: &str = "/slack/events";
+/// Slack's Web API root.
+pub const DEFAULT_SLACK_API_URL: &str = "https://slack.com/api";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -41,6 +43,9 @@ channel_accounts! {
         bot_token: String,
         app_token: String,
         user_token: String,
+        /// Web API root (pincer's key; OpenClaw has none), default
+        /// `https://slack.com/api`: proxies and test servers.
+        api_url: String,
         signing_secret: String,
         webhook_path: String,
         allow_bots: bool,
@@ -70,6 +75,16 @@ channel_accounts! {
 }
 
 impl SlackAccountConfig {
+    /// `apiUrl` without a trailing slash, else Slack's own.
+    pub fn effective_api_url(&self) -> String {
+        self.api_url
+            .as_deref()
+            .map(|url| url.trim().trim_end_matches('/'))
+            .filter(|url| !url.is_empty())
+            .unwrap_or(DEFAULT_SLACK_API_URL)
+            .to_string()
+    }
+
     pub fn effective_mode(&self) -> SlackMode {
         self.mode.unwrap_or_default()
     }
@@ -168,5 +183,15 @@ mod tests {
         assert_eq!(account.effective_text_chunk_limit(), 8000);
         assert_eq!(account.effective_group_policy(), GroupPolicy::Allowlist);
         assert_eq!(account.effective_dm_policy(), DmPolicy::Pairing);
+        assert_eq!(account.effective_api_url(), "https://slack.com/api");
+        let proxied: SlackConfig =
+            serde_json::from_str(r#"{"apiUrl":"http://127.0.0.1:9/api/"}"#).expect("api url");
+        assert_eq!(
+            proxied
+                .account("default")
+                .expect("default")
+                .effective_api_url(),
+            "http://127.0.0.1:9/api"
+        );
     }
 }

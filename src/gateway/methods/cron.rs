@@ -1,4 +1,5 @@
-//! `cron.list`, `cron.status`, `cron.add`, `cron.update`, `cron.remove`, `cron.run`, `cron.runs` and `wake`,
+//! `cron.list`, `cron.status`, `cron.add`, `cron.update`, `cron.remove`, `cron.run` and `cron.runs`
+//! (`wake` is in `heartbeat.rs`),
 //! plus the gateway's `JobRunner`: a job's payload becomes an agent run started through `runs::start` (on
 //! `cron:<jobId>` for isolated jobs, the agent's main session otherwise), and a finished run is POSTed to the
 //! job's webhook when it has one.
@@ -12,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunStatus as AgentStatus};
 use crate::agent::turn::TurnSpec;
+use crate::config::Config;
 use crate::cron::{
     CronError, CronJob, CronOptions, CronService, JobRunner, Payload, RunFuture, RunMode,
     RunResult, RunStatus, SessionTarget, SystemClock,
@@ -49,6 +51,10 @@ impl JobRunner for GatewayRunner {
             return;
         };
         let config = state.config();
+        if job.delivery.as_ref().is_some_and(|d| d.mode == "announce") {
+            announce_result(&state, &config, job, entry);
+            return;
+        }
         let url = match &job.delivery {
             Some(d) if d.mode == "webhook" => d.to.clone(),
             _ => None,
@@ -68,6 +74,35 @@ impl JobRunner for GatewayRunner {
             }
         });
     }
+}
+
+/// `announce` delivery: a finished isolated job's summary goes to its agent's main session (transcript and
+/// readers); the job's channel target is carried along for outbound channel delivery.
+fn announce_result(state: &Arc<GatewayState>, config: &Config, job: &CronJob, entry: &Value) {
+    let Some(summary) = entry["summary"].as_str().filter(|s| !s.trim().is_empty()) else {
+        return;
+    };
+    if job.session_target == SessionTarget::Main {
+        // A main-session run already answered in that session.
+        return;
+    }
+    let agent_id = job
+        .agent_id
+        .clone()
+        .unwrap_or_else(|| config.agents.default_agent_id());
+    let session_key = super::sessions::canonical_key(config, Some(&agent_id), None);
+    let text = format!("[cron: {}] {summary}", job.name);
+    let channel = job.delivery.as_ref().and_then(|d| d.channel.clone());
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::gateway::launcher::deliver_to_session_readers(
+            &state,
+            &agent_id,
+            &session_key,
+            &text,
+            channel.as_deref(),
+        )
+    });
 }
 
 fn failed(error: String) -> RunResult {
@@ -241,7 +276,7 @@ pub fn handle(
             let entries = service.runs(id, limit as usize).map_err(cron_error)?;
             Ok(json!({"entries": entries}))
         }
-        _ => wake(&service, &p),
+        other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }
 
@@ -275,19 +310,4 @@ fn run(
         }
     });
     Ok(json!({"ok": true, "ran": true}))
-}
-
-/// `wake`: `mode` is `now` or `next-heartbeat`; `now` makes the timer re-check its jobs immediately.
-fn wake(service: &Arc<CronService>, p: &Params<'_>) -> Result<Value, ErrorShape> {
-    match p.opt_str("mode")? {
-        Some("now") => service.wake(),
-        Some("next-heartbeat") | None => {}
-        Some(other) => {
-            return Err(ErrorShape::invalid(format!(
-                "invalid wake params: mode {other:?} must be \"now\" or \"next-heartbeat\""
-            )))
-        }
-    }
-    p.opt_str("text")?;
-    Ok(json!({"ok": true}))
 }

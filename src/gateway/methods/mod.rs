@@ -10,6 +10,7 @@ pub mod config;
 pub mod cron;
 pub mod devices;
 pub mod health;
+pub mod heartbeat;
 pub mod memory;
 pub mod pairing;
 pub mod params;
@@ -70,6 +71,8 @@ pub const METHODS: &[&str] = &[
     "cron.run",
     "cron.runs",
     "wake",
+    "last-heartbeat",
+    "set-heartbeats",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -81,6 +84,7 @@ pub const EVENTS: &[&str] = &[
     "tick",
     "shutdown",
     "health",
+    "heartbeat",
     "sessions.changed",
     "device.pair.requested",
     "device.pair.resolved",
@@ -208,7 +212,10 @@ fn dispatch_sync(
         "exec.approval.list" => approvals::list(state).into(),
         "exec.approval.get" => approvals::get(state, &params).into(),
         "cron.list" | "cron.status" | "cron.add" | "cron.update" | "cron.remove" | "cron.run"
-        | "cron.runs" | "wake" => cron::handle(state, method, &params).into(),
+        | "cron.runs" => cron::handle(state, method, &params).into(),
+        "wake" => heartbeat::wake(state, &params).into(),
+        "last-heartbeat" => heartbeat::last(state).into(),
+        "set-heartbeats" => heartbeat::set(state, &params).into(),
         other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }

@@ -1,0 +1,235 @@
+//! Account-task plumbing the Discord gateway and Slack's Socket Mode share:
+//! the state a connection task and its channel both see (status for
+//! `channels.status`, whether the task runs, the bot's identity), the set
+//! of running tasks a channel stops together, the reconnect backoff and a
+//! cancellable pause.
+//!
+//! It knows no platform's protocol.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::channels::AccountStatus;
+
+/// First reconnect delay after a failed attempt; doubles per failure.
+pub const RECONNECT_BASE_DELAY_MS: u64 = 1_000;
+/// Longest reconnect delay.
+pub const RECONNECT_MAX_DELAY_MS: u64 = 60_000;
+/// A connection that worked at least this long reconnects without delay;
+/// shorter ones count as failures (no tight loop against a server that
+/// accepts and drops at once).
+pub const STABLE_CONNECTION_MS: u64 = 5_000;
+
+/// State shared between an account's connection task and the channel;
+/// `I` is who the bot is on the platform (learnt once connected).
+#[derive(Debug)]
+pub struct AccountState<I> {
+    status: Mutex<AccountStatus>,
+    running: AtomicBool,
+    identity: Mutex<Option<I>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<I: Clone> AccountState<I> {
+    pub fn new(account_id: &str, configured: bool) -> AccountState<I> {
+        let status = AccountStatus {
+            account_id: account_id.to_string(),
+            configured,
+            ..AccountStatus::default()
+        };
+        AccountState {
+            status: Mutex::new(status),
+            running: AtomicBool::new(false),
+            identity: Mutex::new(None),
+        }
+    }
+
+    pub fn status(&self) -> AccountStatus {
+        lock(&self.status).clone()
+    }
+
+    pub fn update(&self, change: impl FnOnce(&mut AccountStatus)) {
+        change(&mut lock(&self.status));
+    }
+
+    /// Connected (READY, RESUMED, hello): the last error is cleared.
+    pub fn connected(&self) {
+        self.update(|s| {
+            s.connected = true;
+            s.last_error = None;
+        });
+    }
+
+    /// The connection is gone, for `reason`.
+    pub fn disconnected(&self, reason: String) {
+        self.update(|s| {
+            s.connected = false;
+            s.last_error = Some(reason);
+        });
+    }
+
+    pub fn inbound_now(&self) {
+        self.update(|s| s.last_inbound_at_ms = Some(now_ms()));
+    }
+
+    pub fn outbound_now(&self) {
+        self.update(|s| s.last_outbound_at_ms = Some(now_ms()));
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    pub fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::SeqCst);
+        if !running {
+            self.update(|s| s.connected = false);
+        }
+    }
+
+    pub fn identity(&self) -> Option<I> {
+        lock(&self.identity).clone()
+    }
+
+    pub fn set_identity(&self, identity: I) {
+        *lock(&self.identity) = Some(identity);
+    }
+}
+
+/// A channel's running account tasks, cancelled and awaited together.
+#[derive(Debug, Default)]
+pub struct AccountTasks {
+    cancel: Mutex<CancellationToken>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl AccountTasks {
+    /// The token the current tasks stop on.
+    pub fn token(&self) -> CancellationToken {
+        lock(&self.cancel).clone()
+    }
+
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        lock(&self.handles).push(tokio::spawn(task));
+    }
+
+    /// Cancels every task, waits for them, and readies a fresh token.
+    pub async fn stop(&self) {
+        let cancel = std::mem::take(&mut *lock(&self.cancel));
+        cancel.cancel();
+        let handles = std::mem::take(&mut *lock(&self.handles));
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// 0 after a connection that worked, then 1 s, 2 s, 4 s … up to 60 s, each
+/// with up to 20 % jitter.
+pub fn reconnect_delay_ms(failures: u32) -> u64 {
+    if failures == 0 {
+        return 0;
+    }
+    let base = RECONNECT_BASE_DELAY_MS
+        .saturating_mul(1 << (failures - 1).min(16))
+        .min(RECONNECT_MAX_DELAY_MS);
+    base + (base as f64 * 0.2 * rand::random::<f64>()) as u64
+}
+
+/// Reconnect pacing over consecutive connection attempts.
+#[derive(Debug)]
+pub struct Backoff {
+    failures: u32,
+    started: std::time::Instant,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            failures: 0,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Backoff {
+    /// A connection attempt starts now.
+    pub fn attempt(&mut self) {
+        self.started = std::time::Instant::now();
+    }
+
+    /// The wait before the next attempt: none after a connection that was
+    /// established and stable, else the next step of the backoff.
+    pub fn next_delay_ms(&mut self, established: bool) -> u64 {
+        let lasted_ms = self.started.elapsed().as_millis() as u64;
+        if established && lasted_ms >= STABLE_CONNECTION_MS {
+            self.failures = 0;
+        } else {
+            self.failures = self.failures.saturating_add(1);
+        }
+        reconnect_delay_ms(self.failures)
+    }
+}
+
+/// Waits `delay_ms`; false when `cancel` fired first.
+pub async fn pause(cancel: &CancellationToken, delay_ms: u64) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => false,
+        _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_delay_doubles_and_is_capped() {
+        assert_eq!(reconnect_delay_ms(0), 0);
+        let first = reconnect_delay_ms(1);
+        assert!((1_000..=1_200).contains(&first), "{first}");
+        let third = reconnect_delay_ms(3);
+        assert!((4_000..=4_800).contains(&third), "{third}");
+        let many = reconnect_delay_ms(30);
+        assert!((60_000..=72_000).contains(&many), "{many}");
+    }
+
+    #[test]
+    fn short_lived_connections_back_off_like_failures() {
+        let mut backoff = Backoff::default();
+        backoff.attempt();
+        let first = backoff.next_delay_ms(true);
+        assert!((1_000..=1_200).contains(&first), "{first}");
+        backoff.attempt();
+        let second = backoff.next_delay_ms(false);
+        assert!((2_000..=2_400).contains(&second), "{second}");
+    }
+
+    #[test]
+    fn connecting_clears_the_last_error_and_stopping_disconnects() {
+        let state: AccountState<String> = AccountState::new("main", true);
+        state.disconnected("gateway closed".into());
+        assert_eq!(state.status().last_error.as_deref(), Some("gateway closed"));
+        state.connected();
+        assert!(state.status().connected && state.status().last_error.is_none());
+        state.set_running(true);
+        state.set_running(false);
+        assert!(!state.status().connected && !state.is_running());
+    }
+}

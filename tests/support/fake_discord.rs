@@ -1,0 +1,500 @@
+//! A fake Discord on 127.0.0.1: the gateway (WebSocket, API v10 JSON
+//! frames: HELLO, heartbeat ACK, IDENTIFY → READY, dispatches with
+//! sequence numbers, RESUME → replay + RESUMED, close codes) and the REST
+//! API under `/api/v10` (messages, typing, reactions, channels, DM
+//! channels, `GET /gateway/bot`), recording everything it is sent and
+//! answering scripted replies (429s, errors) first.
+//!
+//! Tests include it with `#[path = "support/fake_discord.rs"] mod fake_discord;`.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request as WsRequest, Response as WsResponse,
+};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+/// The bot user the fake's READY announces.
+pub const BOT_USER_ID: &str = "900100";
+pub const BOT_USERNAME: &str = "pincer";
+/// The token the fake's REST API accepts.
+pub const TOKEN: &str = "fake-discord-token.secret";
+
+/// A REST request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct RestRequest {
+    pub method: String,
+    /// The raw (still percent-encoded) path.
+    pub path: String,
+    pub headers: BTreeMap<String, String>,
+    pub body: Value,
+}
+
+/// A scripted REST answer.
+#[derive(Debug, Clone)]
+pub struct RestReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+/// One gateway connection as the fake saw it.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayConnection {
+    /// The path and query string of the upgrade request.
+    pub path: String,
+    pub query: String,
+    /// Every frame the client sent, parsed.
+    pub frames: Vec<Value>,
+    /// The close code the client sent, if it closed.
+    pub client_close: Option<u16>,
+}
+
+enum Command {
+    Send(String),
+    Close(u16),
+}
+
+#[derive(Default)]
+struct Session {
+    id: String,
+    seq: u64,
+    /// Every dispatch of the session (seq, frame), for RESUME replay.
+    history: Vec<(u64, String)>,
+}
+
+#[derive(Default)]
+struct Inner {
+    hello_interval_ms: u64,
+    connections: Vec<GatewayConnection>,
+    live: Option<(usize, mpsc::UnboundedSender<Command>)>,
+    /// The live connection neither acks nor delivers any more.
+    zombie: bool,
+    close_on_identify: Option<u16>,
+    session: Session,
+    sessions_started: u64,
+    rest: Vec<RestRequest>,
+    scripted: VecDeque<RestReply>,
+    channels: HashMap<String, Value>,
+    next_message_id: u64,
+}
+
+struct State {
+    inner: Mutex<Inner>,
+    gateway_addr: Mutex<Option<SocketAddr>>,
+}
+
+/// The running fake; stops when dropped.
+pub struct FakeDiscord {
+    pub rest_addr: SocketAddr,
+    pub gateway_addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: CancellationToken,
+}
+
+impl FakeDiscord {
+    /// Starts both servers; HELLO announces `hello_interval_ms`.
+    pub async fn start(hello_interval_ms: u64) -> FakeDiscord {
+        let rest = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind REST on loopback");
+        let gateway = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind gateway on loopback");
+        let rest_addr = rest.local_addr().expect("REST address");
+        let gateway_addr = gateway.local_addr().expect("gateway address");
+        let state = Arc::new(State {
+            inner: Mutex::new(Inner {
+                hello_interval_ms,
+                next_message_id: 7_000,
+                ..Inner::default()
+            }),
+            gateway_addr: Mutex::new(Some(gateway_addr)),
+        });
+        let shutdown = CancellationToken::new();
+        tokio::spawn(rest_loop(rest, state.clone(), shutdown.clone()));
+        tokio::spawn(gateway_loop(gateway, state.clone(), shutdown.clone()));
+        FakeDiscord {
+            rest_addr,
+            gateway_addr,
+            state,
+            shutdown,
+        }
+    }
+
+    /// The `apiBaseUrl` pointing at this fake.
+    pub fn api_base_url(&self) -> String {
+        format!("http://{}/api/v10", self.rest_addr)
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.state.inner.lock().expect("fake state")
+    }
+
+    /// Sends a dispatch (`op 0`) with the next sequence number to the live
+    /// connection; a zombie connection only records it for RESUME replay.
+    pub fn dispatch(&self, event: &str, d: Value) -> u64 {
+        let mut inner = self.inner();
+        inner.session.seq += 1;
+        let seq = inner.session.seq;
+        let frame = json!({"op": 0, "t": event, "s": seq, "d": d}).to_string();
+        inner.session.history.push((seq, frame.clone()));
+        if !inner.zombie {
+            if let Some((_, live)) = &inner.live {
+                let _ = live.send(Command::Send(frame));
+            }
+        }
+        seq
+    }
+
+    /// Sends any raw frame to the live connection.
+    pub fn send_raw(&self, frame: Value) {
+        if let Some((_, live)) = &self.inner().live {
+            let _ = live.send(Command::Send(frame.to_string()));
+        }
+    }
+
+    /// From now on the live connection stops acking heartbeats and
+    /// delivering dispatches.
+    pub fn go_zombie(&self) {
+        self.inner().zombie = true;
+    }
+
+    /// Closes the live connection with `code`.
+    pub fn close_live(&self, code: u16) {
+        if let Some((_, live)) = &self.inner().live {
+            let _ = live.send(Command::Close(code));
+        }
+    }
+
+    /// The next IDENTIFY is answered by closing with `code`.
+    pub fn close_on_identify(&self, code: u16) {
+        self.inner().close_on_identify = Some(code);
+    }
+
+    /// A channel `GET /channels/{id}` returns.
+    pub fn add_channel(&self, channel: Value) {
+        let id = channel["id"].as_str().expect("channel id").to_string();
+        self.inner().channels.insert(id, channel);
+    }
+
+    /// Queues a REST answer given before the normal routes.
+    pub fn script_rest(&self, reply: RestReply) {
+        self.inner().scripted.push_back(reply);
+    }
+
+    pub fn connections(&self) -> Vec<GatewayConnection> {
+        self.inner().connections.clone()
+    }
+
+    pub fn session_id(&self) -> String {
+        self.inner().session.id.clone()
+    }
+
+    pub fn rest_requests(&self) -> Vec<RestRequest> {
+        self.inner().rest.clone()
+    }
+
+    /// Every frame with this opcode the client sent, across connections.
+    pub fn client_frames(&self, op: u64) -> Vec<Value> {
+        self.inner()
+            .connections
+            .iter()
+            .flat_map(|c| c.frames.iter())
+            .filter(|f| f["op"] == op)
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for FakeDiscord {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn gateway_loop(listener: TcpListener, state: Arc<State>, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        tokio::spawn(serve_gateway(stream, state.clone(), shutdown.clone()));
+    }
+}
+
+async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: CancellationToken) {
+    let (mut path, mut query) = (String::new(), String::new());
+    // tungstenite's callback signature fixes the error type.
+    #[allow(clippy::result_large_err)]
+    let capture =
+        |request: &WsRequest, response: WsResponse| -> Result<WsResponse, ErrorResponse> {
+            path = request.uri().path().to_string();
+            query = request.uri().query().unwrap_or("").to_string();
+            Ok(response)
+        };
+    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, capture).await else {
+        return;
+    };
+    let (sender, mut commands) = mpsc::unbounded_channel();
+    let (index, interval) = {
+        let mut inner = state.inner.lock().expect("fake state");
+        inner.connections.push(GatewayConnection {
+            path,
+            query,
+            ..GatewayConnection::default()
+        });
+        let index = inner.connections.len() - 1;
+        inner.live = Some((index, sender.clone()));
+        inner.zombie = false;
+        (index, inner.hello_interval_ms)
+    };
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": interval}}).to_string();
+    if ws.send(Message::text(hello)).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            command = commands.recv() => match command {
+                Some(Command::Send(frame)) => {
+                    if ws.send(Message::text(frame)).await.is_err() { return; }
+                }
+                Some(Command::Close(code)) => {
+                    let frame = CloseFrame { code: CloseCode::from(code), reason: "".into() };
+                    let _ = ws.close(Some(frame)).await;
+                    return;
+                }
+                None => return,
+            },
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    let frame: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+                    let replies = on_client_frame(&state, index, frame, &sender);
+                    for reply in replies {
+                        if ws.send(Message::text(reply)).await.is_err() { return; }
+                    }
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let mut inner = state.inner.lock().expect("fake state");
+                    inner.connections[index].client_close = frame.map(|f| u16::from(f.code));
+                    return;
+                }
+                Some(Ok(_)) => {}
+                _ => return,
+            },
+        }
+    }
+}
+
+/// Records a client frame and returns the fake's answers to it.
+fn on_client_frame(
+    state: &State,
+    index: usize,
+    frame: Value,
+    sender: &mpsc::UnboundedSender<Command>,
+) -> Vec<String> {
+    let mut inner = state.inner.lock().expect("fake state");
+    inner.connections[index].frames.push(frame.clone());
+    let zombie = inner.zombie && inner.live.as_ref().is_some_and(|(i, _)| *i == index);
+    match frame["op"].as_u64() {
+        Some(1) if !zombie => vec![json!({"op": 11}).to_string()],
+        Some(2) => {
+            if let Some(code) = inner.close_on_identify.take() {
+                let _ = sender.send(Command::Close(code));
+                return Vec::new();
+            }
+            inner.sessions_started += 1;
+            let session_id = format!("session-{}", inner.sessions_started);
+            inner.session = Session {
+                id: session_id.clone(),
+                seq: 1,
+                history: Vec::new(),
+            };
+            let resume_url = format!(
+                "ws://{}/resume",
+                state
+                    .gateway_addr
+                    .lock()
+                    .expect("addr")
+                    .expect("gateway bound")
+            );
+            let ready = json!({"op": 0, "t": "READY", "s": 1, "d": {
+                "v": 10, "session_id": session_id, "resume_gateway_url": resume_url,
+                "user": {"id": BOT_USER_ID, "username": BOT_USERNAME, "bot": true},
+                "guilds": [], "application": {"id": BOT_USER_ID}
+            }});
+            vec![ready.to_string()]
+        }
+        Some(6) => {
+            let d = &frame["d"];
+            if d["session_id"] != inner.session.id.as_str() || d["token"] != TOKEN {
+                return vec![json!({"op": 9, "d": false}).to_string()];
+            }
+            let after = d["seq"].as_u64().unwrap_or(0);
+            let mut replies: Vec<String> = inner
+                .session
+                .history
+                .iter()
+                .filter(|(seq, _)| *seq > after)
+                .map(|(_, frame)| frame.clone())
+                .collect();
+            inner.session.seq += 1;
+            let seq = inner.session.seq;
+            replies.push(json!({"op": 0, "t": "RESUMED", "s": seq, "d": null}).to_string());
+            replies
+        }
+        _ => Vec::new(),
+    }
+}
+
+async fn rest_loop(listener: TcpListener, state: Arc<State>, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let service = service_fn(|request| rest_handle(state.clone(), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = connection => {}
+            }
+        });
+    }
+}
+
+async fn rest_handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = request.method().to_string();
+    let path = request.uri().path().to_string();
+    let headers: BTreeMap<String, String> = request
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let recorded = RestRequest {
+        method,
+        path,
+        headers,
+        body,
+    };
+    let reply = {
+        let mut inner = state.inner.lock().expect("fake state");
+        inner.rest.push(recorded.clone());
+        match inner.scripted.pop_front() {
+            Some(reply) => reply,
+            None => route(&mut inner, &state, &recorded),
+        }
+    };
+    let mut builder = Response::builder().status(reply.status);
+    for (name, value) in &reply.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let body = if reply.body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(reply.body.to_string())
+    };
+    if !body.is_empty() {
+        builder = builder.header("content-type", "application/json");
+    }
+    Ok(builder.body(Full::new(body)).expect("valid response"))
+}
+
+fn reply(status: u16, body: Value) -> RestReply {
+    RestReply {
+        status,
+        headers: Vec::new(),
+        body,
+    }
+}
+
+/// Discord's REST routes as the adapter uses them.
+fn route(inner: &mut Inner, state: &State, request: &RestRequest) -> RestReply {
+    if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bot {TOKEN}")) {
+        return reply(401, json!({"message": "401: Unauthorized", "code": 0}));
+    }
+    let Some(path) = request.path.strip_prefix("/api/v10/") else {
+        return reply(404, json!({"message": "404: Not Found", "code": 0}));
+    };
+    let parts: Vec<&str> = path.split('/').collect();
+    match (request.method.as_str(), parts.as_slice()) {
+        ("GET", ["gateway", "bot"]) => {
+            let url = format!(
+                "ws://{}",
+                state.gateway_addr.lock().expect("addr").expect("bound")
+            );
+            reply(
+                200,
+                json!({"url": url, "shards": 1,
+                "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}),
+            )
+        }
+        ("POST", ["channels", channel, "messages"]) => {
+            inner.next_message_id += 1;
+            reply(
+                200,
+                json!({"id": inner.next_message_id.to_string(), "channel_id": channel,
+                "content": request.body["content"], "author": {"id": BOT_USER_ID, "username": BOT_USERNAME}}),
+            )
+        }
+        ("PATCH", ["channels", channel, "messages", id]) => reply(
+            200,
+            json!({"id": id, "channel_id": channel, "content": request.body["content"]}),
+        ),
+        ("DELETE", ["channels", _, "messages", _])
+        | ("POST", ["channels", _, "typing"])
+        | ("PUT", ["channels", _, "messages", _, "reactions", _, "@me"]) => reply(204, Value::Null),
+        ("GET", ["channels", id]) => match inner.channels.get(*id) {
+            Some(channel) => reply(200, channel.clone()),
+            None => reply(404, json!({"message": "Unknown Channel", "code": 10003})),
+        },
+        ("POST", ["users", "@me", "channels"]) => {
+            let recipient = request.body["recipient_id"].as_str().unwrap_or("");
+            reply(200, json!({"id": format!("dm-{recipient}"), "type": 1}))
+        }
+        _ => reply(404, json!({"message": "404: Not Found", "code": 0})),
+    }
+}

@@ -1,0 +1,375 @@
+//! A fake Slack on 127.0.0.1: the Web API under `/api/{method}` (`auth.test`,
+//! `apps.connections.open`, `chat.postMessage`, `chat.update`,
+//! `chat.delete`, `reactions.add`, `conversations.open`) answering
+//! `{"ok": …}` JSON with token checks, and the Socket Mode WebSocket
+//! (`hello`, `events_api` envelopes that must be acked by `envelope_id`,
+//! `disconnect`). Every request, connection and ack is recorded; scripted
+//! Web API answers (429s, errors) come first.
+//!
+//! Tests include it with `#[path = "support/fake_slack.rs"] mod fake_slack;`.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request as WsRequest, Response as WsResponse,
+};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+pub const BOT_TOKEN: &str = "xoxb-fake-bot-token";
+pub const APP_TOKEN: &str = "xapp-fake-app-token";
+pub const BOT_USER_ID: &str = "UBOT1";
+pub const BOT_ID: &str = "BBOT1";
+pub const TEAM_ID: &str = "T0TEAM";
+
+/// A Web API request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct WebRequest {
+    pub method: String,
+    pub authorization: String,
+    pub body: Value,
+}
+
+/// A scripted Web API answer.
+#[derive(Debug, Clone)]
+pub struct WebReply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+/// One Socket Mode connection as the fake saw it.
+#[derive(Debug, Clone, Default)]
+pub struct SocketConnection {
+    /// The ticket in the URL `apps.connections.open` handed out.
+    pub ticket: String,
+    /// Every text frame the client sent, parsed (the acks).
+    pub frames: Vec<Value>,
+    pub client_close: Option<u16>,
+}
+
+#[derive(Default)]
+struct Inner {
+    web: Vec<WebRequest>,
+    scripted: VecDeque<WebReply>,
+    tickets_issued: u64,
+    connections: Vec<SocketConnection>,
+    live: Option<mpsc::UnboundedSender<String>>,
+    next_ts: u64,
+    envelopes_sent: u64,
+}
+
+struct State {
+    inner: Mutex<Inner>,
+    socket_addr: SocketAddr,
+}
+
+/// The running fake; stops when dropped.
+pub struct FakeSlack {
+    pub web_addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: CancellationToken,
+}
+
+impl FakeSlack {
+    pub async fn start() -> FakeSlack {
+        let web = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind Web API on loopback");
+        let socket = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind socket on loopback");
+        let web_addr = web.local_addr().expect("web address");
+        let state = Arc::new(State {
+            inner: Mutex::new(Inner {
+                next_ts: 100,
+                ..Inner::default()
+            }),
+            socket_addr: socket.local_addr().expect("socket address"),
+        });
+        let shutdown = CancellationToken::new();
+        tokio::spawn(web_loop(web, state.clone(), shutdown.clone()));
+        tokio::spawn(socket_loop(socket, state.clone(), shutdown.clone()));
+        FakeSlack {
+            web_addr,
+            state,
+            shutdown,
+        }
+    }
+
+    /// The `apiUrl` pointing at this fake.
+    pub fn api_url(&self) -> String {
+        format!("http://{}/api", self.web_addr)
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.state.inner.lock().expect("fake state")
+    }
+
+    /// Sends an `events_api` envelope carrying `event`; returns its id.
+    pub fn send_event(&self, event: Value) -> String {
+        let mut inner = self.inner();
+        inner.envelopes_sent += 1;
+        let id = format!("env-{}", inner.envelopes_sent);
+        let envelope = json!({
+            "envelope_id": id, "type": "events_api", "accepts_response_payload": false,
+            "retry_attempt": 0, "retry_reason": "",
+            "payload": {"token": "verification", "team_id": TEAM_ID, "api_app_id": "A1",
+                "type": "event_callback", "event_id": format!("Ev{}", inner.envelopes_sent),
+                "event_time": 1_700_000_000, "event": event}
+        });
+        if let Some(live) = &inner.live {
+            let _ = live.send(envelope.to_string());
+        }
+        id
+    }
+
+    /// Sends `{"type": "disconnect", "reason": reason}`.
+    pub fn send_disconnect(&self, reason: &str) {
+        if let Some(live) = &self.inner().live {
+            let frame = json!({"type": "disconnect", "reason": reason,
+                "debug_info": {"host": "fake-slack"}});
+            let _ = live.send(frame.to_string());
+        }
+    }
+
+    pub fn script_web(&self, reply: WebReply) {
+        self.inner().scripted.push_back(reply);
+    }
+
+    pub fn web_requests(&self) -> Vec<WebRequest> {
+        self.inner().web.clone()
+    }
+
+    pub fn connections(&self) -> Vec<SocketConnection> {
+        self.inner().connections.clone()
+    }
+
+    /// Envelope ids the client acked, in order, across connections.
+    pub fn acks(&self) -> Vec<String> {
+        self.inner()
+            .connections
+            .iter()
+            .flat_map(|c| c.frames.iter())
+            .filter_map(|f| f["envelope_id"].as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+impl Drop for FakeSlack {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn socket_loop(listener: TcpListener, state: Arc<State>, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        tokio::spawn(serve_socket(stream, state.clone(), shutdown.clone()));
+    }
+}
+
+async fn serve_socket(stream: TcpStream, state: Arc<State>, shutdown: CancellationToken) {
+    let mut ticket = String::new();
+    // tungstenite's callback signature fixes the error type.
+    #[allow(clippy::result_large_err)]
+    let capture =
+        |request: &WsRequest, response: WsResponse| -> Result<WsResponse, ErrorResponse> {
+            let query = request.uri().query().unwrap_or("");
+            ticket = query.strip_prefix("ticket=").unwrap_or(query).to_string();
+            Ok(response)
+        };
+    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, capture).await else {
+        return;
+    };
+    let (sender, mut outgoing) = mpsc::unbounded_channel();
+    let index = {
+        let mut inner = state.inner.lock().expect("fake state");
+        inner.connections.push(SocketConnection {
+            ticket,
+            ..SocketConnection::default()
+        });
+        inner.live = Some(sender);
+        inner.connections.len() - 1
+    };
+    let hello = json!({"type": "hello", "num_connections": 1,
+        "debug_info": {"host": "fake-slack", "approximate_connection_time": 18060},
+        "connection_info": {"app_id": "A1"}});
+    if ws.send(Message::text(hello.to_string())).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            frame = outgoing.recv() => match frame {
+                Some(frame) => if ws.send(Message::text(frame)).await.is_err() { return },
+                None => return,
+            },
+            message = ws.next() => {
+                let mut inner = state.inner.lock().expect("fake state");
+                match message {
+                    Some(Ok(Message::Text(text))) => {
+                        let frame = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+                        inner.connections[index].frames.push(frame);
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        inner.connections[index].client_close = frame.map(|f| u16::from(f.code));
+                        return;
+                    }
+                    Some(Ok(_)) => {}
+                    _ => return,
+                }
+            }
+        }
+    }
+}
+
+async fn web_loop(listener: TcpListener, state: Arc<State>, shutdown: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let state = state.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let service = service_fn(|request| web_handle(state.clone(), request));
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = connection => {}
+            }
+        });
+    }
+}
+
+async fn web_handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = request.uri().path().trim_start_matches("/api/").to_string();
+    let authorization = request
+        .headers()
+        .get("authorization")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let recorded = WebRequest {
+        method,
+        authorization,
+        body,
+    };
+    let reply = {
+        let mut inner = state.inner.lock().expect("fake state");
+        inner.web.push(recorded.clone());
+        match inner.scripted.pop_front() {
+            Some(reply) => reply,
+            None => route(&mut inner, &state, &recorded),
+        }
+    };
+    let mut builder = Response::builder().status(reply.status);
+    for (name, value) in &reply.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let body = Bytes::from(reply.body.to_string());
+    let response = builder
+        .header("content-type", "application/json")
+        .body(Full::new(body));
+    Ok(response.expect("valid response"))
+}
+
+fn ok(body: Value) -> WebReply {
+    let mut body = body;
+    body["ok"] = json!(true);
+    WebReply {
+        status: 200,
+        headers: Vec::new(),
+        body,
+    }
+}
+
+fn slack_error(error: &str) -> WebReply {
+    WebReply {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"ok": false, "error": error}),
+    }
+}
+
+/// Slack's Web API methods as the adapter uses them.
+fn route(inner: &mut Inner, state: &State, request: &WebRequest) -> WebReply {
+    let app_method = request.method == "apps.connections.open";
+    let expected = if app_method { APP_TOKEN } else { BOT_TOKEN };
+    if request.authorization != format!("Bearer {expected}") {
+        return slack_error(if app_method {
+            "invalid_auth"
+        } else {
+            "not_authed"
+        });
+    }
+    let body = &request.body;
+    match request.method.as_str() {
+        "auth.test" => ok(
+            json!({"url": "https://fake.slack.com/", "team": "Fake", "user": "pincer",
+            "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}),
+        ),
+        "apps.connections.open" => {
+            inner.tickets_issued += 1;
+            let url = format!(
+                "ws://{}/link/?ticket={}",
+                state.socket_addr, inner.tickets_issued
+            );
+            ok(json!({"url": url}))
+        }
+        "chat.postMessage" => {
+            inner.next_ts += 1;
+            let channel = body["channel"].as_str().unwrap_or("");
+            let channel = match channel.strip_prefix('U') {
+                Some(user) => format!("D{user}"),
+                None => channel.to_string(),
+            };
+            let ts = format!("1700000000.{:06}", inner.next_ts);
+            ok(json!({"channel": channel, "ts": ts, "message": {"text": body["text"], "ts": ts}}))
+        }
+        "chat.update" => {
+            ok(json!({"channel": body["channel"], "ts": body["ts"], "text": body["text"]}))
+        }
+        "chat.delete" => ok(json!({"channel": body["channel"], "ts": body["ts"]})),
+        "reactions.add" => ok(json!({})),
+        "conversations.open" => {
+            let user = body["users"].as_str().unwrap_or("");
+            ok(json!({"channel": {"id": format!("D{}", user.trim_start_matches('U'))}}))
+        }
+        _ => slack_error("unknown_method"),
+    }
+}
