@@ -16,6 +16,8 @@ mod config;
 mod devices;
 #[path = "gateway_methods/health.rs"]
 mod health;
+#[path = "gateway_methods/pairing.rs"]
+mod pairing;
 #[path = "gateway_methods/sessions.rs"]
 mod sessions;
 #[path = "gateway_methods/shutdown.rs"]

@@ -284,6 +284,11 @@ mod tests {
         assert_eq!(done, Flow::Done);
         assert_eq!(
             received.recv().await,
+            Some(StreamEvent::ReasoningDelta("hmm".into())),
+            "thinking is reported apart from the answer"
+        );
+        assert_eq!(
+            received.recv().await,
             Some(StreamEvent::TextDelta("Hi".into()))
         );
         let completion = reply.completion;

@@ -14,6 +14,7 @@ pub mod ollama;
 pub mod openai;
 pub mod prompt;
 pub mod provider;
+pub mod reasoning;
 pub mod runs;
 pub mod skills;
 pub mod subagents;

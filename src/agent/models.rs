@@ -215,7 +215,9 @@ fn provider_builder(
             ModelApi::Ollama => {
                 Arc::new(OllamaProvider::new(&base_url, key, headers, http).with_thinking(thinking))
             }
-            _ => Arc::new(OpenAiCompatProvider::new(&base_url, key, headers, http)),
+            _ => Arc::new(
+                OpenAiCompatProvider::new(&base_url, key, headers, http).with_thinking(thinking),
+            ),
         }
     })
 }

@@ -229,7 +229,16 @@ impl ReplyState {
             });
         }
         let message = &chunk["message"];
-        self.thinking_bytes += message["thinking"].as_str().map_or(0, str::len);
+        if let Some(thinking) = message["thinking"].as_str().filter(|t| !t.is_empty()) {
+            self.thinking_bytes += thinking.len();
+            self.check_size()?;
+            if let Some(events) = &self.events {
+                let delta = StreamEvent::ReasoningDelta(thinking.to_string());
+                if events.send(delta).await.is_err() {
+                    self.events = None;
+                }
+            }
+        }
         for call in message["tool_calls"].as_array().into_iter().flatten() {
             self.push_tool_call(call)?;
         }

@@ -18,10 +18,12 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::failover::ThinkingLevel;
 use super::provider::{
     BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
     ToolCall, Usage,
 };
+use super::reasoning::reasoning_effort;
 pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
 
 use super::http::{configured_headers, describe_reqwest_error, error_from_response, idle_error};
@@ -50,6 +52,8 @@ pub struct OpenAiCompatProvider {
     headers: Result<HeaderMap, String>,
     http: reqwest::Client,
     idle_timeout: Duration,
+    /// Sent as `reasoning_effort` (omitted when off).
+    thinking: ThinkingLevel,
 }
 
 impl OpenAiCompatProvider {
@@ -68,7 +72,14 @@ impl OpenAiCompatProvider {
             headers: build_headers(api_key.as_deref(), &headers),
             http,
             idle_timeout: Duration::from_millis(STREAM_IDLE_TIMEOUT_MS),
+            thinking: ThinkingLevel::Off,
         }
+    }
+
+    /// The same provider asking for this thinking level (`reasoning_effort`).
+    pub fn with_thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = thinking;
+        self
     }
 
     /// A shared HTTP client with the provider's connect timeout.
@@ -101,7 +112,7 @@ impl OpenAiCompatProvider {
             .http
             .post(&self.endpoint)
             .headers(headers)
-            .json(&request_body(&request))
+            .json(&request_body(&request, self.thinking))
             .send();
         let response = tokio::time::timeout(self.idle_timeout, send)
             .await
@@ -188,6 +199,8 @@ enum Flow {
 /// The reply being assembled from stream chunks.
 struct ReplyState {
     completion: Completion,
+    /// Bytes of thinking seen (counted against the text cap).
+    reasoning_bytes: usize,
     /// `None` once the receiver is gone: text is still accumulated.
     events: Option<mpsc::Sender<StreamEvent>>,
 }
@@ -196,6 +209,7 @@ impl ReplyState {
     fn new(events: mpsc::Sender<StreamEvent>) -> Self {
         ReplyState {
             completion: Completion::default(),
+            reasoning_bytes: 0,
             events: Some(events),
         }
     }
@@ -231,6 +245,11 @@ impl ReplyState {
         };
         for call in delta.tool_calls {
             self.push_tool_call(call)?;
+        }
+        // `reasoning_content` (DeepSeek, vLLM, llama.cpp) or `reasoning` (OpenRouter).
+        match delta.reasoning_content.or(delta.reasoning) {
+            Some(thinking) if !thinking.is_empty() => self.push_reasoning(thinking).await?,
+            _ => {}
         }
         match delta.content {
             Some(text) if !text.is_empty() => self.push_text(text).await?,
@@ -273,8 +292,29 @@ impl ReplyState {
         Ok(())
     }
 
+    async fn push_reasoning(&mut self, thinking: String) -> Result<(), ProviderError> {
+        self.reasoning_bytes += thinking.len();
+        if self.completion.text.len() + self.reasoning_bytes > MAX_COMPLETION_TEXT_BYTES {
+            return Err(ProviderError::Protocol(format!(
+                "completion text longer than {MAX_COMPLETION_TEXT_BYTES} bytes"
+            )));
+        }
+        if let Some(events) = &self.events {
+            if events
+                .send(StreamEvent::ReasoningDelta(thinking))
+                .await
+                .is_err()
+            {
+                self.events = None;
+            }
+        }
+        Ok(())
+    }
+
     async fn push_text(&mut self, text: String) -> Result<(), ProviderError> {
-        if self.completion.text.len() + text.len() > MAX_COMPLETION_TEXT_BYTES {
+        if self.completion.text.len() + self.reasoning_bytes + text.len()
+            > MAX_COMPLETION_TEXT_BYTES
+        {
             return Err(ProviderError::Protocol(format!(
                 "completion text longer than {MAX_COMPLETION_TEXT_BYTES} bytes"
             )));
@@ -313,6 +353,10 @@ struct ChoiceWire {
 struct DeltaWire {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ToolCallWire>,
 }
@@ -380,8 +424,9 @@ impl ErrorWire {
     }
 }
 
-/// The request body: streaming on, usage requested in the final chunk.
-fn request_body(request: &ProviderRequest) -> serde_json::Value {
+/// The request body: streaming on, usage requested in the final chunk,
+/// `reasoning_effort` from the thinking level.
+fn request_body(request: &ProviderRequest, thinking: ThinkingLevel) -> serde_json::Value {
     let messages: Vec<serde_json::Value> = request.messages.iter().map(message_json).collect();
     let mut body = serde_json::json!({
         "model": request.model,
@@ -391,6 +436,9 @@ fn request_body(request: &ProviderRequest) -> serde_json::Value {
     });
     if let Some(max_tokens) = request.max_tokens {
         body["max_tokens"] = serde_json::Value::from(max_tokens);
+    }
+    if let Some(effort) = reasoning_effort(thinking, &request.model) {
+        body["reasoning_effort"] = serde_json::Value::from(effort);
     }
     if !request.tools.is_empty() {
         let tools: Vec<serde_json::Value> = request

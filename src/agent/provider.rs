@@ -121,6 +121,9 @@ pub struct Usage {
 pub enum StreamEvent {
     /// New assistant text, in order.
     TextDelta(String),
+    /// New thinking text (Anthropic thinking blocks, OpenAI-compatible
+    /// `reasoning_content`, Ollama `thinking`), in order; never part of the answer.
+    ReasoningDelta(String),
 }
 
 /// The finished reply.

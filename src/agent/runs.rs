@@ -70,6 +70,16 @@ pub enum RunEvent {
         text: String,
         delta: String,
     },
+    /// Thinking as it arrives (reasoning level `stream` only): `text` is
+    /// cumulative, `delta` the new part.
+    ReasoningDelta {
+        text: String,
+        delta: String,
+    },
+    /// The whole thinking of the run, after the answer (reasoning level `on`).
+    ReasoningBlock {
+        text: String,
+    },
     /// A tool call starting (`phase` "start") or finished ("result").
     Tool {
         phase: &'static str,

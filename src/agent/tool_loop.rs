@@ -24,6 +24,7 @@ use super::models::ResolvedModel;
 use super::provider::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall, ToolSpec,
 };
+use super::reasoning::{ReasoningLevel, ReasoningSink};
 use super::runs::{RunEvent, RunStatus};
 use super::turn::{prompt_messages, TurnEnv, TurnSpec};
 
@@ -62,6 +63,8 @@ pub struct LoopInput<'a> {
     pub system_prompt: String,
     /// When the model last answered in this session (cache-ttl pruning).
     pub last_call_ms: Option<u64>,
+    /// Who sees the model's thinking (the session's `reasoningLevel`).
+    pub reasoning: ReasoningLevel,
 }
 
 /// Runs the loop to its end. Before each model call the prompt is pruned
@@ -77,6 +80,7 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
     let mut last_call_ms = input.last_call_ms;
     let mut compacted = false;
     let mut text = String::new();
+    let mut reasoning = ReasoningSink::new(input.reasoning);
     for _ in 0..MAX_TOOL_ITERATIONS {
         if !text.is_empty() && !text.ends_with("\n\n") {
             // Keep the steps of a multi-step answer apart in the cumulative text.
@@ -96,7 +100,16 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
             }
         }
         let before = text.len();
-        let streamed = stream_with_fallbacks(&input, &messages, &specs, deadline, &mut text).await;
+        let streamed = stream_with_fallbacks(
+            &input,
+            &messages,
+            &specs,
+            deadline,
+            &mut text,
+            &mut reasoning,
+        )
+        .await;
+        reasoning.end_step();
         last_call_ms = Some(crate::system::clock::now_ms());
         let (completion, model) = match streamed {
             Ok(done) => done,
@@ -122,6 +135,9 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
             Err(result) => return result,
         };
         if completion.tool_calls.is_empty() {
+            if let Some(block) = reasoning.finish() {
+                let _ = input.events.send(block).await;
+            }
             text.truncate(text.trim_end().len().max(before.min(text.len())));
             return LoopResult::Done {
                 completion,
@@ -390,6 +406,7 @@ async fn stream_with_fallbacks(
     tools: &[ToolSpec],
     deadline: tokio::time::Instant,
     text: &mut String,
+    reasoning: &mut ReasoningSink,
 ) -> Result<(Completion, ResolvedModel), LoopResult> {
     let mut last_error = String::from("no model answered");
     let before = text.len();
@@ -410,14 +427,22 @@ async fn stream_with_fallbacks(
                     SchemaDialect::for_model(&model.provider_id, &model.model_id),
                 ),
             };
-            let error =
-                match stream_one(&model, request, input.cancel, deadline, input.events, text).await
-                {
-                    Ok(completion) => return Ok((completion, model)),
-                    Err(Stop::Aborted) => return Err(stopped(text, RunStatus::Aborted)),
-                    Err(Stop::TimedOut) => return Err(stopped(text, RunStatus::Timeout)),
-                    Err(Stop::Failed(e)) => e,
-                };
+            let streamed = stream_one(
+                &model,
+                request,
+                input.cancel,
+                deadline,
+                input.events,
+                text,
+                reasoning,
+            )
+            .await;
+            let error = match streamed {
+                Ok(completion) => return Ok((completion, model)),
+                Err(Stop::Aborted) => return Err(stopped(text, RunStatus::Aborted)),
+                Err(Stop::TimedOut) => return Err(stopped(text, RunStatus::Timeout)),
+                Err(Stop::Failed(e)) => e,
+            };
             last_error = format!(
                 "{}/{} ({}): {error}",
                 model.provider_id,
@@ -470,6 +495,7 @@ async fn stream_one(
     deadline: tokio::time::Instant,
     events: &mpsc::Sender<RunEvent>,
     text: &mut String,
+    reasoning: &mut ReasoningSink,
 ) -> Result<Completion, Stop> {
     let call_cancel = cancel.child_token();
     let (delta_tx, mut delta_rx) = mpsc::channel::<StreamEvent>(64);
@@ -481,10 +507,7 @@ async fn stream_one(
     let result = loop {
         tokio::select! {
             biased;
-            Some(StreamEvent::TextDelta(delta)) = delta_rx.recv() => {
-                text.push_str(&delta);
-                let _ = events.send(RunEvent::Delta { text: text.clone(), delta }).await;
-            }
+            Some(event) = delta_rx.recv() => forward_stream_event(event, events, text, reasoning).await,
             result = &mut call => break result,
             _ = tokio::time::sleep_until(deadline), if !timed_out => {
                 timed_out = true;
@@ -492,14 +515,8 @@ async fn stream_one(
             }
         }
     };
-    while let Ok(StreamEvent::TextDelta(delta)) = delta_rx.try_recv() {
-        text.push_str(&delta);
-        let _ = events
-            .send(RunEvent::Delta {
-                text: text.clone(),
-                delta,
-            })
-            .await;
+    while let Ok(event) = delta_rx.try_recv() {
+        forward_stream_event(event, events, text, reasoning).await;
     }
     match result {
         Ok(completion) => Ok(completion),
@@ -507,5 +524,31 @@ async fn stream_one(
         Err(ProviderError::Cancelled) => Err(Stop::Aborted),
         Err(_) if cancel.is_cancelled() => Err(Stop::Aborted),
         Err(e) => Err(Stop::Failed(e)),
+    }
+}
+
+/// Answer text goes out as `Delta` events; thinking goes to the sink, which
+/// decides by reasoning level whether anything leaves now.
+async fn forward_stream_event(
+    event: StreamEvent,
+    events: &mpsc::Sender<RunEvent>,
+    text: &mut String,
+    reasoning: &mut ReasoningSink,
+) {
+    match event {
+        StreamEvent::TextDelta(delta) => {
+            text.push_str(&delta);
+            let _ = events
+                .send(RunEvent::Delta {
+                    text: text.clone(),
+                    delta,
+                })
+                .await;
+        }
+        StreamEvent::ReasoningDelta(delta) => {
+            if let Some(event) = reasoning.push(&delta) {
+                let _ = events.send(event).await;
+            }
+        }
     }
 }

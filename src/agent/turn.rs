@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::store::{SessionEntry, Store, TranscriptEntry};
 
+use super::failover::ThinkingLevel;
 use super::models::resolve_chain;
 use super::provider::{ChatMessage, Role, Usage};
+use super::reasoning::ReasoningLevel;
 use super::runs::{RunEvent, RunOutcome, RunStatus};
 use super::tool_loop::{self, LoopInput, LoopResult};
 use super::{compaction, context, prompt, skills};
@@ -89,7 +91,7 @@ pub async fn run_turn(
         Err(message) => return fail(outcome, message),
     };
     outcome.session_id = session.session_id.clone();
-    let models = match resolve_chain(
+    let mut models = match resolve_chain(
         &env.config,
         &spec.agent_id,
         spec.model_override.as_deref(),
@@ -98,6 +100,14 @@ pub async fn run_turn(
         Ok(models) => models,
         Err(e) => return fail(outcome, e.to_string()),
     };
+    // A session's thinking level (`sessions.patch`, `/think`) beats the default.
+    if let Some(level) = session
+        .thinking_level
+        .as_deref()
+        .and_then(ThinkingLevel::parse)
+    {
+        models = models.iter().map(|m| m.with_profile(0, level)).collect();
+    }
     let primary = &models[0];
     let window = context::resolve_window(&env.config, primary.context_window);
     let model_ref = format!("{}/{}", primary.provider_id, primary.model_id);
@@ -131,6 +141,7 @@ pub async fn run_turn(
         window,
         system_prompt,
         last_call_ms: history.last_call_ms,
+        reasoning: ReasoningLevel::of_session(&session),
     };
     let result = tool_loop::run(input, history.messages).await;
     outcome.ended_at_ms = now_ms();

@@ -239,7 +239,10 @@ async fn stream_blocks(
                 summary.outcome = Some(*outcome);
                 break;
             }
-            RunEvent::Started { .. } => {}
+            // Reasoning stays out of channels until they render it apart.
+            RunEvent::Started { .. }
+            | RunEvent::ReasoningDelta { .. }
+            | RunEvent::ReasoningBlock { .. } => {}
         }
     }
     let aborted = summary
@@ -356,7 +359,10 @@ async fn stream_preview(
                 summary.outcome = Some(*outcome);
                 break;
             }
-            RunEvent::Started { .. } => {}
+            // Reasoning stays out of channels until they render it apart.
+            RunEvent::Started { .. }
+            | RunEvent::ReasoningDelta { .. }
+            | RunEvent::ReasoningBlock { .. } => {}
         }
     }
     drop(text_tx);

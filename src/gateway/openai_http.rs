@@ -283,7 +283,13 @@ fn streaming(rx: mpsc::Receiver<RunEvent>, run_id: String, model: String) -> Res
                             (rx, run_id, model, None, true),
                         ));
                     }
-                    Some(RunEvent::Started { .. } | RunEvent::Tool { .. }) => continue,
+                    // Reasoning never leaves through the OpenAI-compatible endpoint.
+                    Some(
+                        RunEvent::Started { .. }
+                        | RunEvent::Tool { .. }
+                        | RunEvent::ReasoningDelta { .. }
+                        | RunEvent::ReasoningBlock { .. },
+                    ) => continue,
                     None => return None,
                 }
             }

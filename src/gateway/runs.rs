@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use crate::agent::reasoning::format_reasoning_block;
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
 use crate::queue::LaneKind;
@@ -187,10 +188,17 @@ impl PreparedRun {
         };
         let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
         drop(tx);
-        let _ = forwarder.await;
+        let reasoning = forwarder.await.ok().flatten();
         let settled = outcome.clone();
         tokio::task::block_in_place(|| {
-            finish(&state, ticket, settled, final_reply, idempotency_key)
+            finish(
+                &state,
+                ticket,
+                settled,
+                reasoning,
+                final_reply,
+                idempotency_key,
+            )
         });
         outcome
     }
@@ -218,10 +226,18 @@ fn finish(
     state: &Arc<GatewayState>,
     ticket: crate::agent::runs::RunTicket,
     outcome: RunOutcome,
+    reasoning: Option<String>,
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
 ) {
-    let (ok, payload, error) = final_payload(&outcome);
+    let (ok, mut payload, error) = final_payload(&outcome);
+    if let (Some(text), Some(payloads)) = (reasoning, payload["result"]["payloads"].as_array_mut())
+    {
+        // Reasoning level `on`: a separate block after the answer.
+        payloads.push(
+            json!({"text": format_reasoning_block(&text), "mediaUrl": null, "isReasoning": true}),
+        );
+    }
     state.runs.finish(ticket, outcome, now_ms());
     let mut waiters = Vec::new();
     if let Some(key) = idempotency_key {
@@ -318,13 +334,15 @@ struct Listeners {
     quiet: bool,
 }
 
-/// Forwards one run's events until it finishes.
+/// Forwards one run's events until it finishes; returns the run's reasoning
+/// block (reasoning level `on`) for the final answer.
 async fn forward(
     state: Arc<GatewayState>,
     spec: TurnSpec,
     listeners: Listeners,
     mut rx: mpsc::Receiver<RunEvent>,
-) {
+) -> Option<String> {
+    let mut reasoning_block = None;
     let Listeners {
         requester,
         tap,
@@ -385,6 +403,13 @@ async fn forward(
                     flush_at = Some(tokio::time::Instant::now() + Duration::from_millis(wait));
                 }
             }
+            RunEvent::ReasoningDelta { text, delta } => {
+                agent_event("thinking", json!({"text": text, "delta": delta}));
+            }
+            RunEvent::ReasoningBlock { text } => {
+                agent_event("thinking", json!({"text": text, "delta": text}));
+                reasoning_block = Some(text);
+            }
             RunEvent::Tool {
                 phase,
                 call_id,
@@ -422,12 +447,14 @@ async fn forward(
                 });
                 agent_event("lifecycle", ended);
                 if !quiet {
-                    broadcast_chat_final(&state, &spec, &outcome, chat.seq + 1);
+                    let reasoning = reasoning_block.as_deref();
+                    broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
                 }
                 break;
             }
         }
     }
+    reasoning_block
 }
 
 fn chat_message(text: &str) -> Value {
@@ -481,7 +508,13 @@ pub fn broadcast_chat_text(
     );
 }
 
-fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutcome, seq: u64) {
+fn broadcast_chat_final(
+    state: &GatewayState,
+    spec: &TurnSpec,
+    outcome: &RunOutcome,
+    reasoning: Option<&str>,
+    seq: u64,
+) {
     let (chat_state, error_kind) = match outcome.status {
         RunStatus::Ok => ("final", None),
         RunStatus::Aborted => ("aborted", None),
@@ -494,6 +527,11 @@ fn broadcast_chat_final(state: &GatewayState, spec: &TurnSpec, outcome: &RunOutc
         "usage": {"input": outcome.usage.input_tokens, "output": outcome.usage.output_tokens},
         "stopReason": outcome.stop_reason,
     });
+    if let (Some(thinking), Some(content)) =
+        (reasoning, payload["message"]["content"].as_array_mut())
+    {
+        content.push(json!({"type": "thinking", "thinking": thinking}));
+    }
     if let Some(kind) = error_kind {
         payload["errorMessage"] = json!(outcome.error);
         payload["errorKind"] = json!(kind);

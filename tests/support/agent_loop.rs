@@ -8,6 +8,7 @@ use std::time::Duration;
 use pincer::agent::failover::{FailoverPolicy, RetryPolicy, Sleeper};
 use pincer::agent::models::{resolve_chain, ResolvedModel};
 use pincer::agent::provider::{BoxFuture, ChatMessage};
+use pincer::agent::reasoning::ReasoningLevel;
 use pincer::agent::runs::RunEvent;
 use pincer::agent::tool_loop::{run, LoopInput, LoopResult};
 use pincer::agent::turn::{TurnEnv, TurnSpec};
@@ -34,6 +35,8 @@ impl Sleeper for RecordingSleeper {
 pub struct LoopHarness {
     pub env: TurnEnv,
     pub sleeper: Arc<RecordingSleeper>,
+    /// The reasoning level runs use (off unless a test sets it).
+    pub reasoning: ReasoningLevel,
     _dir: tempfile::TempDir,
 }
 
@@ -56,6 +59,7 @@ impl LoopHarness {
         LoopHarness {
             env,
             sleeper: Arc::default(),
+            reasoning: ReasoningLevel::Off,
             _dir: dir,
         }
     }
@@ -114,6 +118,7 @@ impl LoopHarness {
             window: pincer::agent::context::resolve_window(&self.env.config, None),
             system_prompt: "You are a test.".into(),
             last_call_ms: None,
+            reasoning: self.reasoning,
         };
         let messages = vec![
             ChatMessage::system("You are a test."),

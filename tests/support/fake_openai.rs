@@ -49,6 +49,12 @@ pub enum FakeReply {
     /// Sends the role chunk and one content delta, then keeps the stream open
     /// until the client goes away (counted by [`FakeOpenAi::disconnects`]).
     Hang { first_chunk: String },
+    /// Thinking streamed as `reasoning_content` deltas (DeepSeek, vLLM,
+    /// llama.cpp style), then the answer pieces as `content`, then as `Text`.
+    Reasoning {
+        thinking: Vec<String>,
+        chunks: Vec<String>,
+    },
     /// Tool calls streamed as OpenAI does: each call's id and name first,
     /// then its arguments in small fragments, then `finish_reason:
     /// "tool_calls"`. Each entry is `(id, name, arguments JSON text)`.
@@ -163,6 +169,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<FakeState>) {
                 Err(_) => continue,
             },
         };
+        // Each SSE event goes out at once, as from a real API front end
+        // (Nagle plus the client's delayed ACK would add ~40 ms per reply).
+        let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
         tokio::spawn(async move {
             let service = service_fn(|request| handle(Arc::clone(&state), request));
@@ -212,7 +221,10 @@ async fn handle(
             chunks,
         } => raw_response(&state, status, headers, chunks),
         FakeReply::Text { chunks, delay_ms } if streaming => {
-            stream_text(&state, &recorded.body, chunks, delay_ms)
+            stream_text(&state, &recorded.body, &[], chunks, delay_ms)
+        }
+        FakeReply::Reasoning { thinking, chunks } => {
+            stream_text(&state, &recorded.body, &thinking, chunks, 0)
         }
         FakeReply::Text { chunks, .. } => completion_response(&state, &recorded.body, &chunks),
         FakeReply::ToolCalls { calls } => stream_tool_calls(&state, &recorded.body, calls),
@@ -360,6 +372,7 @@ fn wants_usage(body: &Value) -> bool {
 fn stream_text(
     state: &Arc<FakeState>,
     body: &Value,
+    thinking: &[String],
     chunks: Vec<String>,
     delay_ms: u64,
 ) -> Response<FakeBody> {
@@ -372,6 +385,9 @@ fn stream_text(
         with_usage,
     )];
     let first_content = events.len();
+    for piece in thinking {
+        events.push(identity.delta_event(json!({ "reasoning_content": piece }), None, with_usage));
+    }
     for piece in &chunks {
         events.push(identity.delta_event(json!({ "content": piece }), None, with_usage));
     }

@@ -262,8 +262,11 @@ impl ReplyState {
                 arguments.push_str(part);
             }
             ("thinking_delta", _) => {
-                self.thinking_bytes += delta["thinking"].as_str().map_or(0, str::len);
+                let thinking = delta["thinking"].as_str().unwrap_or_default();
+                self.thinking_bytes += thinking.len();
                 self.check_size()?;
+                self.send(StreamEvent::ReasoningDelta(thinking.to_string()))
+                    .await;
             }
             _ => {}
         }
@@ -297,13 +300,18 @@ impl ReplyState {
     async fn push_text(&mut self, text: String) -> Result<(), ProviderError> {
         self.completion.text.push_str(&text);
         self.check_size()?;
+        self.send(StreamEvent::TextDelta(text)).await;
+        Ok(())
+    }
+
+    /// Passes an event on; once the receiver is gone the reply is still collected.
+    async fn send(&mut self, event: StreamEvent) {
         if let Some(events) = &self.events {
-            if events.send(StreamEvent::TextDelta(text)).await.is_err() {
+            if events.send(event).await.is_err() {
                 log::debug!("stream event receiver gone; still collecting the reply");
                 self.events = None;
             }
         }
-        Ok(())
     }
 }
 

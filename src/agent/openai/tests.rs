@@ -75,7 +75,7 @@ fn request_body_asks_for_a_stream_with_usage() {
         max_tokens: None,
         tools: Vec::new(),
     };
-    let body = request_body(&request);
+    let body = request_body(&request, ThinkingLevel::Off);
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
     assert_eq!(body["messages"][0]["role"], "user");
