@@ -147,6 +147,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     });
     state.set_ready();
     methods::cron::start_service(&state);
+    state
+        .memory
+        .apply(&state.config(), &state.shutdown, &state.tasks);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;

@@ -80,6 +80,8 @@ pub struct GatewayState {
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     /// The cron service, set once at start (absent in states built without a gateway run).
     pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
+    /// Memory search services and their watchers, per agent (kept in line with the config).
+    pub memory: crate::memory::registry::MemoryServices,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -118,6 +120,10 @@ impl GatewayState {
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
             loaded: RwLock::new(Arc::new(parts.loaded)),
             idempotency: IdempotencyCache::new(Some(parts.store.clone())),
+            memory: crate::memory::registry::MemoryServices::new(
+                parts.store.clone(),
+                parts.data_dir.clone(),
+            ),
             store: parts.store,
             data_dir: parts.data_dir,
             secret: RwLock::new(parts.secret),
@@ -184,7 +190,8 @@ impl GatewayState {
         let config = Arc::new(loaded.config.clone());
         let mut slot = self.loaded.write().unwrap_or_else(|e| e.into_inner());
         *slot = Arc::new(loaded);
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
+        self.memory.apply(&config, &self.shutdown, &self.tasks);
     }
 
     pub fn secret(&self) -> SharedSecret {
