@@ -3,7 +3,7 @@
 //!
 //! The ONNX model is loaded on first use and dropped after an idle period so its memory returns to the OS;
 //! the tokenizer (a few MB) stays loaded to measure chunks. Session options are tuned for small boards (see
-//! `onnx`): graph optimisation, CPU memory arena and memory pattern off, intra-op threads and batch size from
+//! `onnx`): no constant folding, CPU memory arena and memory pattern off, intra-op threads and batch size from
 //! the board profile, sequence length capped, long inputs batched alone. Every
 //! call blocks: callers on the async runtime use `spawn_blocking`. On 32-bit ARM (no ONNX Runtime exists)
 //! this file has no local embedder and memory search is keyword-only.
