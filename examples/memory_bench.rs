@@ -3,7 +3,8 @@
 //!
 //! For each corpus size it reports:
 //! - indexing throughput in chunks/s (chunking, embedding, LMDB writes, one sync),
-//! - peak RSS of the process so far (`VmHWM`), i.e. while indexing,
+//! - peak RSS of the process so far (`VmHWM`), i.e. while indexing, and the RSS right after split into
+//!   anonymous memory and file-backed pages (the ONNX Runtime library's code, LMDB's memory map),
 //! - query embedding latency p50/p95 (the model alone),
 //! - hybrid query latency p50/p95 excluding the query embedding (vector scan + BM25 + merge, with the query
 //!   vectors embedded beforehand), wall clock and the thread's CPU time (they differ on a busy machine),
@@ -238,11 +239,15 @@ fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
     let started = Instant::now();
     let report = service.sync(false, &mut |_| {}).expect("index");
     let seconds = started.elapsed().as_secs_f64();
+    let mib = |field: &str| proc_status_kib(field) as f64 / 1024.0;
     println!(
-        "memory {size:>6} chunks: indexing {:.1} chunks/s ({} chunks in {seconds:.1} s), peak RSS {:.1} MiB",
+        "memory {size:>6} chunks: indexing {:.1} chunks/s ({} chunks in {seconds:.1} s), peak RSS {:.1} MiB; RSS now {:.1} MiB = {:.1} anonymous + {:.1} file-backed (runtime library, LMDB map)",
         report.chunks_written as f64 / seconds,
         report.chunks_written,
-        proc_status_kib("VmHWM:") as f64 / 1024.0
+        mib("VmHWM:"),
+        mib("VmRSS:"),
+        mib("RssAnon:"),
+        mib("RssFile:")
     );
     let queries: Vec<String> = (0..args.queries).map(query).collect();
     let mut embed_times = Vec::new();

@@ -80,40 +80,32 @@ pub struct OnnxEmbedder {
     key: String,
     dimensions: usize,
     max_sequence_tokens: usize,
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: OnceLock<Result<tokenizers::Tokenizer, String>>,
     model: Mutex<Option<LoadedModel>>,
     inferences: AtomicU64,
     loads: AtomicU64,
 }
 
 impl OnnxEmbedder {
-    /// Checks the runtime library and the model directory, loads the tokenizer, and starts the idle reaper.
-    /// The ONNX model itself is loaded on the first `embed`.
+    /// Checks that the runtime library and the model files are there and starts the idle reaper. Nothing
+    /// heavy happens here (a gateway with memory search but no notes stays small): the tokenizer is read
+    /// on first use, ONNX Runtime and the model on the first `embed`.
     pub fn open(settings: EmbedderSettings) -> Result<Arc<OnnxEmbedder>, EmbedError> {
-        ort_environment(&settings.runtime_library)?;
-        let dir = settings.model_dir.clone();
-        let (dimensions, positions) = model_shape(&dir)?;
-        let onnx = dir.join("model.onnx");
-        if !onnx.is_file() {
-            return Err(EmbedError::ModelFile {
-                path: onnx,
-                reason: "not found".into(),
+        if !settings.runtime_library.exists() {
+            return Err(EmbedError::RuntimeMissing {
+                path: settings.runtime_library.clone(),
             });
         }
-        let mut tokenizer =
-            tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
-                EmbedError::ModelFile {
-                    path: dir.join("tokenizer.json"),
-                    reason: e.to_string(),
-                }
-            })?;
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EmbedError::ModelLoad {
-                dir: dir.clone(),
-                reason: e.to_string(),
-            })?;
+        let dir = settings.model_dir.clone();
+        let (dimensions, positions) = model_shape(&dir)?;
+        for name in ["model.onnx", "tokenizer.json"] {
+            if !dir.join(name).is_file() {
+                return Err(EmbedError::ModelFile {
+                    path: dir.join(name),
+                    reason: "not found".into(),
+                });
+            }
+        }
         let name = dir
             .file_name()
             .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned());
@@ -123,7 +115,7 @@ impl OnnxEmbedder {
             key: format!("{name}:{dimensions}"),
             dimensions,
             max_sequence_tokens,
-            tokenizer,
+            tokenizer: OnceLock::new(),
             settings,
             model: Mutex::new(None),
             inferences: AtomicU64::new(0),
@@ -131,6 +123,24 @@ impl OnnxEmbedder {
         });
         spawn_idle_reaper(Arc::downgrade(&embedder));
         Ok(embedder)
+    }
+
+    /// The model's tokenizer (no padding, no truncation), read on first use and kept.
+    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer, EmbedError> {
+        let dir = &self.settings.model_dir;
+        self.tokenizer
+            .get_or_init(|| {
+                let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
+                    .map_err(|e| e.to_string())?;
+                tokenizer.with_padding(None);
+                tokenizer.with_truncation(None).map_err(|e| e.to_string())?;
+                Ok(tokenizer)
+            })
+            .as_ref()
+            .map_err(|reason| EmbedError::ModelFile {
+                path: dir.join("tokenizer.json"),
+                reason: reason.clone(),
+            })
     }
 
     /// How many times the model has been loaded (first use and every reload after an idle unload).
@@ -189,7 +199,7 @@ impl OnnxEmbedder {
     /// Token ids of `text` with the special tokens, cut to the model's sequence length (keeping `[SEP]`).
     fn encode(&self, text: &str) -> Result<Encoded, EmbedError> {
         let encoding = self
-            .tokenizer
+            .tokenizer()?
             .encode(text, true)
             .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
         let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&id| i64::from(id)).collect();
@@ -382,10 +392,10 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        match self.tokenizer.encode(text, false) {
-            Ok(encoding) => encoding.len(),
+        match self.tokenizer().map(|t| t.encode(text, false)) {
+            Ok(Ok(encoding)) => encoding.len(),
             // A text the tokenizer refuses is measured generously so it still gets split.
-            Err(_) => text.len(),
+            Ok(Err(_)) | Err(_) => text.len(),
         }
     }
 
