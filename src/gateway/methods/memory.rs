@@ -68,17 +68,21 @@ pub fn flush_closing_session(state: &GatewayState, key: &str, closing: &SessionE
     let store = state.store.clone();
     let http = state.http();
     let task = async move {
-        let conversation = tokio::task::block_in_place(|| {
-            flush::recent_conversation(&store, &session.session_id, flush::DEFAULT_SESSION_MESSAGES)
-        });
-        let conversation = match conversation {
-            Ok(lines) if !lines.is_empty() => lines,
-            Ok(_) => return,
+        let (reader, session_id) = (store, session.session_id.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            flush::recent_conversation(&reader, &session_id, flush::DEFAULT_SESSION_MESSAGES)
+        })
+        .await;
+        let key = session.session_key.clone();
+        let conversation = match read {
+            Ok(Ok(lines)) if !lines.is_empty() => lines,
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => {
+                log::warn!("memory: cannot read the closing session {key}: {error}");
+                return;
+            }
             Err(error) => {
-                log::warn!(
-                    "memory: cannot read the closing session {}: {error}",
-                    session.session_key
-                );
+                log::warn!("memory: reading the closing session {key} failed: {error}");
                 return;
             }
         };
@@ -86,21 +90,19 @@ pub fn flush_closing_session(state: &GatewayState, key: &str, closing: &SessionE
             Ok(chain) => flush::slug_for(&chain[0], &conversation).await,
             Err(_) => None,
         };
-        let saved = tokio::task::block_in_place(|| {
+        let saved = tokio::task::spawn_blocking(move || {
             flush::save_session_summary(
                 service.workspace(),
                 &session,
                 &conversation,
                 slug.as_deref(),
             )
-        });
+        })
+        .await;
         match saved {
-            Ok(path) => log::info!(
-                "memory: session {} saved to {}",
-                session.session_key,
-                path.display()
-            ),
-            Err(error) => log::warn!("memory: cannot save the closing session: {error}"),
+            Ok(Ok(path)) => log::info!("memory: session {key} saved to {}", path.display()),
+            Ok(Err(error)) => log::warn!("memory: cannot save the closing session {key}: {error}"),
+            Err(error) => log::warn!("memory: saving the closing session {key} failed: {error}"),
         }
     };
     state.tasks.spawn_on(task, &runtime);
