@@ -3,14 +3,16 @@
 //!
 //! For each corpus size it reports:
 //! - indexing throughput in chunks/s (chunking, embedding, LMDB writes, one sync),
-//! - peak RSS of the process so far (`VmHWM`), i.e. while indexing,
+//! - peak RSS of the process so far (`VmHWM`), i.e. while indexing, and the RSS right after split into
+//!   anonymous memory and file-backed pages (the ONNX Runtime library's code, LMDB's memory map),
 //! - query embedding latency p50/p95 (the model alone),
 //! - hybrid query latency p50/p95 excluding the query embedding (vector scan + BM25 + merge, with the query
-//!   vectors embedded beforehand),
+//!   vectors embedded beforehand), wall clock and the thread's CPU time (they differ on a busy machine),
 //!
 //! and at the end the RSS after the model's idle unload. It reports numbers only; it must not judge them.
 //!
-//! `cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200] [--threads 1] [--batch 8]`
+//! `cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200] [--threads 1] [--batch 8]
+//! [--dir DIR]` (with `--dir` the corpora and indexes stay in DIR and a second run only searches).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -101,6 +103,19 @@ fn proc_status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time this thread has used (the search runs on it), so scheduling delays on a busy machine show apart.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the struct we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now);
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index].as_secs_f64() * 1000.0
@@ -153,6 +168,8 @@ struct Args {
     queries: usize,
     threads: usize,
     batch: usize,
+    /// Keeps the corpora and indexes here (reused by the next run) instead of a temp dir.
+    dir: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Args {
@@ -161,6 +178,7 @@ fn parse_args() -> Args {
         queries: 200,
         threads: 1,
         batch: 8,
+        dir: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -170,6 +188,7 @@ fn parse_args() -> Args {
             "--queries" => args.queries = value.parse().unwrap_or(args.queries),
             "--threads" => args.threads = value.parse().unwrap_or(args.threads),
             "--batch" => args.batch = value.parse().unwrap_or(args.batch),
+            "--dir" => args.dir = Some(value.into()),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -195,13 +214,20 @@ fn settings(args: &Args) -> EmbedderSettings {
 }
 
 fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let workspace = dir.path().join("workspace");
+    let temp = tempfile::tempdir().expect("temp dir");
+    let root = match &args.dir {
+        Some(dir) => dir.join(size.to_string()),
+        None => temp.path().to_path_buf(),
+    };
+    let workspace = root.join("workspace");
     std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
     for i in 0..size {
-        std::fs::write(workspace.join(format!("memory/n{i:05}.md")), note(i)).expect("note");
+        let path = workspace.join(format!("memory/n{i:05}.md"));
+        if !path.exists() {
+            std::fs::write(path, note(i)).expect("note");
+        }
     }
-    let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+    let store = Store::open(&root.join("store"), StoreOptions::default()).expect("store");
     let resolved = MemorySearchConfig::default().resolve();
     let service = MemoryService::new(
         store.clone(),
@@ -213,11 +239,15 @@ fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
     let started = Instant::now();
     let report = service.sync(false, &mut |_| {}).expect("index");
     let seconds = started.elapsed().as_secs_f64();
+    let mib = |field: &str| proc_status_kib(field) as f64 / 1024.0;
     println!(
-        "memory {size:>6} chunks: indexing {:.1} chunks/s ({} chunks in {seconds:.1} s), peak RSS {:.1} MiB",
+        "memory {size:>6} chunks: indexing {:.1} chunks/s ({} chunks in {seconds:.1} s), peak RSS {:.1} MiB; RSS now {:.1} MiB = {:.1} anonymous + {:.1} file-backed (runtime library, LMDB map)",
         report.chunks_written as f64 / seconds,
         report.chunks_written,
-        proc_status_kib("VmHWM:") as f64 / 1024.0
+        mib("VmHWM:"),
+        mib("VmRSS:"),
+        mib("RssAnon:"),
+        mib("RssFile:")
     );
     let queries: Vec<String> = (0..args.queries).map(query).collect();
     let mut embed_times = Vec::new();
@@ -237,21 +267,25 @@ fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
         vectors,
     });
     let searcher = MemoryService::new(store, "bench", workspace, resolved, Ok(precomputed));
-    let mut search_times = Vec::new();
+    let (mut search_times, mut search_cpu) = (Vec::new(), Vec::new());
     for q in &queries {
         let options = searcher.search_options(None, None);
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), thread_cpu_time());
         searcher.search_with(q, &options).expect("search");
         search_times.push(t.elapsed());
+        search_cpu.push(thread_cpu_time().saturating_sub(cpu));
     }
-    embed_times.sort();
-    search_times.sort();
+    for times in [&mut embed_times, &mut search_times, &mut search_cpu] {
+        times.sort();
+    }
     println!(
-        "memory {size:>6} chunks: query embedding p50 {:.2} ms p95 {:.2} ms; hybrid search excl. embedding p50 {:.2} ms p95 {:.2} ms",
+        "memory {size:>6} chunks: query embedding p50 {:.2} ms p95 {:.2} ms; hybrid search excl. embedding p50 {:.2} ms p95 {:.2} ms (CPU time p50 {:.2} ms p95 {:.2} ms)",
         percentile(&embed_times, 0.5),
         percentile(&embed_times, 0.95),
         percentile(&search_times, 0.5),
-        percentile(&search_times, 0.95)
+        percentile(&search_times, 0.95),
+        percentile(&search_cpu, 0.5),
+        percentile(&search_cpu, 0.95)
     );
 }
 

@@ -129,8 +129,11 @@ async fn a_second_overflow_in_one_run_fails_instead_of_looping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_past_the_target_is_compacted_before_the_call() {
-    // Window 16k tokens, reserve clamped to 8k: the target is 8k tokens.
-    let h = Harness::start(", contextTokens: 16000").await;
+    // Window 16k tokens, reserve clamped to 8k: the target is 8k tokens. (The pre-compaction memory flush
+    // is off here: tests/memory_flush.rs covers it.)
+    let h =
+        Harness::start(", contextTokens: 16000, compaction: { memoryFlush: { enabled: false } }")
+            .await;
     h.seed(&earlier_turns(4, 5_000));
     h.fake.push_reply(text("PART-SUMMARY"));
     h.fake.push_reply(text("AUTO-SUMMARY"));

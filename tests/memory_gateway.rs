@@ -97,3 +97,39 @@ async fn control_ui_can_read_memory_status_and_search_and_sees_new_notes() {
         .await;
     assert_eq!(unknown["ok"], false, "{unknown}");
 }
+
+#[tokio::test]
+async fn the_watcher_starts_with_the_gateway_before_any_memory_call() {
+    let dir = tempfile::tempdir().expect("dir");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("mkdir");
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        "The spare key is under the blue pot.\n",
+    )
+    .expect("write");
+    let gateway = start_with_workspace(&workspace);
+    // No memory.* call: only the watcher started with the gateway can index the note. The CLI reads the
+    // index beside the running gateway.
+    let mut files = serde_json::Value::Null;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+            .arg("--config")
+            .arg(gateway.config_path())
+            .arg("--data-dir")
+            .arg(gateway.data_dir())
+            .args(["--log-level", "warn", "memory", "status", "--json"])
+            .env_remove("PINCER_CONFIG")
+            .env_remove("PINCER_DATA_DIR")
+            .output()
+            .expect("run pincer memory status");
+        let status: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        files = status["files"].clone();
+        if files == 1 {
+            break;
+        }
+    }
+    assert_eq!(files, 1, "indexed at start; {}", gateway.stderr());
+}

@@ -130,6 +130,18 @@ pub async fn run_turn(
         Ok(history) => history,
         Err(e) => return fail(outcome, format!("session store: {e}")),
     };
+    // Near auto-compaction, one silent turn lets the agent save durable notes first.
+    let flush = crate::memory::compaction_flush::FlushTurn {
+        env,
+        spec,
+        session: &session,
+        models: &models,
+        allowed_tools: &allowed_tools,
+        cancel: &cancel,
+        window,
+        system_prompt: &system_prompt,
+    };
+    crate::memory::compaction_flush::run_if_due(flush, &history.messages).await;
     let input = LoopInput {
         env,
         spec,

@@ -69,7 +69,7 @@ fn open_service(
         .unwrap_or_else(|| config.agents.default_agent_id());
     let store = Store::open(&store_dir(data_dir), StoreOptions::default())
         .map_err(|e| format!("store: {e}"))?;
-    Ok(registry::service_for(&store, config, &agent_id, data_dir).0)
+    Ok(registry::open_service(&store, config, &agent_id, data_dir))
 }
 
 fn progress_printer() -> impl FnMut(SyncProgress) {

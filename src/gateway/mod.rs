@@ -151,6 +151,9 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     start_channels(&state).await;
     launcher::reconcile_subagents(&state);
     methods::heartbeat::start_runner(&state);
+    state
+        .memory
+        .apply(&state.config(), &state.shutdown, &state.tasks);
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;

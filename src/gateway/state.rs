@@ -95,6 +95,8 @@ pub struct GatewayState {
     pub hub: std::sync::OnceLock<Arc<crate::channels::hub::ChannelHub>>,
     /// The heartbeat runner, set once at start.
     pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
+    /// Memory search services and their watchers, per agent (kept in line with the config).
+    pub memory: crate::memory::registry::MemoryServices,
     pub limits: GatewayLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -139,6 +141,10 @@ impl GatewayState {
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
             loaded: RwLock::new(Arc::new(parts.loaded)),
             idempotency: IdempotencyCache::new(Some(parts.store.clone())),
+            memory: crate::memory::registry::MemoryServices::new(
+                parts.store.clone(),
+                parts.data_dir.clone(),
+            ),
             store: parts.store,
             data_dir: parts.data_dir,
             secret: RwLock::new(parts.secret),
@@ -222,7 +228,8 @@ impl GatewayState {
         let config = Arc::new(loaded.config.clone());
         let mut slot = self.loaded.write().unwrap_or_else(|e| e.into_inner());
         *slot = Arc::new(loaded);
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
+        self.memory.apply(&config, &self.shutdown, &self.tasks);
     }
 
     pub fn secret(&self) -> SharedSecret {

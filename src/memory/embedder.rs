@@ -1,9 +1,10 @@
 //! Text embeddings: the `Embedder` trait the index and search depend on, and its local implementation on
-//! fastembed + ONNX Runtime (loaded dynamically from a shared library, never downloaded).
+//! ONNX Runtime through `ort` (loaded dynamically from a shared library, never downloaded).
 //!
 //! The ONNX model is loaded on first use and dropped after an idle period so its memory returns to the OS;
-//! the tokenizer (a few MB) stays loaded to measure chunks. Session options are tuned for small boards: CPU
-//! memory arena off, intra-op threads and batch size from the board profile, sequence length capped. Every
+//! the tokenizer (a few MB) stays loaded to measure chunks. Session options are tuned for small boards (see
+//! `onnx`): no constant folding, CPU memory arena and memory pattern off, intra-op threads and batch size from
+//! the board profile, sequence length capped, long inputs batched alone. Every
 //! call blocks: callers on the async runtime use `spawn_blocking`. On 32-bit ARM (no ONNX Runtime exists)
 //! this file has no local embedder and memory search is keyword-only.
 //!
@@ -80,7 +81,7 @@ impl<E: Embedder + ?Sized> TokenCounter for E {
 }
 
 /// Where the runtime and model are and how to run them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct EmbedderSettings {
     pub runtime_library: PathBuf,
     pub model_dir: PathBuf,

@@ -4,10 +4,12 @@
 //! hash decides. A changed file is streamed through the chunker and written batch by batch; each chunk's
 //! vector comes from the embedding cache (keyed by model and chunk hash) or, only on a miss, from the model —
 //! so editing one paragraph re-embeds only the chunks that contain it. Files that disappeared (deleted or
-//! renamed) lose all their chunks. This file must not rank or search.
+//! renamed) lose all their chunks. Session transcripts (`sessions`) go through the same chunk-embed-write path,
+//! streamed from LMDB. This file must not rank or search.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 use sha2::{Digest, Sha256};
@@ -16,8 +18,11 @@ use super::chunker::{StreamingChunker, TextChunk, TokenCounter, WordCounter};
 use super::discovery::MemoryFile;
 use super::embedder::Embedder;
 use super::keywords::term_counts;
+use super::sessions::{self, SessionDeltas, SessionSource, TranscriptText};
 use super::MemoryError;
-use crate::store::{MemoryFileRecord, MemoryFileWrite, NewMemoryChunk, QuantizedVector, Store};
+use crate::store::{
+    CacheWrite, MemoryFileRecord, MemoryFileWrite, NewMemoryChunk, QuantizedVector, Store,
+};
 
 /// Chunks written per transaction when there is no embedder to set the batch size.
 const KEYWORD_ONLY_BATCH_CHUNKS: usize = 64;
@@ -80,6 +85,12 @@ pub struct Indexer<'a> {
     pub scope: &'a str,
     pub embedder: Option<&'a dyn Embedder>,
     pub limits: ChunkLimits,
+    /// Session transcripts to index besides the files, and when a grown one is indexed again.
+    pub sessions: &'a [SessionSource],
+    pub session_deltas: SessionDeltas,
+    /// `memorySearch.cache`: whether vectors are cached by content hash, and at most how many.
+    pub cache_enabled: bool,
+    pub cache_max_entries: Option<u64>,
 }
 
 fn modified_ms(meta: &std::fs::Metadata) -> u64 {
@@ -134,8 +145,11 @@ impl Indexer<'_> {
             keyword_only: self.embedder.is_none(),
             ..SyncReport::default()
         };
-        let wanted: std::collections::BTreeSet<&str> =
-            files.iter().map(|f| f.cited_path.as_str()).collect();
+        let wanted: std::collections::BTreeSet<&str> = files
+            .iter()
+            .map(|f| f.cited_path.as_str())
+            .chain(self.sessions.iter().map(|s| s.cited_path.as_str()))
+            .collect();
         for path in self.store.memory_paths(self.scope)? {
             if !wanted.contains(path.as_str())
                 && self.store.memory_remove_file(self.scope, &path)?
@@ -167,8 +181,81 @@ impl Indexer<'_> {
                 chunks_written: report.chunks_written,
             });
         }
+        for session in self.sessions {
+            report.files_seen += 1;
+            self.sync_session(session, force, &mut pending, &mut report)?;
+        }
         self.flush(&mut pending, &mut report)?;
         Ok(report)
+    }
+
+    /// Indexes one session transcript when it is new or has grown past the deltas (`sessions`).
+    fn sync_session(
+        &self,
+        session: &SessionSource,
+        force: bool,
+        pending: &mut PendingWrites,
+        report: &mut SyncReport,
+    ) -> Result<(), MemoryError> {
+        let index_key = self.index_key();
+        let stored = self.store.memory_file(self.scope, &session.cited_path)?;
+        let stored = stored.filter(|s| s.embed_key == index_key && !force);
+        let last_seq = self.store.transcript_last_seq(&session.session_id)?;
+        let due = sessions::is_due(stored.as_ref(), last_seq, self.session_deltas, |after| {
+            Ok(sessions::rendered_bytes_after(self.store, &session.session_id, after)?.0)
+        })?;
+        if !due {
+            report.files_unchanged += 1;
+            return Ok(());
+        }
+        let mut hasher = Sha256::new();
+        let mut size_bytes = 0u64;
+        let mut text = BufReader::new(TranscriptText::new(self.store, &session.session_id));
+        loop {
+            let piece = text.fill_buf().map_err(|source| MemoryError::Io {
+                path: session.cited_path.clone().into(),
+                source,
+            })?;
+            if piece.is_empty() {
+                break;
+            }
+            hasher.update(piece);
+            let used = piece.len();
+            size_bytes += used as u64;
+            text.consume(used);
+        }
+        let record = MemoryFileRecord {
+            content_hash: hasher.finalize().into(),
+            size_bytes,
+            modified_ms: last_seq,
+            source: "sessions".to_string(),
+            embed_key: index_key,
+            chunk_ids: Vec::new(),
+        };
+        let reader = BufReader::new(TranscriptText::new(self.store, &session.session_id));
+        let path = Path::new(&session.cited_path);
+        match self.embedder {
+            Some(embedder) => self.write_chunks(
+                &session.cited_path,
+                path,
+                reader,
+                embedder,
+                record,
+                pending,
+                report,
+            ),
+            None => self.write_chunks(
+                &session.cited_path,
+                path,
+                reader,
+                &WordCounter,
+                record,
+                pending,
+                report,
+            ),
+        }?;
+        report.files_indexed += 1;
+        Ok(())
     }
 
     fn sync_file(
@@ -222,23 +309,28 @@ impl Indexer<'_> {
             READ_BUFFER_BYTES,
             File::open(&file.absolute).map_err(io_error)?,
         );
+        let (cited, path) = (file.cited_path.as_str(), file.absolute.as_path());
         match self.embedder {
-            Some(embedder) => self.write_chunks(file, reader, embedder, record, pending, report),
-            None => self.write_chunks(file, reader, &WordCounter, record, pending, report),
+            Some(embedder) => {
+                self.write_chunks(cited, path, reader, embedder, record, pending, report)
+            }
+            None => self.write_chunks(cited, path, reader, &WordCounter, record, pending, report),
         }
     }
 
-    fn write_chunks<C: TokenCounter + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    fn write_chunks<R: BufRead, C: TokenCounter + ?Sized>(
         &self,
-        file: &MemoryFile,
-        reader: BufReader<File>,
+        cited_path: &str,
+        error_path: &Path,
+        reader: R,
         counter: &C,
         record: MemoryFileRecord,
         pending: &mut PendingWrites,
         report: &mut SyncReport,
     ) -> Result<(), MemoryError> {
         let io_error = |source| MemoryError::Io {
-            path: file.absolute.clone(),
+            path: error_path.to_path_buf(),
             source,
         };
         let chunker = StreamingChunker::new(
@@ -258,7 +350,7 @@ impl Indexer<'_> {
             batch.push(chunk.map_err(io_error)?);
             if batch.len() >= self.batch_size() {
                 pending.stage(
-                    &file.cited_path,
+                    cited_path,
                     &pending_record,
                     std::mem::take(&mut batch),
                     first,
@@ -267,7 +359,7 @@ impl Indexer<'_> {
                 self.flush(pending, report)?;
             }
         }
-        pending.stage(&file.cited_path, &record, batch, first);
+        pending.stage(cited_path, &record, batch, first);
         if pending.chunks >= self.batch_size() {
             self.flush(pending, report)?;
         }
@@ -310,9 +402,12 @@ impl Indexer<'_> {
             report.chunks_written += write.chunks.len() as u64;
             writes.push(write);
         }
-        let model_key = self.embedder.map_or("", Embedder::key);
-        self.store
-            .memory_write_batch(self.scope, &writes, model_key, &fresh)?;
+        let cache = CacheWrite {
+            model_key: self.embedder.map_or("", Embedder::key),
+            entries: &fresh,
+            max_entries: self.cache_max_entries,
+        };
+        self.store.memory_write_batch(self.scope, &writes, &cache)?;
         Ok(())
     }
 
@@ -326,7 +421,11 @@ impl Indexer<'_> {
         let Some(embedder) = self.embedder else {
             return Ok((vec![None; batch.len()], Vec::new()));
         };
-        let mut vectors = self.store.embed_cache_get(embedder.key(), hashes)?;
+        let mut vectors = if self.cache_enabled {
+            self.store.embed_cache_get(embedder.key(), hashes)?
+        } else {
+            vec![None; batch.len()]
+        };
         let missing: Vec<usize> = (0..batch.len()).filter(|&i| vectors[i].is_none()).collect();
         report.cache_hits += (batch.len() - missing.len()) as u64;
         if missing.is_empty() {
@@ -337,7 +436,9 @@ impl Indexer<'_> {
         let mut fresh = Vec::with_capacity(missing.len());
         for (&i, vector) in missing.iter().zip(embedded) {
             let quantized = QuantizedVector::quantize(&vector);
-            fresh.push((hashes[i], quantized.clone()));
+            if self.cache_enabled {
+                fresh.push((hashes[i], quantized.clone()));
+            }
             vectors[i] = Some(quantized);
         }
         report.chunks_embedded += missing.len() as u64;
@@ -399,6 +500,13 @@ mod tests {
             scope: "main",
             embedder: None,
             limits: ChunkLimits::for_model(400, 80, None),
+            sessions: &[],
+            session_deltas: SessionDeltas {
+                bytes: 100_000,
+                messages: 50,
+            },
+            cache_enabled: true,
+            cache_max_entries: None,
         };
         let first = indexer
             .sync(&[a.clone(), b.clone()], false, &mut |_| {})

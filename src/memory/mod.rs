@@ -6,25 +6,28 @@
 //! `Embedder` trait (`embedder`, `onnx`); without a model the service runs keyword-only and says why. Every
 //! method blocks (LMDB, file reads, inference): async callers use `spawn_blocking`.
 //!
-//! Not here: the `/new` session flush and the pre-compaction memory flush (they need the agent runtime), and
-//! indexing session transcripts (`sources: ["sessions"]` is accepted but not indexed yet).
+//! `flush` saves a closing session's note on `/new`; `compaction_flush` gives the agent one silent turn to save
+//! notes before auto-compaction; `sessions` indexes session transcripts when `sources` lists `"sessions"`.
 
 pub mod chunker;
+pub mod compaction_flush;
 pub mod discovery;
 pub mod embedder;
+pub mod flush;
 pub mod index;
 pub mod keywords;
 #[cfg(not(target_arch = "arm"))]
 mod onnx;
 pub mod registry;
 pub mod search;
+pub mod sessions;
 pub mod tools;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::config::schema::memory::ResolvedMemorySearch;
+use crate::config::schema::memory::{MemorySource, ResolvedMemorySearch};
 use crate::config::Config;
 use crate::store::{Store, StoreError};
 
@@ -173,6 +176,11 @@ impl MemoryService {
         &self.settings
     }
 
+    /// The workspace whose memory files this service indexes.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
         self.embedder.as_ref()
     }
@@ -195,11 +203,23 @@ impl MemoryService {
             .sync_gate
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let session_sources = if self.settings.sources.contains(&MemorySource::Sessions) {
+            sessions::agent_sessions(&self.store, &self.agent_id)?
+        } else {
+            Vec::new()
+        };
         let indexer = index::Indexer {
             store: &self.store,
             scope: &self.agent_id,
             embedder: self.embedder.as_deref(),
             limits: self.limits,
+            sessions: &session_sources,
+            session_deltas: sessions::SessionDeltas {
+                bytes: self.settings.session_delta_bytes,
+                messages: self.settings.session_delta_messages,
+            },
+            cache_enabled: self.settings.cache_enabled,
+            cache_max_entries: self.settings.cache_max_entries,
         };
         let files = self.files();
         let report = indexer.sync(&files, force, progress)?;
@@ -225,6 +245,19 @@ impl MemoryService {
         }
         *last = Some((at, report.clone()));
         Ok(report)
+    }
+
+    /// Syncs unless this service has synced already (waits for a sync that is running).
+    pub fn ensure_synced(&self) -> Result<(), MemoryError> {
+        let synced = self
+            .sync_gate
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        if !synced && self.settings.enabled {
+            self.sync(false, &mut |_| {})?;
+        }
+        Ok(())
     }
 
     /// Search options from the config, with the per-call overrides of the tool.

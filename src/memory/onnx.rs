@@ -1,21 +1,27 @@
-//! The local embedder: fastembed's user-defined model on ONNX Runtime, loaded dynamically with `ort` from a
-//! shared library path (an error, never a panic or a download, when it is missing).
+//! The local embedder: a sentence-embedding ONNX model (BERT-style inputs, mean pooling, L2-normalised) on
+//! ONNX Runtime, loaded dynamically with `ort` from a shared library path (an error, never a panic or a
+//! download, when it is missing), tokenized with the model's own `tokenizer.json`.
 //!
-//! Owns the model's lifecycle: loaded on first `embed`, dropped by a small reaper thread once idle for
-//! `idle_unload`, reloaded on the next call. This file must not know about chunks, storage or scoring.
+//! Owns the model's lifecycle and its memory: loaded on first `embed`, dropped by a small reaper thread once
+//! idle for `idle_unload`, reloaded on the next call. The session is built for small boards, measured with
+//! `examples/ort_probe.rs`: graph optimisation off (level 1 and up constant-fold the int8 model's weights into
+//! ~90 MB of float32), CPU memory arena and memory pattern off, one inter-op thread, intra-op threads from the
+//! board profile, the model read by ONNX Runtime from its file (no extra copy). A batch is split further so
+//! that batch × sequence² stays within one full-length input (attention activations grow with the square).
+//! This file must not know about chunks, storage or scoring.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use fastembed::{
-    InitOptionsUserDefined, Pooling, QuantizationMode, TextEmbedding, TokenizerFiles,
-    UserDefinedEmbeddingModel,
-};
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
 
 use super::embedder::{
-    model_shape, read_model_file, EmbedError, Embedder, EmbedderSettings, SPECIAL_TOKENS_PER_INPUT,
+    model_shape, EmbedError, Embedder, EmbedderSettings, DEFAULT_MAX_SEQUENCE_TOKENS,
+    SPECIAL_TOKENS_PER_INPUT,
 };
 
 /// Shortest and longest wait of the idle reaper between checks.
@@ -46,60 +52,70 @@ fn ort_environment(library: &PathBuf) -> Result<ort::environment::Environment, E
         })
 }
 
+/// Most attention cells (batch × sequence²) one inference may hold: one input of the default maximum length.
+const MAX_ATTENTION_CELLS: usize = DEFAULT_MAX_SEQUENCE_TOKENS * DEFAULT_MAX_SEQUENCE_TOKENS;
+/// Heap blocks from this size up are mapped and unmapped on their own (glibc), so the freed activations of
+/// one inference leave RSS at once instead of lingering in the heap.
+const MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
+/// ONNX Runtime session config key listing optimizers to skip.
+const DISABLED_OPTIMIZERS_KEY: &str = "optimization.disable_specified_optimizers";
+/// The padding token id of BERT vocabularies (`[PAD]`).
+const PAD_TOKEN_ID: i64 = 0;
+
 struct LoadedModel {
-    embedding: TextEmbedding,
+    session: Session,
+    needs_token_types: bool,
     last_used: Instant,
 }
 
-/// fastembed + ONNX Runtime, lazily loaded, dropped when idle.
+/// One tokenized input, truncated to the model's sequence length.
+struct Encoded {
+    ids: Vec<i64>,
+    type_ids: Vec<i64>,
+}
+
+/// ONNX Runtime session + tokenizer, lazily loaded, dropped when idle.
 pub struct OnnxEmbedder {
     settings: EmbedderSettings,
     key: String,
     dimensions: usize,
     max_sequence_tokens: usize,
-    tokenizer: tokenizers::Tokenizer,
+    tokenizer: OnceLock<Result<tokenizers::Tokenizer, String>>,
     model: Mutex<Option<LoadedModel>>,
     inferences: AtomicU64,
     loads: AtomicU64,
 }
 
 impl OnnxEmbedder {
-    /// Checks the runtime library and the model directory, loads the tokenizer, and starts the idle reaper.
-    /// The ONNX model itself is loaded on the first `embed`.
+    /// Checks that the runtime library and the model files are there and starts the idle reaper. Nothing
+    /// heavy happens here (a gateway with memory search but no notes stays small): the tokenizer is read
+    /// on first use, ONNX Runtime and the model on the first `embed`.
     pub fn open(settings: EmbedderSettings) -> Result<Arc<OnnxEmbedder>, EmbedError> {
-        ort_environment(&settings.runtime_library)?;
-        let dir = settings.model_dir.clone();
-        let (dimensions, positions) = model_shape(&dir)?;
-        let onnx = dir.join("model.onnx");
-        if !onnx.is_file() {
-            return Err(EmbedError::ModelFile {
-                path: onnx,
-                reason: "not found".into(),
+        if !settings.runtime_library.exists() {
+            return Err(EmbedError::RuntimeMissing {
+                path: settings.runtime_library.clone(),
             });
         }
-        let mut tokenizer =
-            tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| {
-                EmbedError::ModelFile {
-                    path: dir.join("tokenizer.json"),
-                    reason: e.to_string(),
-                }
-            })?;
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| EmbedError::ModelLoad {
-                dir: dir.clone(),
-                reason: e.to_string(),
-            })?;
+        let dir = settings.model_dir.clone();
+        let (dimensions, positions) = model_shape(&dir)?;
+        for name in ["model.onnx", "tokenizer.json"] {
+            if !dir.join(name).is_file() {
+                return Err(EmbedError::ModelFile {
+                    path: dir.join(name),
+                    reason: "not found".into(),
+                });
+            }
+        }
         let name = dir
             .file_name()
             .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned());
         let max_sequence_tokens = settings.max_sequence_tokens.min(positions).max(8);
+        tune_heap_for_inference();
         let embedder = Arc::new(OnnxEmbedder {
             key: format!("{name}:{dimensions}"),
             dimensions,
             max_sequence_tokens,
-            tokenizer,
+            tokenizer: OnceLock::new(),
             settings,
             model: Mutex::new(None),
             inferences: AtomicU64::new(0),
@@ -107,6 +123,24 @@ impl OnnxEmbedder {
         });
         spawn_idle_reaper(Arc::downgrade(&embedder));
         Ok(embedder)
+    }
+
+    /// The model's tokenizer (no padding, no truncation), read on first use and kept.
+    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer, EmbedError> {
+        let dir = &self.settings.model_dir;
+        self.tokenizer
+            .get_or_init(|| {
+                let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
+                    .map_err(|e| e.to_string())?;
+                tokenizer.with_padding(None);
+                tokenizer.with_truncation(None).map_err(|e| e.to_string())?;
+                Ok(tokenizer)
+            })
+            .as_ref()
+            .map_err(|reason| EmbedError::ModelFile {
+                path: dir.join("tokenizer.json"),
+                reason: reason.clone(),
+            })
     }
 
     /// How many times the model has been loaded (first use and every reload after an idle unload).
@@ -128,33 +162,26 @@ impl OnnxEmbedder {
         idle
     }
 
-    fn load(&self) -> Result<TextEmbedding, EmbedError> {
+    fn load(&self) -> Result<LoadedModel, EmbedError> {
         let dir = &self.settings.model_dir;
         let model_error = |reason: String| EmbedError::ModelLoad {
             dir: dir.clone(),
             reason,
         };
-        let files = TokenizerFiles {
-            tokenizer_file: read_model_file(dir, "tokenizer.json")?,
-            config_file: read_model_file(dir, "config.json")?,
-            special_tokens_map_file: read_model_file(dir, "special_tokens_map.json")?,
-            tokenizer_config_file: read_model_file(dir, "tokenizer_config.json")?,
-        };
-        let model = UserDefinedEmbeddingModel::new(read_model_file(dir, "model.onnx")?, files)
-            .with_pooling(Pooling::Mean)
-            .with_quantization(QuantizationMode::Static);
-        let mut options = InitOptionsUserDefined::new()
-            .with_max_length(self.max_sequence_tokens)
-            .with_execution_providers(vec![ort::ep::CPU::default()
-                .with_arena_allocator(false)
-                .build()]);
-        options.environment = Some(ort_environment(&self.settings.runtime_library)?);
-        options.intra_threads = Some(self.settings.intra_threads);
-
+        let environment = ort_environment(&self.settings.runtime_library)?;
         let started = Instant::now();
-        let embedding = TextEmbedding::try_new_from_user_defined(model, options)
-            .map_err(|e| model_error(e.to_string()))?;
-        // Graph optimisation leaves large freed buffers behind; return them before inference starts.
+        let session = small_board_session(&environment, self.settings.intra_threads)
+            .and_then(|mut builder| {
+                builder
+                    .commit_from_file(dir.join("model.onnx"))
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(model_error)?;
+        let needs_token_types = session
+            .inputs()
+            .iter()
+            .any(|input| input.name() == "token_type_ids");
+        // Loading leaves large freed buffers behind; return them before inference starts.
         release_freed_memory();
         self.loads.fetch_add(1, Ordering::Relaxed);
         log::info!(
@@ -162,8 +189,154 @@ impl OnnxEmbedder {
             self.key,
             started.elapsed().as_millis()
         );
-        Ok(embedding)
+        Ok(LoadedModel {
+            session,
+            needs_token_types,
+            last_used: Instant::now(),
+        })
     }
+
+    /// Token ids of `text` with the special tokens, cut to the model's sequence length (keeping `[SEP]`).
+    fn encode(&self, text: &str) -> Result<Encoded, EmbedError> {
+        let encoding = self
+            .tokenizer()?
+            .encode(text, true)
+            .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
+        let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&id| i64::from(id)).collect();
+        let mut type_ids: Vec<i64> = encoding
+            .get_type_ids()
+            .iter()
+            .map(|&id| i64::from(id))
+            .collect();
+        let max = self.max_sequence_tokens;
+        if ids.len() > max {
+            let last = ids[ids.len() - 1];
+            ids.truncate(max);
+            type_ids.truncate(max);
+            ids[max - 1] = last;
+        }
+        Ok(Encoded { ids, type_ids })
+    }
+}
+
+/// A session builder with the small-board options (see the file comment).
+fn small_board_session(
+    environment: &ort::environment::Environment,
+    intra_threads: usize,
+) -> Result<ort::session::builder::SessionBuilder, String> {
+    let text = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
+    Session::builder(environment)
+        .map_err(|e| e.to_string())?
+        .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])
+        .map_err(text)?
+        .with_optimization_level(GraphOptimizationLevel::Level2)
+        .map_err(text)?
+        // Constant folding would expand the int8 weights to float32 once and keep them (~90 MB).
+        .with_config_entry(DISABLED_OPTIMIZERS_KEY, "ConstantFolding")
+        .map_err(text)?
+        .with_intra_threads(intra_threads.max(1))
+        .map_err(text)?
+        .with_inter_threads(1)
+        .map_err(text)?
+        .with_parallel_execution(false)
+        .map_err(text)?
+        .with_memory_pattern(false)
+        .map_err(text)
+}
+
+/// Splits `inputs` (in order) into runs of at most `batch` whose padded attention stays within
+/// `MAX_ATTENTION_CELLS`; returns the run lengths.
+fn attention_batches(lengths: &[usize], batch: usize) -> Vec<usize> {
+    let mut runs = Vec::new();
+    let (mut count, mut longest) = (0usize, 0usize);
+    for &len in lengths {
+        let widest = longest.max(len);
+        if count > 0 && (count == batch || (count + 1) * widest * widest > MAX_ATTENTION_CELLS) {
+            runs.push(count);
+            (count, longest) = (0, 0);
+        }
+        count += 1;
+        longest = longest.max(len);
+    }
+    if count > 0 {
+        runs.push(count);
+    }
+    runs
+}
+
+/// Runs one padded batch and returns its mean-pooled, L2-normalised vectors.
+fn run_batch(model: &mut LoadedModel, batch: &[Encoded]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let inference = |e: ort::Error| EmbedError::Inference(e.to_string());
+    let width = batch.iter().map(|e| e.ids.len()).max().unwrap_or(0).max(1);
+    let cells = batch.len() * width;
+    let (mut ids, mut mask, mut types) = (
+        Vec::with_capacity(cells),
+        Vec::with_capacity(cells),
+        Vec::with_capacity(cells),
+    );
+    for encoded in batch {
+        let pad = width - encoded.ids.len();
+        ids.extend(
+            encoded
+                .ids
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(PAD_TOKEN_ID, pad)),
+        );
+        mask.extend(
+            std::iter::repeat_n(1i64, encoded.ids.len()).chain(std::iter::repeat_n(0, pad)),
+        );
+        types.extend(
+            encoded
+                .type_ids
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(0, pad)),
+        );
+    }
+    let shape = [batch.len(), width];
+    let mut inputs = ort::inputs![
+        "input_ids" => Tensor::from_array((shape, ids)).map_err(inference)?,
+        "attention_mask" => Tensor::from_array((shape, mask)).map_err(inference)?,
+    ];
+    if model.needs_token_types {
+        inputs.push((
+            "token_type_ids".into(),
+            Tensor::from_array((shape, types))
+                .map_err(inference)?
+                .into(),
+        ));
+    }
+    let outputs = model.session.run(inputs).map_err(inference)?;
+    let (out_shape, hidden) = outputs[0].try_extract_tensor::<f32>().map_err(inference)?;
+    let dims = out_shape.get(2).copied().unwrap_or(0).max(0) as usize;
+    if out_shape.len() != 3 || dims == 0 || hidden.len() != cells * dims {
+        return Err(EmbedError::Inference(format!(
+            "unexpected output shape {out_shape:?}"
+        )));
+    }
+    Ok(batch
+        .iter()
+        .enumerate()
+        .map(|(row, encoded)| {
+            let tokens = encoded.ids.len();
+            let mut pooled = vec![0f32; dims];
+            for token in 0..tokens {
+                let start = (row * width + token) * dims;
+                for (sum, value) in pooled.iter_mut().zip(&hidden[start..start + dims]) {
+                    *sum += value;
+                }
+            }
+            let norm = pooled.iter().map(|v| v * v).sum::<f32>().sqrt();
+            let divisor = if norm > 0.0 {
+                norm
+            } else {
+                tokens.max(1) as f32
+            };
+            pooled.iter_mut().for_each(|v| *v /= divisor);
+            pooled
+        })
+        .collect())
 }
 
 /// Hands freed heap pages back to the OS (glibc keeps them otherwise), so the unload shows in RSS.
@@ -172,6 +345,16 @@ fn release_freed_memory() {
     // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps; no pointers are affected.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Fixes glibc's mmap threshold (it otherwise grows with the largest freed block, after which large tensors
+/// stay in the heap once freed): large inference buffers then go back to the OS when ONNX Runtime frees them.
+fn tune_heap_for_inference() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes an allocator parameter; it does not touch allocated memory.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
     }
 }
 
@@ -209,10 +392,10 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        match self.tokenizer.encode(text, false) {
-            Ok(encoding) => encoding.len(),
+        match self.tokenizer().map(|t| t.encode(text, false)) {
+            Ok(Ok(encoding)) => encoding.len(),
             // A text the tokenizer refuses is measured generously so it still gets split.
-            Err(_) => text.len(),
+            Ok(Err(_)) | Err(_) => text.len(),
         }
     }
 
@@ -220,18 +403,23 @@ impl Embedder for OnnxEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let encoded = texts
+            .iter()
+            .map(|text| self.encode(text))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut slot = self.model.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
-            *slot = Some(LoadedModel {
-                embedding: self.load()?,
-                last_used: Instant::now(),
-            });
+            *slot = Some(self.load()?);
         }
         let loaded = slot.as_mut().expect("model was just loaded");
-        let vectors = loaded
-            .embedding
-            .embed(texts, Some(self.settings.batch_size))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let lengths: Vec<usize> = encoded.iter().map(|e| e.ids.len()).collect();
+        let mut vectors = Vec::with_capacity(texts.len());
+        let mut rest = encoded.as_slice();
+        for run in attention_batches(&lengths, self.settings.batch_size.max(1)) {
+            let (batch, tail) = rest.split_at(run);
+            vectors.extend(run_batch(loaded, batch)?);
+            rest = tail;
+        }
         loaded.last_used = Instant::now();
         self.inferences
             .fetch_add(texts.len() as u64, Ordering::Relaxed);
@@ -251,5 +439,19 @@ impl Embedder for OnnxEmbedder {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_inputs_get_their_own_batch_and_short_ones_share() {
+        assert_eq!(attention_batches(&[30; 20], 8), vec![8, 8, 4]);
+        assert_eq!(attention_batches(&[256, 256, 20], 8), vec![1, 1, 1]);
+        // Four inputs of 128 tokens hold as many attention cells as one of 256.
+        assert_eq!(attention_batches(&[128; 6], 8), vec![4, 2]);
+        assert!(attention_batches(&[], 8).is_empty());
     }
 }

@@ -1,12 +1,16 @@
-//! One `MemoryService` per (store, agent) and one local embedder per model directory, shared by the gateway
-//! methods and the watcher in this process, created on first use.
+//! Building memory services: `open_service` for one-shot callers (the CLI), and `MemoryServices`, the
+//! gateway's set of per-agent services with their watchers, kept in line with the config (`apply` at start
+//! and after every reload). One local embedder per (model directory, threads, batch) is shared by the whole
+//! process, because ONNX Runtime is initialised once per process and the model's memory should be paid once.
 //!
-//! The embedder is shared because ONNX Runtime is initialised once per process and the model's memory
-//! should be paid once. This file must not search or index; it only builds and caches services.
+//! This file must not search or index; it only builds services and starts or stops their watchers.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::embedder::{open_local, Embedder, EmbedderSettings};
 use super::{workspace_for, MemoryService};
@@ -16,11 +20,7 @@ use crate::store::Store;
 
 type EmbedderSlot = Result<Arc<dyn Embedder>, String>;
 
-static EMBEDDERS: OnceLock<Mutex<HashMap<PathBuf, EmbedderSlot>>> = OnceLock::new();
-/// Services by (store directory, agent id).
-type ServiceMap = HashMap<(PathBuf, String), Arc<MemoryService>>;
-
-static SERVICES: OnceLock<Mutex<ServiceMap>> = OnceLock::new();
+static EMBEDDERS: OnceLock<Mutex<HashMap<EmbedderSettings, EmbedderSlot>>> = OnceLock::new();
 
 /// The process's embedder for `settings` (board profile threads and batch), or why there is none.
 pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
@@ -40,35 +40,160 @@ pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     slots
-        .entry(embedder_settings.model_dir.clone())
+        .entry(embedder_settings.clone())
         .or_insert_with(|| open_local(embedder_settings).map_err(|e| e.to_string()))
         .clone()
 }
 
-/// The memory service of `agent_id` over `store`, created on first use (`created` says whether it was).
-pub fn service_for(
+/// A new memory service of `agent_id` over `store`, as `config` says.
+pub fn open_service(
     store: &Store,
     config: &Config,
     agent_id: &str,
     data_dir: &Path,
-) -> (Arc<MemoryService>, bool) {
-    let key = (store.path().to_path_buf(), agent_id.to_string());
-    let mut services = SERVICES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some(service) = services.get(&key) {
-        return (Arc::clone(service), false);
-    }
+) -> Arc<MemoryService> {
     let settings = config.memory_search_for(agent_id);
     let embedder = shared_embedder(&settings);
-    let service = Arc::new(MemoryService::new(
+    Arc::new(MemoryService::new(
         store.clone(),
         agent_id,
         workspace_for(config, agent_id, data_dir),
         settings,
         embedder,
-    ));
-    services.insert(key, Arc::clone(&service));
-    (service, true)
+    ))
+}
+
+struct AgentMemory {
+    service: Arc<MemoryService>,
+    /// Cancels this service's watcher.
+    watcher: Option<CancellationToken>,
+}
+
+impl Drop for AgentMemory {
+    fn drop(&mut self) {
+        if let Some(watcher) = &self.watcher {
+            watcher.cancel();
+        }
+    }
+}
+
+/// The gateway's memory services, one per agent, each with its watcher while memory search is enabled.
+pub struct MemoryServices {
+    store: Store,
+    data_dir: PathBuf,
+    agents: Mutex<HashMap<String, AgentMemory>>,
+}
+
+impl std::fmt::Debug for MemoryServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryServices")
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryServices {
+    pub fn new(store: Store, data_dir: PathBuf) -> MemoryServices {
+        MemoryServices {
+            store,
+            data_dir,
+            agents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn is_current(&self, service: &MemoryService, config: &Config, agent_id: &str) -> bool {
+        service.settings() == &config.memory_search_for(agent_id)
+            && service.workspace() == workspace_for(config, agent_id, &self.data_dir)
+    }
+
+    /// The service of `agent_id` under `config`: the running one while its settings and workspace are
+    /// unchanged, else a new one (without a watcher until the next `apply`).
+    pub fn service(&self, config: &Config, agent_id: &str) -> Arc<MemoryService> {
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(agent) = agents.get(agent_id) {
+            if self.is_current(&agent.service, config, agent_id) {
+                return Arc::clone(&agent.service);
+            }
+        }
+        let service = open_service(&self.store, config, agent_id, &self.data_dir);
+        agents.insert(
+            agent_id.to_string(),
+            AgentMemory {
+                service: Arc::clone(&service),
+                watcher: None,
+            },
+        );
+        service
+    }
+
+    /// Brings the services in line with `config`: a service whose settings or workspace changed is replaced,
+    /// every agent with memory search enabled has a watcher (a sync on start, then debounced syncs on
+    /// change) under `shutdown`, and agents that are gone or disabled lose theirs. Call at gateway start and
+    /// after every config reload; without a tokio runtime no watcher starts.
+    pub fn apply(&self, config: &Config, shutdown: &CancellationToken, tasks: &TaskTracker) {
+        let mut ids = vec![config.agents.default_agent_id()];
+        ids.extend(config.agents.list.iter().map(|a| a.id.clone()));
+        ids.sort();
+        ids.dedup();
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        agents.retain(|id, _| ids.contains(id));
+        for id in ids {
+            let current = agents
+                .get(&id)
+                .is_some_and(|a| self.is_current(&a.service, config, &id));
+            if !current {
+                let service = open_service(&self.store, config, &id, &self.data_dir);
+                agents.insert(
+                    id.clone(),
+                    AgentMemory {
+                        service,
+                        watcher: None,
+                    },
+                );
+            }
+            let agent = agents.get_mut(&id).expect("inserted above");
+            if !agent.service.settings().enabled {
+                if let Some(watcher) = agent.watcher.take() {
+                    watcher.cancel();
+                }
+            } else if agent.watcher.is_none() {
+                agent.watcher = start_watcher(&agent.service, shutdown, tasks);
+            }
+        }
+    }
+
+    /// Whether `agent_id`'s watcher is running (tests and status).
+    pub fn is_watching(&self, agent_id: &str) -> bool {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(agent_id)
+            .and_then(|a| a.watcher.as_ref())
+            .is_some_and(|w| !w.is_cancelled())
+    }
+}
+
+/// Starts the sync-on-start + debounced watcher of `service` on `tasks`; returns its cancel token.
+fn start_watcher(
+    service: &Arc<MemoryService>,
+    shutdown: &CancellationToken,
+    tasks: &TaskTracker,
+) -> Option<CancellationToken> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let cancel = shutdown.child_token();
+    let service = Arc::clone(service);
+    let debounce = std::time::Duration::from_millis(service.settings().watch_debounce_ms);
+    let watch = service.settings().watch;
+    let token = cancel.clone();
+    tasks.spawn_on(
+        async move {
+            if watch {
+                super::watch::run(service, debounce, token).await;
+            } else {
+                super::watch::sync_now(&service).await;
+            }
+        },
+        &runtime,
+    );
+    Some(cancel)
 }

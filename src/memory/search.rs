@@ -1,7 +1,8 @@
 //! Hybrid search as upstream: `min(200, maxResults × multiplier)` candidates from the vector scan and from
 //! BM25, merged by chunk as `vectorWeight · cosine + textWeight · bm25/(1 + bm25)`, then optional temporal
 //! decay for dated daily notes (`memory/YYYY-MM-DD…`), optional MMR re-ranking, `minScore` and `maxResults`.
-//! Without a usable model the search is keyword-only and says so in its outcome.
+//! Without a usable model (none configured, or its query embedding fails) the search is keyword-only and
+//! says so in its outcome.
 //!
 //! This file must not index or embed documents; it embeds only the query, through the `Embedder` given.
 
@@ -115,7 +116,7 @@ pub fn search(
     options: &SearchOptions,
 ) -> Result<SearchOutcome, MemoryError> {
     let pool = (options.max_results * options.candidate_multiplier.max(1)).clamp(1, MAX_CANDIDATES);
-    let (mode, fallback_reason) = match (options.mode, embedder) {
+    let (mut mode, mut fallback_reason) = match (options.mode, embedder) {
         (SearchMode::Keyword, _) => (SearchMode::Keyword, None),
         (requested, Some(_)) => (requested, None),
         (_, None) => (
@@ -127,15 +128,24 @@ pub fn search(
             ),
         ),
     };
-    let vector_hits = match (mode, embedder) {
+    let query_vector = match (mode, embedder) {
         (SearchMode::Hybrid | SearchMode::Vector, Some(embedder)) => {
-            let query_vector = embedder
-                .embed(&[query])?
-                .pop()
-                .ok_or_else(|| MemoryError::Invalid("the model returned no vector".into()))?;
-            store.memory_vector_top_k(scope, &query_vector, pool)?
+            match embedder.embed(&[query]).map(|mut v| v.pop()) {
+                Ok(Some(vector)) => Some(vector),
+                Ok(None) => None,
+                // A model that fails at run time (runtime library unusable, say) still leaves keywords.
+                Err(error) => {
+                    log::warn!("memory: query embedding failed, searching keywords only: {error}");
+                    (mode, fallback_reason) = (SearchMode::Keyword, Some(error.to_string()));
+                    None
+                }
+            }
         }
-        _ => Vec::new(),
+        _ => None,
+    };
+    let vector_hits = match &query_vector {
+        Some(vector) => store.memory_vector_top_k(scope, vector, pool)?,
+        None => Vec::new(),
     };
     let keyword_hits = match mode {
         SearchMode::Hybrid | SearchMode::Keyword => {

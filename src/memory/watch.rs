@@ -32,7 +32,8 @@ pub fn fingerprint(service: &MemoryService) -> Vec<(String, u64, u128)> {
         .collect()
 }
 
-async fn sync_now(service: &Arc<MemoryService>) {
+/// One sync on the blocking pool; failures are logged.
+pub async fn sync_now(service: &Arc<MemoryService>) {
     let service = Arc::clone(service);
     let outcome = tokio::task::spawn_blocking(move || service.sync(false, &mut |_| {})).await;
     match outcome {
@@ -79,20 +80,4 @@ pub async fn run(service: Arc<MemoryService>, debounce: Duration, cancel: Cancel
         }
         sync_now(&service).await;
     }
-}
-
-/// Starts `run` on the current runtime when the agent's settings enable watching.
-pub fn spawn(
-    service: Arc<MemoryService>,
-    cancel: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let debounce = Duration::from_millis(service.settings().watch_debounce_ms);
-    let watch = service.settings().watch;
-    tokio::spawn(async move {
-        if watch {
-            run(service, debounce, cancel).await;
-        } else {
-            sync_now(&service).await;
-        }
-    })
 }

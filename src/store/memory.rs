@@ -90,6 +90,15 @@ pub struct NewMemoryChunk {
     pub token_count: u32,
 }
 
+/// New embedding-cache entries written with a batch, and the cache's size limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheWrite<'a> {
+    pub model_key: &'a str,
+    pub entries: &'a [([u8; 32], QuantizedVector)],
+    /// `memorySearch.cache.maxEntries`.
+    pub max_entries: Option<u64>,
+}
+
 /// Per-scope counts for `memory status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryIndexStats {
@@ -371,9 +380,9 @@ impl Store {
         &self,
         scope: &str,
         writes: &[MemoryFileWrite],
-        cache_model_key: &str,
-        cache_entries: &[([u8; 32], QuantizedVector)],
+        cache: &CacheWrite<'_>,
     ) -> Result<(), StoreError> {
+        let (cache_model_key, cache_entries) = (cache.model_key, cache.entries);
         check_scope(scope)?;
         if !cache_entries.is_empty() {
             check_scope(cache_model_key)?;
@@ -384,11 +393,13 @@ impl Store {
                 stats = write_file_chunks(txn, dbs, scope, write, stats)?;
             }
             write_stats(txn, dbs, scope, &stats)?;
-            for (hash, vector) in cache_entries {
-                dbs.embed_cache
-                    .put(txn, &scoped(cache_model_key, hash), &vector.to_bytes())?;
-            }
-            Ok(())
+            super::memory_cache::put_cache_entries(
+                txn,
+                dbs,
+                cache_model_key,
+                cache_entries,
+                cache.max_entries,
+            )
         })
     }
 
@@ -407,7 +418,7 @@ impl Store {
             chunks: chunks.to_vec(),
             replace,
         };
-        self.memory_write_batch(scope, &[write], "", &[])
+        self.memory_write_batch(scope, &[write], &CacheWrite::default())
     }
 
     /// Removes `path` and all its chunks; returns whether it was indexed.

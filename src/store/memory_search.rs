@@ -1,6 +1,7 @@
-//! Ranking straight from the memory map: the vector scan (cosine over int8 vectors with a top-k heap) and
-//! BM25 over the keyword postings. Neither copies the index into RAM: the scan reads each vector in place and
-//! keeps only `k` candidates; BM25 keeps one score per chunk that contains a query term.
+//! Ranking straight from the memory map: the vector scan (integer cosine over int8 vectors, `memory_dot`,
+//! with a top-k heap) and BM25 over the keyword postings. Neither copies the index into RAM: the scan reads
+//! each vector in place and keeps only `k` candidates; BM25 reads postings in place and keeps one score per
+//! chunk that contains a query term.
 //!
 //! This file must not decide how scores are merged (that is `memory::search`) nor tokenize queries.
 
@@ -9,6 +10,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::env::MEMORY_TERMS_DB;
 use super::memory::{raw_vector, read_df, read_stats, scoped, term_prefix, RAW_LAYOUT_VERSION};
+use super::memory_dot::QuantizedQuery;
 use super::{Store, StoreError};
 
 /// BM25 term-frequency saturation.
@@ -92,21 +94,6 @@ fn chunk_id_of(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(tail))
 }
 
-/// Cosine similarity between an int8 vector (bytes in place) and an f32 query of norm `query_norm`.
-fn cosine_in_place(values: &[u8], query: &[f32], query_norm: f32) -> Option<f32> {
-    if values.len() != query.len() || query_norm == 0.0 {
-        return None;
-    }
-    let (mut dot, mut norm) = (0f32, 0f32);
-    for (&byte, &q) in values.iter().zip(query) {
-        let v = f32::from(byte as i8);
-        dot += v * q;
-        norm += v * v;
-    }
-    // The per-vector scale cancels out of the cosine.
-    (norm > 0.0).then(|| dot / (norm.sqrt() * query_norm))
-}
-
 impl Store {
     /// The `k` chunks of `scope` whose vectors are most similar (cosine) to `query`, best first.
     pub fn memory_vector_top_k(
@@ -116,7 +103,9 @@ impl Store {
         k: usize,
     ) -> Result<Vec<ScoredChunk>, StoreError> {
         let prefix = scoped(scope, b"");
-        let query_norm = query.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let Some(query) = QuantizedQuery::new(query) else {
+            return Ok(Vec::new());
+        };
         self.env.read("memory_vector_top_k", |txn, dbs| {
             let mut top = TopK::new(k);
             for item in dbs.memory_vectors.prefix_iter(txn, &prefix)? {
@@ -125,7 +114,7 @@ impl Store {
                 else {
                     continue;
                 };
-                if let Some(score) = cosine_in_place(values, query, query_norm) {
+                if let Some(score) = query.cosine(values) {
                     top.offer(id, score);
                 }
             }
@@ -158,21 +147,18 @@ impl Store {
                     continue;
                 }
                 let prefix = term_prefix(scope, term);
-                let mut postings: Vec<(u64, u32, u32)> = Vec::new();
                 for item in dbs.memory_terms.prefix_iter(txn, &prefix)? {
                     let (key, value) = item?;
-                    let posting = parse_posting(value).ok_or_else(|| {
+                    let (tf, len) = parse_posting(value).ok_or_else(|| {
                         super::codec::corrupt(
                             MEMORY_TERMS_DB,
                             &String::from_utf8_lossy(key),
                             "bad posting".into(),
                         )
                     })?;
-                    if let Some(id) = chunk_id_of(key) {
-                        postings.push((id, posting.0, posting.1));
-                    }
-                }
-                for (id, tf, len) in postings {
+                    let Some(id) = chunk_id_of(key) else {
+                        continue;
+                    };
                     let tf = tf as f32;
                     let norm = 1.0 - BM25_B + BM25_B * (len as f32 / average_len);
                     *scores.entry(id).or_insert(0.0) +=
@@ -209,13 +195,5 @@ mod tests {
         }
         let ids: Vec<u64> = top.into_sorted().iter().map(|c| c.id).collect();
         assert_eq!(ids, vec![2, 5]);
-    }
-
-    #[test]
-    fn cosine_ignores_the_scale_and_rejects_mismatched_dimensions() {
-        let values = [127u8, 0];
-        let score = cosine_in_place(&values, &[2.0, 0.0], 2.0).expect("same dims");
-        assert!((score - 1.0).abs() < 1e-6);
-        assert!(cosine_in_place(&values, &[1.0], 1.0).is_none());
     }
 }

@@ -20,7 +20,9 @@ mod maintenance;
 mod map;
 mod memory;
 mod memory_cache;
+mod memory_dot;
 mod memory_search;
+mod memory_sessions;
 mod meta;
 mod sessions;
 mod subagents;
@@ -44,7 +46,7 @@ pub use maintenance::{
     LAST_MAINTENANCE_KEY,
 };
 pub use memory::{
-    MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
+    CacheWrite, MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
     QuantizedVector, MAX_TERM_BYTES,
 };
 pub use memory_search::ScoredChunk;

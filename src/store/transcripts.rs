@@ -112,7 +112,11 @@ pub(super) fn delete_entries(
 }
 
 /// The highest sequence number stored for `session_id`.
-fn last_seq(txn: &RoTxn<'_>, dbs: &Databases, session_id: &str) -> Result<Option<u64>, TxnError> {
+pub(super) fn last_seq(
+    txn: &RoTxn<'_>,
+    dbs: &Databases,
+    session_id: &str,
+) -> Result<Option<u64>, TxnError> {
     match dbs
         .transcripts
         .rev_prefix_iter(txn, &key_prefix(session_id))?
@@ -143,21 +147,21 @@ pub(super) fn check_session_id(session_id: &str) -> Result<(), StoreError> {
     })
 }
 
-fn key_prefix(session_id: &str) -> Vec<u8> {
+pub(super) fn key_prefix(session_id: &str) -> Vec<u8> {
     let mut prefix = Vec::with_capacity(session_id.len() + KEY_SUFFIX_BYTES);
     prefix.extend_from_slice(session_id.as_bytes());
     prefix.push(KEY_SEPARATOR);
     prefix
 }
 
-fn entry_key(session_id: &str, seq: u64) -> Vec<u8> {
+pub(super) fn entry_key(session_id: &str, seq: u64) -> Vec<u8> {
     let mut key = key_prefix(session_id);
     key.extend_from_slice(&seq.to_be_bytes());
     key
 }
 
 /// The sequence number in a key of `session_id`'s range.
-fn seq_of(session_id: &str, key: &[u8]) -> Result<u64, StoreError> {
+pub(super) fn seq_of(session_id: &str, key: &[u8]) -> Result<u64, StoreError> {
     let suffix = key.get(session_id.len() + 1..).unwrap_or_default();
     let raw: [u8; 8] = suffix.try_into().map_err(|_| {
         corrupt(

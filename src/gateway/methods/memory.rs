@@ -1,17 +1,19 @@
 //! `memory.status` and `memory.search` for the Control UI: the same service and tool function the agent
 //! uses, for one agent (`agentId`, default the default agent).
 //!
-//! The first call for an agent creates its service, indexes, and starts its watcher (debounced syncs on
-//! change) under the gateway's shutdown token. This file must not index or rank by itself.
+//! Services and their watchers live in `GatewayState::memory` (started with the gateway, updated on config
+//! reload). Also the `/new` session flush glue. This file must not index or rank by itself.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::agent::models;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
 use crate::memory::tools::{self, ToolError};
-use crate::memory::{registry, MemoryService};
+use crate::memory::{flush, MemoryService};
+use crate::store::SessionEntry;
 
 use super::params::Params;
 
@@ -30,41 +32,80 @@ fn service(
         }
         None => config.agents.default_agent_id(),
     };
-    let (service, created) =
-        registry::service_for(&state.store, &config, &agent_id, &state.data_dir);
-    if created && service.settings().enabled {
-        // The first call indexes before answering (handlers run where blocking is allowed); the watcher then
-        // keeps the index fresh.
-        if let Err(error) = service.sync(false, &mut |_| {}) {
-            log::warn!("memory: initial sync for agent {agent_id} failed: {error}");
-        }
-        start_watcher(state, &service);
+    let service = state.memory.service(&config, &agent_id);
+    // Answers wait for the first sync of this process (the watcher's, or this one).
+    if let Err(error) = service.ensure_synced() {
+        log::warn!("memory: sync for agent {agent_id} failed: {error}");
     }
     Ok(service)
 }
 
-/// Starts the sync-on-start + debounced watcher of `service` on the gateway's task tracker.
-pub fn start_watcher(state: &Arc<GatewayState>, service: &Arc<MemoryService>) {
-    if !service.settings().enabled {
-        return;
-    }
+/// On `/new` / `sessions.reset`: saves the closing session's last messages as a dated memory note of its agent
+/// (`memory::flush`), with a slug from the agent's model, in the background. Only when the agent's memory
+/// search is enabled and the session has a transcript.
+pub fn flush_closing_session(state: &GatewayState, key: &str, closing: &SessionEntry) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let service = Arc::clone(service);
-    let cancel = state.shutdown.clone();
-    let debounce = std::time::Duration::from_millis(service.settings().watch_debounce_ms);
-    let watch = service.settings().watch;
-    state.tasks.spawn_on(
-        async move {
-            if watch {
-                crate::memory::watch::run(service, debounce, cancel).await;
-            } else {
-                let _ = tokio::task::spawn_blocking(move || service.sync(false, &mut |_| {})).await;
+    let config = state.config();
+    let agent_id = key
+        .strip_prefix("agent:")
+        .and_then(|rest| rest.split(':').next())
+        .map_or_else(|| config.agents.default_agent_id(), str::to_string);
+    let service = state.memory.service(&config, &agent_id);
+    if !service.settings().enabled {
+        return;
+    }
+    let session = flush::ClosingSession {
+        session_key: key.to_string(),
+        session_id: closing.session_id.clone(),
+        source: closing
+            .last_channel
+            .clone()
+            .or_else(|| closing.channel.clone()),
+        closed_at_ms: crate::system::clock::now_ms(),
+    };
+    let store = state.store.clone();
+    let http = state.http();
+    let task = async move {
+        let (reader, session_id) = (store, session.session_id.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            flush::recent_conversation(&reader, &session_id, flush::DEFAULT_SESSION_MESSAGES)
+        })
+        .await;
+        let key = session.session_key.clone();
+        let conversation = match read {
+            Ok(Ok(lines)) if !lines.is_empty() => lines,
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => {
+                log::warn!("memory: cannot read the closing session {key}: {error}");
+                return;
             }
-        },
-        &runtime,
-    );
+            Err(error) => {
+                log::warn!("memory: reading the closing session {key} failed: {error}");
+                return;
+            }
+        };
+        let slug = match models::resolve_chain(&config, &agent_id, None, &http) {
+            Ok(chain) => flush::slug_for(&chain[0], &conversation).await,
+            Err(_) => None,
+        };
+        let saved = tokio::task::spawn_blocking(move || {
+            flush::save_session_summary(
+                service.workspace(),
+                &session,
+                &conversation,
+                slug.as_deref(),
+            )
+        })
+        .await;
+        match saved {
+            Ok(Ok(path)) => log::info!("memory: session {key} saved to {}", path.display()),
+            Ok(Err(error)) => log::warn!("memory: cannot save the closing session {key}: {error}"),
+            Err(error) => log::warn!("memory: saving the closing session {key} failed: {error}"),
+        }
+    };
+    state.tasks.spawn_on(task, &runtime);
 }
 
 fn tool_error(error: ToolError) -> ErrorShape {

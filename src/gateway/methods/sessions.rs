@@ -236,6 +236,9 @@ pub fn reset(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> 
     state.runs.abort_session(&key);
     state.tool_services.processes.kill_session(&key);
     let old = state.store.session(&key).map_err(store_error)?;
+    if let Some(closing) = &old {
+        super::memory::flush_closing_session(state, &key, closing);
+    }
     let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms());
     if let Some(old) = old {
         entry.label = old.label;
