@@ -173,6 +173,9 @@ impl GatewayState {
                 messenger: Some(Arc::new(super::methods::send::GatewayMessenger::new(
                     state.clone(),
                 ))),
+                memory: Some(Arc::new(super::methods::memory::GatewayMemory {
+                    state: state.clone(),
+                })),
                 ..Default::default()
             },
             approvals,

@@ -9,6 +9,7 @@ pub mod cron;
 pub mod exec;
 pub mod fs;
 pub mod hooks;
+pub mod memory;
 pub mod message;
 pub mod patch;
 pub mod policy;
@@ -70,6 +71,8 @@ pub struct ToolServices {
     pub cron: Option<Arc<dyn cron::CronAccess>>,
     /// Outbound chat delivery for the `message` tool (the gateway's channels).
     pub messenger: Option<Arc<dyn message::Messenger>>,
+    /// Per-agent memory search (`memory_search`, `memory_get`).
+    pub memory: Option<Arc<dyn memory::MemoryAccess>>,
 }
 
 impl Default for ToolServices {
@@ -83,6 +86,7 @@ impl Default for ToolServices {
             subagents: None,
             cron: None,
             messenger: None,
+            memory: None,
         }
     }
 }
@@ -155,6 +159,8 @@ impl ToolRegistry {
             Arc::new(cron::CronTool),
             Arc::new(web_fetch::WebFetchTool),
             Arc::new(message::MessageTool),
+            Arc::new(memory::MemorySearchTool),
+            Arc::new(memory::MemoryGetTool),
         ] {
             registry.register(tool);
         }

@@ -133,3 +133,19 @@ pub fn search(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorS
     let service = service(state, &parsed)?;
     tools::search(&service, params).map_err(tool_error)
 }
+
+/// The agent tools' way to an agent's memory service: the gateway's registry.
+pub struct GatewayMemory {
+    pub state: std::sync::Weak<GatewayState>,
+}
+
+impl crate::tools::memory::MemoryAccess for GatewayMemory {
+    fn service(
+        &self,
+        config: &crate::config::Config,
+        agent_id: &str,
+    ) -> Option<Arc<MemoryService>> {
+        let state = self.state.upgrade()?;
+        Some(state.memory.service(config, agent_id))
+    }
+}
