@@ -129,3 +129,67 @@ async fn telegram_429_is_retried_after_the_requested_delay() {
     );
     assert_eq!(text_of(&sent[1].body), "Worth the wait.");
 }
+
+#[tokio::test]
+async fn a_heartbeat_alert_reaches_the_chat_the_user_last_wrote_from() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Noted.".into()],
+        delay_ms: 0,
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Reminder: the boiler service is today.".into()],
+        delay_ms: 0,
+    });
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram, r#"allowFrom: [7], streaming: "off""#);
+    telegram.push_message(dm("remind me about the boiler"));
+    let first = telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(text_of(&first[0].body), "Noted.");
+
+    // The turn has recorded the DM as the main session's last route; a
+    // heartbeat with a message that is not HEARTBEAT_OK goes there.
+    let (mut client, _) = support::ws_client::TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.read", "operator.write", "operator.admin"],
+        None,
+    )
+    .await;
+    let mut recorded = false;
+    for _ in 0..100 {
+        let list = client.call("sessions.list", serde_json::json!({})).await;
+        let sessions = list["payload"]["sessions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if sessions
+            .iter()
+            .any(|s| s["lastTo"] == "7" && s["lastChannel"] == "telegram")
+        {
+            recorded = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        recorded,
+        "the DM's route was never recorded: {}",
+        gateway.stderr()
+    );
+    let res = client
+        .call(
+            "wake",
+            serde_json::json!({"mode": "now", "text": "check the calendar"}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let sent = telegram.wait_for_calls("sendMessage", 2).await;
+    assert_eq!(
+        text_of(&sent[1].body),
+        "Reminder: the boiler service is today.",
+        "{}",
+        gateway.stderr()
+    );
+    assert_eq!(sent[1].body["chat_id"].to_string().trim_matches('"'), "7");
+}

@@ -16,6 +16,7 @@
 //! `commands` (chat commands), `settings` (per-account config), `typing`.
 
 pub mod commands;
+pub mod deliver;
 pub mod discord;
 pub mod hub;
 pub mod outbound;

@@ -133,6 +133,9 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
         }
     };
     let run_id = prepared.run_id().to_string();
+    let route = reply
+        .as_ref()
+        .map(|r| (r.channel.id().to_string(), r.target.clone()));
     let link = link_abort(&ctx, prepared.cancel_token());
     let delivery = reply.map(|route| {
         let pipeline = super::hub::pipeline_of(&state);
@@ -140,7 +143,16 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
     });
     let outcome = prepared.execute().await;
     link.abort();
-    tokio::task::block_in_place(|| settle(&state, &keys, &outcome));
+    tokio::task::block_in_place(|| {
+        settle(&state, &keys, &outcome);
+        if let Some((channel, target)) = &route {
+            if let Err(e) =
+                super::deliver::record_last_route(&state, &turn.session_key, channel, target)
+            {
+                log::warn!("cannot record the last route of {}: {e}", turn.session_key);
+            }
+        }
+    });
     if let Some(delivery) = delivery {
         match delivery.await {
             Ok(report) => {

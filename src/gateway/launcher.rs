@@ -1,8 +1,7 @@
 //! The gateway's side of background agent work: it starts sub-agent turns on the subagent lane and hands
 //! back their outcome, aborts them, and delivers announcements into a session (`announce_to_session`, the
-//! one place that decides how a message enters a session from inside: today a follow-up run the way
-//! `chat.send` starts one, so it waits behind the session's running turn; the command queue can take it
-//! over here). It also gives tools the cron service.
+//! one place that decides how a message enters a session from inside: a turn through the command queue,
+//! see `channels::deliver`). It also gives tools the cron service.
 //!
 //! It only adapts `runs::start_placed`; limits and records belong to `agent::subagents`.
 
@@ -12,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::subagents::{OutcomeFuture, RunLauncher};
-use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::turn::TurnSpec;
 use crate::cron::CronService;
 use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
@@ -65,32 +64,16 @@ pub fn launch_on(
     }))
 }
 
-/// Delivers `message` into a session as a new turn of `agent_id` (user-visible: `chat` events go to
-/// every reader, the turn lands in the transcript). It waits behind the session's running turn.
+/// Delivers `message` into a session as a new turn of `agent_id` through the command queue (the
+/// session's queue mode applies when it is busy); `chat` events go to every reader, the turn lands in
+/// the transcript, and the answer goes to the session's last chat target when it has one.
 pub fn announce_to_session(
     state: &Arc<GatewayState>,
     agent_id: &str,
     session_key: &str,
     message: String,
 ) -> Result<(), String> {
-    let config = state.config();
-    let timeout_ms = config
-        .agents
-        .defaults
-        .timeout_seconds
-        .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1_000);
-    let spec = TurnSpec {
-        run_id: uuid::Uuid::new_v4().to_string(),
-        agent_id: agent_id.to_string(),
-        session_key: session_key.to_string(),
-        message,
-        timeout_ms,
-        model_override: None,
-        extra_system_prompt: None,
-        label: None,
-        channel: None,
-    };
-    runs::start(state, spec, RunOrigin::default()).map_err(|e| e.message)
+    crate::channels::deliver::enqueue_announcement(state, agent_id, session_key, message)
 }
 
 impl RunLauncher for GatewayLauncher {
@@ -157,14 +140,14 @@ pub fn reconcile_subagents(state: &Arc<GatewayState>) {
 }
 
 /// Records `text` as an assistant message in a session's transcript (creating the session if needed)
-/// and shows it to the session's readers as a `chat` final event. `channel` is the outbound target, logged
-/// until channel delivery is wired here. Blocks on the store: call from a blocking context.
+/// and shows it to the session's readers as a `chat` final event; with a `destination` it is also sent to
+/// that chat. Blocks on the store: call from a blocking context.
 pub fn deliver_to_session_readers(
-    state: &GatewayState,
+    state: &Arc<GatewayState>,
     agent_id: &str,
     session_key: &str,
     text: &str,
-    channel: Option<&str>,
+    destination: Option<crate::channels::deliver::ChannelDestination>,
 ) {
     let now = now_ms();
     let recorded = (|| -> Result<(), crate::store::StoreError> {
@@ -194,8 +177,13 @@ pub fn deliver_to_session_readers(
     if let Err(e) = recorded {
         log::warn!("cannot record a delivery in {session_key}: {e}");
     }
-    if let Some(channel) = channel.filter(|c| *c != "webchat") {
-        log::info!("{agent_id}: delivery to channel {channel} is not wired yet; shown to {session_key}'s readers");
+    if let Some(destination) = destination {
+        crate::channels::deliver::spawn_send_to_channel(
+            state,
+            session_key,
+            destination,
+            text.to_string(),
+        );
     }
     broadcast_final(state, agent_id, session_key, text);
 }

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunStatus as AgentStatus};
 use crate::agent::turn::TurnSpec;
+use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::{
     CronError, CronJob, CronOptions, CronService, JobRunner, Payload, RunFuture, RunMode,
@@ -92,17 +93,39 @@ fn announce_result(state: &Arc<GatewayState>, config: &Config, job: &CronJob, en
         .unwrap_or_else(|| config.agents.default_agent_id());
     let session_key = super::sessions::canonical_key(config, Some(&agent_id), None);
     let text = format!("[cron: {}] {summary}", job.name);
-    let channel = job.delivery.as_ref().and_then(|d| d.channel.clone());
+    let delivery = job.delivery.clone();
     let state = state.clone();
     tokio::task::spawn_blocking(move || {
+        let destination = delivery.and_then(|d| announce_destination(&state, &session_key, &d));
         crate::gateway::launcher::deliver_to_session_readers(
             &state,
             &agent_id,
             &session_key,
             &text,
-            channel.as_deref(),
+            destination,
         )
     });
+}
+
+/// The chat a job's result goes to: its own `channel` + `to`, or, with a channel but no recipient, the
+/// session's last route on that channel (`channel: "last"` or none: the last route whatever it is).
+fn announce_destination(
+    state: &GatewayState,
+    session_key: &str,
+    delivery: &crate::cron::job::Delivery,
+) -> Option<ChannelDestination> {
+    if delivery.mode != "announce" {
+        return None;
+    }
+    let channel = delivery.channel.as_deref().filter(|c| *c != "last");
+    if let Some(destination) = ChannelDestination::new(channel, delivery.to.as_deref(), None) {
+        return Some(destination);
+    }
+    let last = ChannelDestination::last_route_of(state, session_key)?;
+    match channel {
+        Some(channel) if channel != last.channel => None,
+        _ => Some(last),
+    }
 }
 
 fn failed(error: String) -> RunResult {

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::agent::subagents::OutcomeFuture;
 use crate::agent::turn::TurnSpec;
+use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::SystemClock;
 use crate::gateway::clients::BroadcastOptions;
@@ -93,14 +94,30 @@ impl HeartbeatHost for GatewayHeartbeatHost {
     }
 }
 
-/// Shows a heartbeat message to the session's readers (its turn is already in the transcript). Channel
-/// targets are logged until outbound channel delivery exists.
-pub fn deliver_heartbeat(state: &GatewayState, delivery: &HeartbeatDelivery) {
-    if let Some(channel) = delivery.target.channel.as_ref().filter(|c| *c != "webchat") {
-        log::info!(
-            "heartbeat {}: channel {channel} delivery is not wired yet; showing it to the session's readers",
-            delivery.agent_id
-        );
+/// Shows a heartbeat message to the session's readers (its turn is already in the transcript) and sends
+/// it to its chat target when it has one.
+pub fn deliver_heartbeat(state: &Arc<GatewayState>, delivery: &HeartbeatDelivery) {
+    let target = &delivery.target;
+    let destination = ChannelDestination::new(
+        target.channel.as_deref(),
+        target.to.as_deref(),
+        target.account_id.as_deref(),
+    );
+    match destination {
+        Some(destination) => crate::channels::deliver::spawn_send_to_channel(
+            state,
+            &delivery.session_key,
+            destination,
+            delivery.text.clone(),
+        ),
+        None => {
+            if let Some(channel) = target.channel.as_deref().filter(|c| *c != "webchat") {
+                log::info!(
+                    "heartbeat {}: no recipient on {channel} yet; shown to the session's readers only",
+                    delivery.agent_id
+                );
+            }
+        }
     }
     crate::gateway::launcher::broadcast_final(
         state,

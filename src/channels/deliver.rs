@@ -1,0 +1,263 @@
+//! Messages that enter a conversation from inside the gateway rather than as
+//! a reply to the user's last message: heartbeat alerts, cron results and
+//! sub-agent announcements. Two ways in:
+//!
+//! - [`send_to_channel`]: plain delivery of a finished text to a chat
+//!   target through its adapter (retries, limits, echo and failure records
+//!   as every reply);
+//! - [`enqueue_announcement`]: a new turn in a session through the command
+//!   queue, so the session's queue mode applies when it is busy, with the
+//!   answer going to the session's last chat target.
+//!
+//! The session's "last route" (channel, recipient, account, thread) is
+//! recorded by [`record_last_route`] when a channel message is admitted.
+//! This file must not decide *whether* something is delivered (the
+//! heartbeat, cron and sub-agent code do).
+
+use std::sync::Arc;
+
+use super::hub::{hub_of, run_timeout_ms};
+use super::outbound;
+use super::settings::ChannelSettings;
+use super::stream::{DeliveryReport, ReplyRoute};
+use super::turns::TurnOrigin;
+use super::{OutboundTarget, TextFormat};
+use crate::gateway::state::GatewayState;
+use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
+use crate::store::StoreError;
+
+/// The web chat: its "delivery" is the `chat` events readers already get.
+pub const WEBCHAT: &str = "webchat";
+
+/// A chat destination outside a reply path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelDestination {
+    pub channel: String,
+    pub to: String,
+    pub account_id: Option<String>,
+    pub thread_id: Option<String>,
+}
+
+impl ChannelDestination {
+    /// `channel` + `to` when both name a chat target (the web chat is none).
+    pub fn new(
+        channel: Option<&str>,
+        to: Option<&str>,
+        account_id: Option<&str>,
+    ) -> Option<ChannelDestination> {
+        let channel = channel
+            .map(str::trim)
+            .filter(|c| !c.is_empty() && *c != WEBCHAT)?;
+        let to = to.map(str::trim).filter(|t| !t.is_empty())?;
+        Some(ChannelDestination {
+            channel: channel.to_string(),
+            to: to.to_string(),
+            account_id: account_id.map(str::to_string),
+            thread_id: None,
+        })
+    }
+
+    /// The session's last chat route, when it has one.
+    pub fn last_route_of(state: &GatewayState, session_key: &str) -> Option<ChannelDestination> {
+        let entry = state.store.session(session_key).ok().flatten()?;
+        let mut destination = ChannelDestination::new(
+            entry.last_channel.as_deref(),
+            entry.last_to.as_deref(),
+            entry.last_account_id.as_deref(),
+        )?;
+        destination.thread_id = entry.last_thread_id;
+        Some(destination)
+    }
+
+    fn target(&self) -> OutboundTarget {
+        OutboundTarget {
+            account_id: self.account_id.clone().unwrap_or_default(),
+            to: self.to.clone(),
+            thread_id: self.thread_id.clone(),
+            reply_to_message_id: None,
+        }
+    }
+}
+
+/// Remembers where a session's conversation lives, for later deliveries
+/// (heartbeat `target: "last"`, cron announce, sub-agent results). Called
+/// after a channel turn (which created the entry). Blocks on the store.
+pub fn record_last_route(
+    state: &GatewayState,
+    session_key: &str,
+    channel: &str,
+    target: &OutboundTarget,
+) -> Result<(), StoreError> {
+    let Some(mut entry) = state.store.session(session_key)? else {
+        // Recorded after the turn, which creates the entry: nothing to do.
+        return Ok(());
+    };
+    let before = (
+        entry.last_channel.clone(),
+        entry.last_to.clone(),
+        entry.last_account_id.clone(),
+        entry.last_thread_id.clone(),
+    );
+    fill_route(&mut entry, channel, target);
+    let after = (
+        entry.last_channel.clone(),
+        entry.last_to.clone(),
+        entry.last_account_id.clone(),
+        entry.last_thread_id.clone(),
+    );
+    if before == after {
+        return Ok(());
+    }
+    state.store.put_session(session_key, &entry)
+}
+
+fn fill_route(entry: &mut crate::store::SessionEntry, channel: &str, target: &OutboundTarget) {
+    entry.last_channel = Some(channel.to_string());
+    entry.last_to = Some(target.to.clone());
+    entry.last_account_id = Some(target.account_id.clone()).filter(|a| !a.is_empty());
+    entry.last_thread_id = target.thread_id.clone();
+    entry.channel = entry.channel.clone().or_else(|| Some(channel.to_string()));
+}
+
+/// Sends `text` (markdown from the model) to `destination` through its
+/// adapter with the channel's retry policy and limits. A failure is logged
+/// and kept in the hub's failure log; it never propagates.
+pub async fn send_to_channel(
+    state: Arc<GatewayState>,
+    session_key: String,
+    destination: ChannelDestination,
+    text: String,
+) -> Result<(), String> {
+    let Some(adapter) = state.channels.get(&destination.channel) else {
+        let error = format!(
+            "no {} channel is running to deliver to {}",
+            destination.channel, destination.to
+        );
+        log::warn!("{session_key}: {error}");
+        return Err(error);
+    };
+    let config = state.config();
+    let target = destination.target();
+    let settings = ChannelSettings::resolve(&config, &destination.channel, &target.account_id);
+    let limits = settings.text_limits(adapter.text_limits());
+    let hub = hub_of(&state);
+    let sent = outbound::send_text(
+        adapter.as_ref(),
+        &target,
+        &text,
+        TextFormat::Markdown,
+        settings.retry,
+        limits,
+    )
+    .await;
+    match sent {
+        Ok(_) => {
+            for piece in outbound::split_for_limits(&text, limits) {
+                hub.pipeline.record_outbound(&session_key, &piece);
+            }
+            Ok(())
+        }
+        Err(error) => {
+            let message = error.to_string();
+            let report = DeliveryReport {
+                failures: vec![error],
+                ..DeliveryReport::default()
+            };
+            hub.record_delivery(None, &session_key, report);
+            Err(message)
+        }
+    }
+}
+
+/// Starts [`send_to_channel`] on the gateway's task tracker (callers are
+/// often on a blocking thread).
+pub fn spawn_send_to_channel(
+    state: &Arc<GatewayState>,
+    session_key: &str,
+    destination: ChannelDestination,
+    text: String,
+) {
+    let task = send_to_channel(state.clone(), session_key.to_string(), destination, text);
+    state.tasks.spawn(async move {
+        let _ = task.await;
+    });
+}
+
+/// Queues `message` as a turn of `agent_id` in `session_key` (the session's
+/// queue mode applies when a turn is running), answering to the session's
+/// last chat route or, without one, to its web chat readers. Blocks on the
+/// store briefly.
+pub fn enqueue_announcement(
+    state: &Arc<GatewayState>,
+    agent_id: &str,
+    session_key: &str,
+    message: String,
+) -> Result<(), String> {
+    let config = state.config();
+    let destination = ChannelDestination::last_route_of(state, session_key);
+    let reply = destination.as_ref().and_then(|d| {
+        let adapter = state.channels.get(&d.channel)?;
+        let target = d.target();
+        Some(ReplyRoute {
+            channel: adapter,
+            settings: ChannelSettings::resolve(&config, &d.channel, &target.account_id),
+            target,
+            session_key: session_key.to_string(),
+        })
+    });
+    let channel = match &reply {
+        Some(_) => destination.map_or_else(|| WEBCHAT.to_string(), |d| d.channel),
+        None => WEBCHAT.to_string(),
+    };
+    let run_id = format!("announce-{}", uuid::Uuid::new_v4());
+    let origin = TurnOrigin {
+        agent_id: agent_id.to_string(),
+        channel: channel.clone(),
+        run_id: run_id.clone(),
+        timeout_ms: run_timeout_ms(&config),
+        reply,
+        requester: None,
+        idempotency_key: None,
+        typing: None,
+        gateway: Arc::downgrade(state),
+    };
+    let queued = QueuedMessage {
+        id: run_id,
+        text: message,
+        attachment: Some(Box::new(origin)),
+    };
+    let settings = QueueSettings::for_channel(&config.messages.queue, &channel);
+    match hub_of(state)
+        .queue
+        .enqueue(session_key, LaneKind::Main, settings, queued)
+    {
+        EnqueueOutcome::Dropped => Err(format!(
+            "the queue of session {session_key} is full (messages.queue.cap)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_destination_needs_a_chat_channel_and_a_recipient() {
+        assert_eq!(
+            ChannelDestination::new(Some("webchat"), Some("x"), None),
+            None
+        );
+        assert_eq!(ChannelDestination::new(Some("telegram"), None, None), None);
+        assert_eq!(ChannelDestination::new(None, Some("42"), None), None);
+        assert_eq!(
+            ChannelDestination::new(Some(" telegram "), Some("42"), Some("bot2")),
+            Some(ChannelDestination {
+                channel: "telegram".into(),
+                to: "42".into(),
+                account_id: Some("bot2".into()),
+                thread_id: None,
+            })
+        );
+    }
+}
