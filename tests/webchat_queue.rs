@@ -190,3 +190,67 @@ async fn chat_commands_are_answered_without_the_agent() {
     );
     assert!(fake.requests().is_empty(), "no command reached the model");
 }
+
+#[tokio::test]
+async fn steer_mode_puts_a_message_into_the_running_turn_before_its_next_model_call() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![(
+            "t1".into(),
+            "exec".into(),
+            json!({"command": "sleep 2"}).to_string(),
+        )],
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Switching to the blue one.".into()],
+        delay_ms: 0,
+    });
+    let gateway = start(&fake, r#"{ mode: "steer" }"#);
+    let mut client = client(&gateway, 34).await;
+    let ack = client
+        .call("chat.send", send("s-1", "paint the fence"))
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(fake.requests().len(), 1, "{}", gateway.stderr());
+    // The model asked for a tool: the run is busy with it now.
+    let ack = client
+        .call("chat.send", send("s-2", "actually, use the blue paint"))
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    let last = chat_event(&mut client, "s-1", "final").await;
+    assert_eq!(
+        last["message"]["content"][0]["text"], "Switching to the blue one.",
+        "{last}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{}", gateway.stderr());
+    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let tool_at = messages
+        .iter()
+        .position(|m| m["role"] == "tool")
+        .expect("the tool result");
+    let steered_at = messages
+        .iter()
+        .position(|m| m["role"] == "user" && m["content"].to_string().contains("blue paint"))
+        .expect("the steered message reached the model");
+    assert!(steered_at > tool_at, "after the tool result: {messages:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "a steered message is not run again as a follow-up"
+    );
+    let history = client
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    assert!(
+        history.to_string().contains("actually, use the blue paint"),
+        "the steered message is in the transcript: {history}"
+    );
+}

@@ -65,6 +65,8 @@ pub struct LoopInput<'a> {
     pub last_call_ms: Option<u64>,
     /// Who sees the model's thinking (the session's `reasoningLevel`).
     pub reasoning: ReasoningLevel,
+    /// Messages the queue steers into this run (steer modes).
+    pub steer: Option<&'a crate::queue::SteerInbox>,
 }
 
 /// Runs the loop to its end. Before each model call the prompt is pruned
@@ -175,12 +177,25 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
             );
             messages.push(ChatMessage::tool_result(call.id.clone(), result));
         }
+        take_steered(&input, &mut messages);
     }
     LoopResult::Failed {
         partial: text,
         message: format!(
             "the model kept calling tools: stopped after {MAX_TOOL_ITERATIONS} rounds"
         ),
+    }
+}
+
+/// Messages the user sent while this run was busy (queue mode steer): they
+/// join the conversation before the next model call, in the transcript too.
+fn take_steered(input: &LoopInput<'_>, messages: &mut Vec<ChatMessage>) {
+    let Some(inbox) = input.steer else {
+        return;
+    };
+    for steered in inbox.take() {
+        record(input, "user", &steered.text, json!({"steered": true}));
+        messages.push(ChatMessage::user(steered.text));
     }
 }
 

@@ -54,6 +54,9 @@ pub struct TurnEnv {
     pub workspace: std::path::PathBuf,
     /// Shared tool services (background processes, approvals), passed through to tools.
     pub services: crate::tools::ToolServices,
+    /// Messages steered into this run by the command queue (taken before
+    /// each model call after the first).
+    pub steer: Option<crate::queue::SteerInbox>,
 }
 
 fn now_ms() -> u64 {
@@ -154,6 +157,7 @@ pub async fn run_turn(
         system_prompt,
         last_call_ms: history.last_call_ms,
         reasoning: ReasoningLevel::of_session(&session),
+        steer: env.steer.as_ref(),
     };
     let result = tool_loop::run(input, history.messages).await;
     outcome.ended_at_ms = now_ms();

@@ -84,10 +84,9 @@ impl TurnRunner for ChannelTurnRunner {
         })
     }
 
-    /// The agent loop has no way to take a message mid-turn yet: steer
-    /// modes fall back to followup.
+    /// The agent loop takes steered messages before its next model call.
     fn can_steer(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -120,7 +119,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
         idempotency_key: None,
         tap: reply.is_some().then_some(tap),
     };
-    let prepared = match runs::prepare(&state, spec, origin) {
+    let mut prepared = match runs::prepare(&state, spec, origin) {
         Ok(prepared) => prepared,
         Err(error) => {
             log::warn!(
@@ -132,6 +131,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
             return;
         }
     };
+    prepared.set_steer(ctx.steer.clone());
     let run_id = prepared.run_id().to_string();
     let route = reply
         .as_ref()

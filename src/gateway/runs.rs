@@ -132,6 +132,7 @@ pub fn prepare(
         tools: state.tools.clone(),
         workspace,
         services: state.tool_services.clone(),
+        steer: None,
     };
     Ok(PreparedRun {
         state: state.clone(),
@@ -150,6 +151,11 @@ impl PreparedRun {
     /// The run's id.
     pub fn run_id(&self) -> &str {
         &self.spec.run_id
+    }
+
+    /// Lets the command queue steer messages into the run (steer modes).
+    pub fn set_steer(&mut self, inbox: crate::queue::SteerInbox) {
+        self.env.steer = Some(inbox);
     }
 
     /// The run's abort switch (the same one `chat.abort` pulls).

@@ -160,6 +160,8 @@ pub async fn run_if_due(turn: FlushTurn<'_>, messages: &[ChatMessage]) -> bool {
         last_call_ms: None,
         // The flush turn is silent: its thinking goes nowhere either.
         reasoning: crate::agent::reasoning::ReasoningLevel::Off,
+        // Steered user messages belong to the real turn, not the flush.
+        steer: None,
     };
     let result = tool_loop::run(input, prompt).await;
     drop(events);

@@ -121,13 +121,14 @@ impl SteerInbox {
             .collect()
     }
 
-    fn push(&self, message: QueuedMessage, cap: usize) -> bool {
+    /// Hands `message` to the running turn; gives it back when the inbox is full.
+    fn push(&self, message: QueuedMessage, cap: usize) -> Result<(), QueuedMessage> {
         let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
         if items.len() >= cap {
-            return false;
+            return Err(message);
         }
         items.push_back(message);
-        true
+        Ok(())
     }
 }
 
@@ -291,18 +292,24 @@ fn busy_enqueue(slot: &mut SessionSlot, message: QueuedMessage, can_steer: bool)
             EnqueueOutcome::Interrupted
         }
         QueueMode::Steer | QueueMode::SteerBacklog => {
-            let backlog = mode == QueueMode::SteerBacklog;
-            let steered = match &slot.active {
-                Some(active) => active.steer.push(message.text_copy(), cap),
-                None => false,
+            let Some(active) = &slot.active else {
+                return push_outcome(slot.pending.push(message, cap, drop));
             };
-            match (steered, backlog) {
-                (true, false) => EnqueueOutcome::Steered,
-                (true, true) => {
-                    push_outcome(slot.pending.push(message, cap, drop));
-                    EnqueueOutcome::SteeredWithBacklog
-                }
-                (false, _) => push_outcome(slot.pending.push(message, cap, drop)),
+            if mode == QueueMode::SteerBacklog {
+                // Both: the running turn sees a copy, the original waits.
+                return match active.steer.push(message.text_copy(), cap) {
+                    Ok(()) => {
+                        push_outcome(slot.pending.push(message, cap, drop));
+                        EnqueueOutcome::SteeredWithBacklog
+                    }
+                    Err(_) => push_outcome(slot.pending.push(message, cap, drop)),
+                };
+            }
+            // The message itself (with what it carries) goes to the turn; one
+            // the turn never takes comes back as a follow-up.
+            match active.steer.push(message, cap) {
+                Ok(()) => EnqueueOutcome::Steered,
+                Err(message) => push_outcome(slot.pending.push(message, cap, drop)),
             }
         }
         QueueMode::Collect | QueueMode::Followup | QueueMode::Queue => {

@@ -55,6 +55,7 @@ impl LoopHarness {
             tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
             workspace,
             services: Default::default(),
+            steer: None,
         };
         LoopHarness {
             env,
@@ -119,6 +120,7 @@ impl LoopHarness {
             system_prompt: "You are a test.".into(),
             last_call_ms: None,
             reasoning: self.reasoning,
+            steer: None,
         };
         let messages = vec![
             ChatMessage::system("You are a test."),

@@ -45,6 +45,7 @@ impl Harness {
             tools: Arc::new(pincer::tools::ToolRegistry::builtin()),
             workspace,
             services: Default::default(),
+            steer: None,
         };
         Harness {
             fake,
