@@ -495,3 +495,38 @@ async fn message_tool_delivers_to_another_conversation() {
         .to_string();
     assert!(tool_result.contains("\"ok\":true"), "{tool_result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_group_message_is_answered_by_each_agent_in_its_own_session() {
+    let hub = start(
+        r#"groupPolicy: "open", streaming: "off""#,
+        r#"agents: { defaults: { model: { primary: "fake/gpt-test" } },
+                     list: [{ id: "main", default: true }, { id: "critic" }] },
+           broadcast: { "-100": ["main", "critic"] },"#,
+        Abilities::default(),
+    )
+    .await;
+    hub.fake.push_reply(reply("First view."));
+    hub.fake.push_reply(reply("Second view."));
+    hub.channel
+        .inject(group("7", "1", "@pincer_bot what do you both think?", true))
+        .await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 2).await;
+    let mut texts: Vec<String> = log
+        .iter()
+        .filter_map(|o| match o {
+            Outbound::Sent { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    texts.sort();
+    assert_eq!(texts, vec!["First view.", "Second view."]);
+    assert_eq!(hub.fake.requests().len(), 2);
+    let sessions = hub.state.store.sessions().expect("sessions");
+    let keys: Vec<&str> = sessions.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(
+        keys.contains(&"agent:main:telegram:group:-100")
+            && keys.contains(&"agent:critic:telegram:group:-100"),
+        "{keys:?}"
+    );
+}

@@ -72,6 +72,8 @@ pub(super) struct Destination {
     pub(super) mentioned: bool,
     /// The platform id of the message (for the ack reaction).
     pub(super) message_id: Option<String>,
+    /// Broadcast groups: the other agents' routes this message also runs on.
+    pub(super) broadcast: Vec<Route>,
 }
 
 /// The message path of one gateway.
@@ -319,12 +321,15 @@ impl ChannelHub {
         let target = reply_target(&event);
         let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
         let route = self.router.resolve(&event.route);
+        let (mut broadcast, _strategy) = self.router.resolve_all(&event.route);
+        broadcast.retain(|r| r.session_key != route.session_key);
         let sender_id = event.message.sender_id.clone();
         let mentioned =
             event.bot_mentioned || event.message.mentioned || event.message.is_reply_to_bot;
         let message_id = event.message.message_id.clone();
         let decision = self.decide(event, &settings).await?;
         let dest = Destination {
+            broadcast,
             route,
             target,
             settings,
@@ -382,6 +387,20 @@ impl ChannelHub {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&debounce_key(&route));
+                for other in &dest.broadcast {
+                    // Each agent of a broadcast group answers in its own session, in parallel.
+                    let copy = Destination {
+                        route: other.clone(),
+                        target: dest.target.clone(),
+                        settings: dest.settings.clone(),
+                        adapter: dest.adapter.clone(),
+                        is_group: dest.is_group,
+                        mentioned: dest.mentioned,
+                        message_id: dest.message_id.clone(),
+                        broadcast: Vec::new(),
+                    };
+                    self.enqueue_channel_run(config, other, message.body_for_agent.clone(), copy);
+                }
                 self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
             }
             Decision::Command { command, route } => {
