@@ -142,6 +142,12 @@ impl ChannelSettings {
         access.dm_policy = account.effective_dm_policy();
         access.allow_from = account.effective_allow_from();
         access.group_policy = account.effective_group_policy();
+        // `channels` is Slack's channel allowlist (keyed by channel id).
+        access.allowed_groups = account
+            .channels
+            .as_ref()
+            .map(|c| c.keys().cloned().collect())
+            .unwrap_or_default();
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
     }
@@ -184,5 +190,17 @@ mod tests {
         let unknown = ChannelSettings::resolve(&config, "matrix", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
         assert_eq!(unknown.retry.min_delay_ms, 500);
+    }
+
+    #[test]
+    fn slack_channels_map_is_the_group_allowlist() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { slack: { botToken: "xoxb-1", appToken: "xapp-1",
+                 channels: { C1: { requireMention: true } } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let settings = ChannelSettings::resolve(&config, "slack", "default");
+        assert_eq!(settings.access.allowed_groups, vec!["C1".to_string()]);
     }
 }
