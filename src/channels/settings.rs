@@ -125,11 +125,7 @@ impl ChannelSettings {
         access.allowed_groups = groups.keys().cloned().collect();
         // A group (or the "*" entry) with requireMention false answers everything.
         let mention_off = groups.values().any(|g| g.require_mention == Some(false));
-        access.activation = if mention_off {
-            GroupActivation::All
-        } else {
-            GroupActivation::Mention
-        };
+        access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
         self.retry = RetryPolicy::from_config(&account.effective_retry());
@@ -156,6 +152,11 @@ impl ChannelSettings {
             .as_ref()
             .map(|g| g.keys().cloned().collect())
             .unwrap_or_default();
+        // As Telegram's groups: a guild with requireMention false answers everything.
+        let guilds = account.guilds.as_ref();
+        let mention_off =
+            guilds.is_some_and(|g| g.values().any(|g| g.require_mention == Some(false)));
+        access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
@@ -181,6 +182,16 @@ impl ChannelSettings {
         access.dm_policy = account.effective_dm_policy();
         access.allow_from = account.effective_allow_from();
         access.group_policy = account.effective_group_policy();
+        // `channels` is Slack's channel allowlist (keyed by channel id).
+        access.allowed_groups = account
+            .channels
+            .as_ref()
+            .map(|c| c.keys().cloned().collect())
+            .unwrap_or_default();
+        let channels = account.channels.as_ref();
+        let mention_off = account.require_mention == Some(false)
+            || channels.is_some_and(|c| c.values().any(|c| c.require_mention == Some(false)));
+        access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
@@ -196,6 +207,16 @@ impl ChannelSettings {
                 .map_or(adapter.max_chars, |limit| limit.clamp(1, adapter.max_chars)),
             max_lines: adapter.max_lines,
         }
+    }
+}
+
+/// Group activation: everything when some group turned `requireMention`
+/// off, else mentions only.
+fn activation(mention_off: bool) -> GroupActivation {
+    if mention_off {
+        GroupActivation::All
+    } else {
+        GroupActivation::Mention
     }
 }
 
@@ -232,5 +253,43 @@ mod tests {
         let unknown = ChannelSettings::resolve(&config, "matrix", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
         assert_eq!(unknown.retry.min_delay_ms, 500);
+    }
+
+    #[test]
+    fn slack_channels_map_is_the_group_allowlist() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { slack: { botToken: "xoxb-1", appToken: "xapp-1",
+                 channels: { C1: { requireMention: true } } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let settings = ChannelSettings::resolve(&config, "slack", "default");
+        assert_eq!(settings.access.allowed_groups, vec!["C1".to_string()]);
+    }
+
+    #[test]
+    fn discord_and_slack_require_mention_false_answers_every_group_message() {
+        let config = crate::config::parse_str(
+            r#"{ channels: {
+                 discord: { token: "t", guilds: { "77": { requireMention: false } } },
+                 slack: { botToken: "xoxb-1", appToken: "xapp-1", requireMention: false } } }"#,
+            "test",
+        )
+        .expect("config");
+        for channel in ["discord", "slack"] {
+            let settings = ChannelSettings::resolve(&config, channel, "default");
+            assert_eq!(
+                settings.access.activation,
+                GroupActivation::All,
+                "{channel}"
+            );
+        }
+        let config = crate::config::parse_str(
+            r#"{ channels: { discord: { token: "t", guilds: { "77": {} } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let settings = ChannelSettings::resolve(&config, "discord", "default");
+        assert_eq!(settings.access.activation, GroupActivation::Mention);
     }
 }

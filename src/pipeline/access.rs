@@ -141,16 +141,20 @@ pub fn check_dm(
     }
 }
 
-/// Decides a group message (policy, allowlists, activation).
+/// Decides a group message (policy, allowlists, activation). `space` is
+/// the server the group lives in (a Discord guild): the allowlist may name
+/// either the group or its space (Discord's `guilds` are keyed by guild).
 pub fn check_group(
     policy: &AccessPolicy,
     msg: &InboundMessage,
     bot_mentioned: bool,
+    space: Option<&str>,
 ) -> Option<Refusal> {
     let group = msg.group_id.as_deref().unwrap_or_default();
+    let space_listed = space.is_some_and(|space| listed(&policy.allowed_groups, space));
     match policy.group_policy {
         GroupPolicy::Disabled => return Some(Refusal::GroupDisabled),
-        GroupPolicy::Allowlist if !listed(&policy.allowed_groups, group) => {
+        GroupPolicy::Allowlist if !listed(&policy.allowed_groups, group) && !space_listed => {
             return Some(Refusal::GroupNotAllowed)
         }
         _ => {}
@@ -190,5 +194,28 @@ mod tests {
                 "{code}"
             );
         }
+    }
+
+    #[test]
+    fn group_allowlist_may_name_the_group_or_its_guild() {
+        let policy = AccessPolicy {
+            group_policy: GroupPolicy::Allowlist,
+            allowed_groups: vec!["77".into()],
+            ..AccessPolicy::default()
+        };
+        let msg = InboundMessage {
+            group_id: Some("500".into()),
+            sender_id: "42".into(),
+            ..InboundMessage::default()
+        };
+        assert_eq!(check_group(&policy, &msg, true, Some("77")), None);
+        assert_eq!(
+            check_group(&policy, &msg, true, Some("78")),
+            Some(Refusal::GroupNotAllowed)
+        );
+        assert_eq!(
+            check_group(&policy, &msg, true, None),
+            Some(Refusal::GroupNotAllowed)
+        );
     }
 }

@@ -197,7 +197,12 @@ impl InboundPipeline {
             }
         }
         let refusal = if msg.chat().is_group() {
-            check_group(inbound.policy, &msg, inbound.bot_mentioned)
+            check_group(
+                inbound.policy,
+                &msg,
+                inbound.bot_mentioned,
+                inbound.route_input.guild_id.as_deref(),
+            )
         } else {
             check_dm(inbound.policy, &msg, &self.store, inbound.now_ms)?
         };

@@ -45,6 +45,8 @@ pub struct RestRequest {
     pub path: String,
     pub headers: BTreeMap<String, String>,
     pub body: Value,
+    /// When the fake received it (for "not before" ordering checks).
+    pub at: std::time::Instant,
 }
 
 /// A scripted REST answer.
@@ -92,6 +94,8 @@ struct Inner {
     sessions_started: u64,
     rest: Vec<RestRequest>,
     scripted: VecDeque<RestReply>,
+    /// Scripted answers for the next request of one method whose path ends so.
+    scripted_on: Vec<(String, String, RestReply)>,
     channels: HashMap<String, Value>,
     next_message_id: u64,
 }
@@ -198,6 +202,14 @@ impl FakeDiscord {
     /// Queues a REST answer given before the normal routes.
     pub fn script_rest(&self, reply: RestReply) {
         self.inner().scripted.push_back(reply);
+    }
+
+    /// Queues a REST answer for the next `method` request whose path ends
+    /// with `path_suffix` (other requests keep their normal answers).
+    pub fn script_rest_on(&self, method: &str, path_suffix: &str, reply: RestReply) {
+        self.inner()
+            .scripted_on
+            .push((method.to_string(), path_suffix.to_string(), reply));
     }
 
     pub fn connections(&self) -> Vec<GatewayConnection> {
@@ -419,11 +431,16 @@ async fn rest_handle(
         path,
         headers,
         body,
+        at: std::time::Instant::now(),
     };
     let reply = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.rest.push(recorded.clone());
-        match inner.scripted.pop_front() {
+        let targeted = inner.scripted_on.iter().position(|(method, suffix, _)| {
+            *method == recorded.method && recorded.path.ends_with(suffix.as_str())
+        });
+        let targeted = targeted.map(|at| inner.scripted_on.remove(at).2);
+        match targeted.or_else(|| inner.scripted.pop_front()) {
             Some(reply) => reply,
             None => route(&mut inner, &state, &recorded),
         }

@@ -42,6 +42,8 @@ pub struct WebRequest {
     pub method: String,
     pub authorization: String,
     pub body: Value,
+    /// When the fake received it (for "not before" ordering checks).
+    pub at: std::time::Instant,
 }
 
 /// A scripted Web API answer.
@@ -66,6 +68,8 @@ pub struct SocketConnection {
 struct Inner {
     web: Vec<WebRequest>,
     scripted: VecDeque<WebReply>,
+    /// Scripted answers for the next call of one Web API method.
+    scripted_on: Vec<(String, WebReply)>,
     tickets_issued: u64,
     connections: Vec<SocketConnection>,
     live: Option<mpsc::UnboundedSender<String>>,
@@ -149,6 +153,11 @@ impl FakeSlack {
 
     pub fn script_web(&self, reply: WebReply) {
         self.inner().scripted.push_back(reply);
+    }
+
+    /// Queues an answer for the next call of `method` only.
+    pub fn script_web_on(&self, method: &str, reply: WebReply) {
+        self.inner().scripted_on.push((method.to_string(), reply));
     }
 
     pub fn web_requests(&self) -> Vec<WebRequest> {
@@ -288,11 +297,17 @@ async fn web_handle(
         method,
         authorization,
         body,
+        at: std::time::Instant::now(),
     };
     let reply = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.web.push(recorded.clone());
-        match inner.scripted.pop_front() {
+        let targeted = inner
+            .scripted_on
+            .iter()
+            .position(|(method, _)| *method == recorded.method);
+        let targeted = targeted.map(|at| inner.scripted_on.remove(at).1);
+        match targeted.or_else(|| inner.scripted.pop_front()) {
             Some(reply) => reply,
             None => route(&mut inner, &state, &recorded),
         }

@@ -78,6 +78,8 @@ pub enum Failure {
 pub struct RecordedCall {
     pub method: String,
     pub body: Value,
+    /// When the fake received the call (for "not before" ordering checks).
+    pub at: std::time::Instant,
 }
 
 struct FakeFile {
@@ -394,6 +396,7 @@ async fn handle(
         inner.calls.push(RecordedCall {
             method: method.to_string(),
             body: body.clone(),
+            at: std::time::Instant::now(),
         });
         inner.failures.get_mut(method).and_then(VecDeque::pop_front)
     };

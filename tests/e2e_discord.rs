@@ -1,0 +1,254 @@
+//! Discord end to end: the real `pincer gateway` process connects to a fake
+//! Discord (gateway WebSocket + REST) and answers through a fake OpenAI
+//! provider. Proves issue 5's acceptance list for Discord: an open-policy DM
+//! answered; a guild message with a mention answered and one without
+//! ignored (no provider call); a long answer chunked within 2,000
+//! characters and 17 lines; a 429 on the send retried, not before its
+//! `retry_after`.
+
+#[path = "support/fake_discord.rs"]
+mod fake_discord;
+#[allow(dead_code)]
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[allow(dead_code)]
+#[path = "support/gateway.rs"]
+mod gateway;
+
+use std::time::Duration;
+
+use fake_discord::{FakeDiscord, RestReply, RestRequest, BOT_USER_ID, TOKEN};
+use fake_openai::{FakeOpenAi, FakeReply};
+use gateway::GatewayProcess;
+use serde_json::{json, Value};
+
+/// Hang guard for waits (never a timing claim).
+const WAIT_GUARD: Duration = Duration::from_secs(30);
+/// Discord's message limits as the adapter must honour them.
+const DISCORD_MAX_CHARS: usize = 2000;
+const DISCORD_MAX_LINES: usize = 17;
+/// HELLO's heartbeat interval: long, the tests never need a beat.
+const HEARTBEAT_MS: u64 = 45_000;
+
+struct Rig {
+    discord: FakeDiscord,
+    provider: FakeOpenAi,
+    _gateway: GatewayProcess,
+}
+
+impl Rig {
+    async fn start(discord_extra: Value) -> Rig {
+        let discord = FakeDiscord::start(HEARTBEAT_MS).await;
+        let provider = FakeOpenAi::start().await;
+        let mut channel = json!({
+            "token": TOKEN, "apiBaseUrl": discord.api_base_url(),
+            "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"],
+            "guilds": { "77": { "requireMention": true } },
+        });
+        if let (Some(base), Value::Object(extra)) = (channel.as_object_mut(), discord_extra) {
+            base.extend(extra);
+        }
+        let config = json!({
+            "models": { "providers": { "fake": {
+                "baseUrl": provider.base_url(), "apiKey": "sk-test",
+                "api": "openai-completions",
+                "models": [{ "id": "gpt-test", "contextWindow": 128000 }] } } },
+            "agents": { "defaults": { "model": { "primary": "fake/gpt-test" } } },
+            "session": { "dmScope": "per-channel-peer" },
+            "channels": { "discord": channel },
+        })
+        .to_string();
+        let gateway =
+            tokio::task::block_in_place(|| GatewayProcess::start(&config, &["--port", "0"]));
+        let rig = Rig {
+            discord,
+            provider,
+            _gateway: gateway,
+        };
+        eventually("the gateway identified", || {
+            !rig.discord.client_frames(2).is_empty()
+        })
+        .await;
+        rig
+    }
+
+    fn sends(&self) -> Vec<RestRequest> {
+        self.discord
+            .rest_requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/messages"))
+            .collect()
+    }
+
+    async fn wait_for_sends(&self, count: usize) -> Vec<RestRequest> {
+        eventually(&format!("{count} message sends"), || {
+            self.sends().len() >= count
+        })
+        .await;
+        self.sends()
+    }
+}
+
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn content(request: &RestRequest) -> String {
+    request.body["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn text_reply(text: &str) -> FakeReply {
+    FakeReply::Text {
+        chunks: vec![text.to_string()],
+        delay_ms: 0,
+    }
+}
+
+fn dm(id: &str, content: &str) -> Value {
+    json!({
+        "id": id, "channel_id": "dm-chan", "type": 0, "content": content,
+        "timestamp": "2026-11-22T08:00:00.000000+00:00", "tts": false,
+        "author": {"id": "42", "username": "ann", "global_name": "Ann"},
+        "mentions": [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": false
+    })
+}
+
+fn guild_message(id: &str, content: &str, mentions_bot: bool) -> Value {
+    let mut message = dm(id, content);
+    message["channel_id"] = json!("500");
+    message["guild_id"] = json!("77");
+    message["member"] = json!({"roles": [], "joined_at": "2026-01-01T00:00:00+00:00"});
+    if mentions_bot {
+        message["mentions"] = json!([{"id": BOT_USER_ID, "username": "pincer"}]);
+    }
+    message
+}
+
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_policy_dm_is_answered_by_the_model() {
+    let rig = Rig::start(json!({})).await;
+    rig.provider
+        .push_reply(text_reply("Hello Ann, from the model."));
+    rig.discord
+        .dispatch("MESSAGE_CREATE", dm("1", "hi there, bot"));
+    let sent = rig.wait_for_sends(1).await;
+    assert_eq!(content(&sent[0]), "Hello Ann, from the model.");
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(asked.contains("hi there, bot"), "{asked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guild_message_with_mention_is_answered_and_without_mention_ignored() {
+    let rig = Rig::start(json!({})).await;
+    rig.discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_message("1", "talking among ourselves", false),
+    );
+    rig.provider.push_reply(text_reply("You called?"));
+    let mention = format!("<@{BOT_USER_ID}> what is the plan?");
+    rig.discord
+        .dispatch("MESSAGE_CREATE", guild_message("2", &mention, true));
+    let sent = rig.wait_for_sends(1).await;
+    assert_eq!(content(&sent[0]), "You called?");
+    assert!(
+        sent[0].path.ends_with("/channels/500/messages"),
+        "{}",
+        sent[0].path
+    );
+
+    // A second round: the unmentioned message before it had its chance.
+    rig.discord.dispatch(
+        "MESSAGE_CREATE",
+        guild_message("3", "still nobody asked", false),
+    );
+    rig.provider.push_reply(text_reply("Second answer."));
+    rig.discord
+        .dispatch("MESSAGE_CREATE", guild_message("4", &mention, true));
+    rig.wait_for_sends(2).await;
+    assert_eq!(
+        rig.provider.requests().len(),
+        2,
+        "only mentions reach the model"
+    );
+    assert_eq!(rig.sends().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_answer_is_chunked_within_2000_chars_and_17_lines() {
+    let rig = Rig::start(json!({})).await;
+    let answer: String = (0..80)
+        .map(|i| format!("Line {i:02}: a sentence of reasonable length for a chat message.\n"))
+        .collect();
+    assert!(answer.chars().count() > 2 * DISCORD_MAX_CHARS);
+    let pieces: Vec<String> = answer
+        .as_bytes()
+        .chunks(300)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    rig.provider.push_reply(FakeReply::Text {
+        chunks: pieces,
+        delay_ms: 5,
+    });
+    rig.discord
+        .dispatch("MESSAGE_CREATE", dm("1", "write a lot"));
+    eventually("the whole answer delivered", || {
+        let joined: Vec<String> = rig.sends().iter().map(content).collect();
+        squash(&joined.join("\n")).len() >= squash(&answer).len()
+    })
+    .await;
+    let texts: Vec<String> = rig.sends().iter().map(content).collect();
+    assert!(texts.len() >= 5, "80 lines need at least 5 messages of 17");
+    for text in &texts {
+        assert!(
+            text.chars().count() <= DISCORD_MAX_CHARS,
+            "{} chars",
+            text.chars().count()
+        );
+        assert!(
+            text.lines().count() <= DISCORD_MAX_LINES,
+            "{} lines",
+            text.lines().count()
+        );
+    }
+    assert_eq!(squash(&texts.join("\n")), squash(&answer));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_send_is_retried_not_before_retry_after() {
+    let rig = Rig::start(json!({})).await;
+    rig.discord.script_rest_on(
+        "POST",
+        "/messages",
+        RestReply {
+            status: 429,
+            headers: vec![
+                ("retry-after".into(), "1".into()),
+                ("x-ratelimit-scope".into(), "user".into()),
+            ],
+            body: json!({"message": "You are being rate limited.", "retry_after": 1.0, "global": false}),
+        },
+    );
+    rig.provider
+        .push_reply(text_reply("Delivered despite the limit."));
+    rig.discord
+        .dispatch("MESSAGE_CREATE", dm("1", "are you there?"));
+    let sent = rig.wait_for_sends(2).await;
+    assert_eq!(content(&sent[0]), "Delivered despite the limit.");
+    assert_eq!(content(&sent[1]), "Delivered despite the limit.");
+    let gap = sent[1].at.duration_since(sent[0].at);
+    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}

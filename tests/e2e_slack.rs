@@ -1,0 +1,223 @@
+//! Slack end to end: the real `pincer gateway` process connects to a fake
+//! Slack (Socket Mode WebSocket + Web API) and answers through a fake
+//! OpenAI provider. Proves issue 5's acceptance list for Slack: an
+//! open-policy DM answered; a channel message with a mention answered and
+//! one without ignored (no provider call); a long answer chunked within
+//! 8,000 characters; a `ratelimited` 429 on `chat.postMessage` retried, not
+//! before its `Retry-After`.
+
+#[allow(dead_code)]
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/fake_slack.rs"]
+mod fake_slack;
+#[allow(dead_code)]
+#[path = "support/gateway.rs"]
+mod gateway;
+
+use std::time::Duration;
+
+use fake_openai::{FakeOpenAi, FakeReply};
+use fake_slack::{FakeSlack, WebReply, WebRequest, APP_TOKEN, BOT_TOKEN, BOT_USER_ID, TEAM_ID};
+use gateway::GatewayProcess;
+use serde_json::{json, Value};
+
+/// Hang guard for waits (never a timing claim).
+const WAIT_GUARD: Duration = Duration::from_secs(30);
+/// Slack's outbound text chunk limit (`textChunkLimit` default).
+const SLACK_MAX_CHARS: usize = 8000;
+
+struct Rig {
+    slack: FakeSlack,
+    provider: FakeOpenAi,
+    _gateway: GatewayProcess,
+}
+
+impl Rig {
+    async fn start(slack_extra: Value) -> Rig {
+        let slack = FakeSlack::start().await;
+        let provider = FakeOpenAi::start().await;
+        let mut channel = json!({
+            "botToken": BOT_TOKEN, "appToken": APP_TOKEN, "apiUrl": slack.api_url(),
+            "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"],
+            "groupPolicy": "allowlist", "channels": { "C1": { "requireMention": true } },
+        });
+        if let (Some(base), Value::Object(extra)) = (channel.as_object_mut(), slack_extra) {
+            base.extend(extra);
+        }
+        let config = json!({
+            "models": { "providers": { "fake": {
+                "baseUrl": provider.base_url(), "apiKey": "sk-test",
+                "api": "openai-completions",
+                "models": [{ "id": "gpt-test", "contextWindow": 128000 }] } } },
+            "agents": { "defaults": { "model": { "primary": "fake/gpt-test" } } },
+            "session": { "dmScope": "per-channel-peer" },
+            "channels": { "slack": channel },
+        })
+        .to_string();
+        let gateway =
+            tokio::task::block_in_place(|| GatewayProcess::start(&config, &["--port", "0"]));
+        let rig = Rig {
+            slack,
+            provider,
+            _gateway: gateway,
+        };
+        eventually("the socket connected", || {
+            !rig.slack.connections().is_empty()
+        })
+        .await;
+        rig
+    }
+
+    fn posts(&self) -> Vec<WebRequest> {
+        self.slack
+            .web_requests()
+            .into_iter()
+            .filter(|r| r.method == "chat.postMessage")
+            .collect()
+    }
+
+    async fn wait_for_posts(&self, count: usize) -> Vec<WebRequest> {
+        eventually(&format!("{count} posts"), || self.posts().len() >= count).await;
+        self.posts()
+    }
+}
+
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn text_of(request: &WebRequest) -> String {
+    request.body["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn text_reply(text: &str) -> FakeReply {
+    FakeReply::Text {
+        chunks: vec![text.to_string()],
+        delay_ms: 0,
+    }
+}
+
+fn message(channel: &str, channel_type: &str, text: &str, ts: &str) -> Value {
+    json!({"type": "message", "channel": channel, "channel_type": channel_type, "user": "U42",
+        "text": text, "ts": ts, "team": TEAM_ID, "event_ts": ts})
+}
+
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_policy_dm_is_answered_by_the_model() {
+    let rig = Rig::start(json!({})).await;
+    rig.provider.push_reply(text_reply("Hello from the model."));
+    rig.slack
+        .send_event(message("D9", "im", "hi there, bot", "1700000001.000100"));
+    let posted = rig.wait_for_posts(1).await;
+    assert_eq!(text_of(&posted[0]), "Hello from the model.");
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(asked.contains("hi there, bot"), "{asked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_message_with_mention_is_answered_and_without_mention_ignored() {
+    let rig = Rig::start(json!({})).await;
+    rig.slack.send_event(message(
+        "C1",
+        "channel",
+        "talking among ourselves",
+        "1700000001.000100",
+    ));
+    rig.provider.push_reply(text_reply("You called?"));
+    let mention = format!("<@{BOT_USER_ID}> what is the plan?");
+    rig.slack
+        .send_event(message("C1", "channel", &mention, "1700000002.000100"));
+    let posted = rig.wait_for_posts(1).await;
+    assert_eq!(text_of(&posted[0]), "You called?");
+    assert_eq!(posted[0].body["channel"], "C1");
+
+    rig.slack.send_event(message(
+        "C1",
+        "channel",
+        "still nobody asked",
+        "1700000003.000100",
+    ));
+    rig.provider.push_reply(text_reply("Second answer."));
+    rig.slack
+        .send_event(message("C1", "channel", &mention, "1700000004.000100"));
+    rig.wait_for_posts(2).await;
+    assert_eq!(
+        rig.provider.requests().len(),
+        2,
+        "only mentions reach the model"
+    );
+    assert_eq!(rig.posts().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_answer_is_chunked_within_8000_chars() {
+    let rig = Rig::start(json!({})).await;
+    let answer = (0..4000)
+        .map(|i| format!("w{:03}", i % 1000))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(answer.chars().count() > 2 * SLACK_MAX_CHARS);
+    let pieces: Vec<String> = answer
+        .as_bytes()
+        .chunks(1000)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    rig.provider.push_reply(FakeReply::Text {
+        chunks: pieces,
+        delay_ms: 5,
+    });
+    rig.slack
+        .send_event(message("D9", "im", "write a lot", "1700000001.000100"));
+    eventually("the whole answer delivered", || {
+        let joined: Vec<String> = rig.posts().iter().map(text_of).collect();
+        squash(&joined.join(" ")).len() >= squash(&answer).len()
+    })
+    .await;
+    let texts: Vec<String> = rig.posts().iter().map(text_of).collect();
+    assert!(texts.len() >= 3, "{} posts", texts.len());
+    for text in &texts {
+        assert!(
+            text.chars().count() <= SLACK_MAX_CHARS,
+            "{} chars",
+            text.chars().count()
+        );
+    }
+    assert_eq!(squash(&texts.join(" ")), squash(&answer));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_post_is_retried_not_before_retry_after() {
+    let rig = Rig::start(json!({})).await;
+    rig.slack.script_web_on(
+        "chat.postMessage",
+        WebReply {
+            status: 429,
+            headers: vec![("retry-after".into(), "1".into())],
+            body: json!({"ok": false, "error": "ratelimited"}),
+        },
+    );
+    rig.provider
+        .push_reply(text_reply("Delivered despite the limit."));
+    rig.slack
+        .send_event(message("D9", "im", "are you there?", "1700000001.000100"));
+    let posted = rig.wait_for_posts(2).await;
+    assert_eq!(text_of(&posted[0]), "Delivered despite the limit.");
+    assert_eq!(text_of(&posted[1]), "Delivered despite the limit.");
+    let gap = posted[1].at.duration_since(posted[0].at);
+    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}
