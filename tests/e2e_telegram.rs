@@ -423,3 +423,43 @@ async fn sigkill_during_polling_answers_queued_updates_once_and_repeats_none() {
     }
     assert_eq!(rig.provider.requests().len(), users.len() + 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_run_was_cut_by_sigkill_is_answered_after_the_restart() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({ "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"] }));
+    // The first run hangs in the provider: the gateway dies in the middle of it.
+    rig.provider.push_reply(FakeReply::Hang {
+        first_chunk: "Let me".into(),
+    });
+    rig.provider.push_reply(FakeReply::Text {
+        chunks: vec!["The answer after the restart.".into()],
+        delay_ms: 0,
+    });
+    let mut gateway = rig.start(&config);
+    rig.telegram.push_message(dm_from(201, "what is on today?"));
+    eventually("the run reached the provider", || {
+        !rig.provider.requests().is_empty()
+    })
+    .await;
+    // Telegram already had the update confirmed by the next poll's offset.
+    rig.telegram.wait_for_parked_poll().await;
+    tokio::task::block_in_place(|| {
+        gateway.crash_and_restart(&config, &["--port", "0", "--token", GATEWAY_TOKEN])
+    });
+    eventually("the interrupted message answered", || {
+        !sends_to(&rig.telegram, 201).is_empty()
+    })
+    .await;
+    // A marker after it: a second answer would come before the marker's.
+    rig.telegram.push_message(dm_from(999, "marker"));
+    eventually("the marker answered", || {
+        !sends_to(&rig.telegram, 999).is_empty()
+    })
+    .await;
+    let answers = sends_to(&rig.telegram, 201);
+    assert_eq!(answers.len(), 1, "answered once: {answers:?}");
+    assert_eq!(text_of(&answers[0]), "The answer after the restart.");
+    let asked = rig.provider.requests()[1].body["messages"].to_string();
+    assert!(asked.contains("what is on today?"), "{asked}");
+}

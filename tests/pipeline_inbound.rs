@@ -62,6 +62,7 @@ fn run(
         bot_mentioned: false,
         debounce_ms,
         now_ms,
+        replay: false,
     };
     pipeline.process(msg, inbound).expect("process")
 }

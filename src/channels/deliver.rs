@@ -220,6 +220,7 @@ pub fn enqueue_announcement(
         idempotency_key: None,
         typing: None,
         gateway: Arc::downgrade(state),
+        inbox: Vec::new(),
     };
     let queued = QueuedMessage {
         id: run_id,

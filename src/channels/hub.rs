@@ -74,6 +74,8 @@ pub(super) struct Destination {
     pub(super) message_id: Option<String>,
     /// Broadcast groups: the other agents' routes this message also runs on.
     pub(super) broadcast: Vec<Route>,
+    /// The durable inbox records of the messages this answers (`inbox`).
+    pub(super) inbox: Vec<String>,
 }
 
 /// The message path of one gateway.
@@ -238,6 +240,7 @@ impl ChannelHub {
             target,
             settings,
             adapter,
+            inbox,
             ..
         } = dest;
         let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
@@ -258,6 +261,7 @@ impl ChannelHub {
             idempotency_key: None,
             typing,
             gateway: self.gateway.clone(),
+            inbox,
         };
         let settings = QueueSettings::for_channel(&config.messages.queue, &route.channel);
         let message = QueuedMessage {
@@ -307,7 +311,51 @@ impl ChannelHub {
         }
     }
 
-    async fn handle_event(self: Arc<Self>, event: InboundEvent) -> Result<(), String> {
+    /// Accepts an adapter's event: recorded in the durable inbox first (so
+    /// the adapter may advance its cursor), then handled; the record goes
+    /// when the message's turn ends or it needs none.
+    async fn accept(self: Arc<Self>, event: InboundEvent) -> Result<(), String> {
+        let state = self
+            .gateway
+            .upgrade()
+            .ok_or_else(|| "the gateway is stopping".to_string())?;
+        let key = super::inbox::record(&state, &event).await?;
+        let outcome = self.handle_event(event, vec![key.clone()], false).await;
+        if outcome.is_err() {
+            // The adapter delivers it again; this record would double it.
+            super::inbox::forget(&state, vec![key]);
+        }
+        outcome
+    }
+
+    /// Hands every message accepted before a restart but not answered to
+    /// the message path again (oldest first).
+    pub async fn replay_inbox(self: Arc<Self>) {
+        let Some(state) = self.gateway.upgrade() else {
+            return;
+        };
+        for (key, event) in super::inbox::pending(&state).await {
+            log::info!(
+                "replaying {} message accepted before the restart",
+                event.channel
+            );
+            if let Err(error) = self
+                .clone()
+                .handle_event(event, vec![key.clone()], true)
+                .await
+            {
+                log::warn!("replayed message dropped: {error}");
+                super::inbox::forget(&state, vec![key]);
+            }
+        }
+    }
+
+    async fn handle_event(
+        self: Arc<Self>,
+        event: InboundEvent,
+        inbox: Vec<String>,
+        replay: bool,
+    ) -> Result<(), String> {
         let state = self
             .gateway
             .upgrade()
@@ -327,8 +375,9 @@ impl ChannelHub {
         let mentioned =
             event.bot_mentioned || event.message.mentioned || event.message.is_reply_to_bot;
         let message_id = event.message.message_id.clone();
-        let decision = self.decide(event, &settings).await?;
+        let decision = self.decide(event, &settings, replay).await?;
         let dest = Destination {
+            inbox,
             broadcast,
             route,
             target,
@@ -347,6 +396,7 @@ impl ChannelHub {
         &self,
         event: InboundEvent,
         settings: &ChannelSettings,
+        replay: bool,
     ) -> Result<Decision, String> {
         let pipeline = self.pipeline.clone();
         let access = settings.access.clone();
@@ -359,6 +409,7 @@ impl ChannelHub {
                 bot_mentioned: event.bot_mentioned,
                 debounce_ms,
                 now_ms: now_ms(),
+                replay,
             };
             pipeline.process(event.message, inbound)
         })
@@ -379,6 +430,10 @@ impl ChannelHub {
     ) {
         if matches!(decision, Decision::Run { .. } | Decision::Held { .. }) {
             ack_reaction(&dest);
+        } else {
+            // Commands, pairing codes and ignored messages need no turn: their
+            // inbox records go now.
+            super::inbox::forget(&state, dest.inbox.clone());
         }
         match decision {
             Decision::Run { message, route } => {
@@ -398,6 +453,7 @@ impl ChannelHub {
                         mentioned: dest.mentioned,
                         message_id: dest.message_id.clone(),
                         broadcast: Vec::new(),
+                        inbox: Vec::new(),
                     };
                     self.enqueue_channel_run(config, other, message.body_for_agent.clone(), copy);
                 }
@@ -458,12 +514,17 @@ impl ChannelHub {
     }
 
     /// Remembers where a held burst goes and arms its flush timer.
-    fn hold(self: &Arc<Self>, dest: Destination, flush_at_ms: u64) {
+    fn hold(self: &Arc<Self>, mut dest: Destination, flush_at_ms: u64) {
         let key = debounce_key(&dest.route);
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, dest);
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(earlier) = held.remove(&key) {
+            // The burst's earlier messages are answered by the same turn.
+            let mut inbox = earlier.inbox;
+            inbox.append(&mut dest.inbox);
+            dest.inbox = inbox;
+        }
+        held.insert(key, dest);
+        drop(held);
         let hub = Arc::downgrade(self);
         let wait = flush_at_ms.saturating_sub(now_ms());
         tokio::spawn(async move {
@@ -524,6 +585,6 @@ pub struct HubSink(pub Arc<ChannelHub>);
 
 impl InboundSink for HubSink {
     fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(self.0.clone().handle_event(event))
+        Box::pin(self.0.clone().accept(event))
     }
 }

@@ -19,6 +19,7 @@ pub mod commands;
 pub mod deliver;
 pub mod discord;
 pub mod hub;
+pub mod inbox;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
@@ -107,7 +108,7 @@ pub struct AccountStatus {
 }
 
 /// One inbound platform event, translated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct InboundEvent {
     pub channel: String,
     pub account_id: String,

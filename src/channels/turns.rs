@@ -51,10 +51,19 @@ pub struct TurnOrigin {
     pub typing: Option<TypingGuard>,
     /// To forget an unsettled idempotency key when the message is dropped.
     pub gateway: Weak<GatewayState>,
+    /// Durable inbox records of the channel messages this answers: removed
+    /// when the origin goes (the turn ended, the message was steered into a
+    /// turn or dropped by the queue), replayed after a crash otherwise.
+    pub inbox: Vec<String>,
 }
 
 impl Drop for TurnOrigin {
     fn drop(&mut self) {
+        if !self.inbox.is_empty() {
+            if let Some(state) = self.gateway.upgrade() {
+                super::inbox::forget(&state, std::mem::take(&mut self.inbox));
+            }
+        }
         let (Some(key), Some(state)) = (self.idempotency_key.take(), self.gateway.upgrade()) else {
             return;
         };

@@ -186,8 +186,10 @@ async fn start_channels(state: &Arc<GatewayState>) {
         return;
     }
     let hub = crate::channels::hub::hub_of(state);
-    let sink = Arc::new(crate::channels::hub::HubSink(hub));
+    let sink = Arc::new(crate::channels::hub::HubSink(hub.clone()));
     state.channels.start_all(sink).await;
+    // Messages accepted before a crash but never answered run now.
+    state.tasks.spawn(hub.replay_inbox());
 }
 
 fn hostname() -> String {

@@ -8,7 +8,7 @@
 //! Pure text work: this file must not talk to a platform or the store.
 
 /// Chat types as upstream names them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ChatType {
     #[default]
     Direct,
@@ -24,7 +24,7 @@ impl ChatType {
 }
 
 /// One attached file.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MediaItem {
     pub path: String,
     pub mime_type: Option<String>,
@@ -33,7 +33,7 @@ pub struct MediaItem {
 }
 
 /// The message a reply quotes.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct QuotedMessage {
     pub id: String,
     pub body: String,
@@ -41,7 +41,7 @@ pub struct QuotedMessage {
 }
 
 /// One normalised inbound message (upstream's `MsgContext`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InboundMessage {
     pub body: String,
     pub body_for_agent: String,

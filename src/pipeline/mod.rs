@@ -138,6 +138,9 @@ pub struct Inbound<'a> {
     pub bot_mentioned: bool,
     pub debounce_ms: u64,
     pub now_ms: u64,
+    /// A message accepted before a restart and replayed from the store: its
+    /// delivery was already recorded, so the duplicate check is skipped.
+    pub replay: bool,
 }
 
 /// The inbound-debounce key of a route, as `flush_due` reports it.
@@ -192,7 +195,7 @@ impl InboundPipeline {
                 session_key: &route.session_key,
                 message_id,
             };
-            if self.dedupe.check_and_record(&key, inbound.now_ms)? {
+            if !inbound.replay && self.dedupe.check_and_record(&key, inbound.now_ms)? {
                 return Ok(Decision::Ignored(IgnoreReason::Duplicate));
             }
         }

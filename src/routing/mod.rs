@@ -71,7 +71,7 @@ impl MatchedBy {
 }
 
 /// The conversation a message came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoutePeer {
     pub kind: PeerKind,
     pub id: String,
@@ -87,7 +87,7 @@ impl RoutePeer {
 }
 
 /// What routing needs to know about a message.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RouteInput {
     pub channel: String,
     pub account_id: Option<String>,

@@ -81,6 +81,39 @@ impl Store {
             Ok(dbs.meta.put(txn, key.as_bytes(), value)?)
         })
     }
+
+    /// Removes a meta value; returns whether it existed.
+    pub fn delete_meta(&self, key: &str) -> Result<bool, StoreError> {
+        check_key(META_DB, key)?;
+        if key == SCHEMA_VERSION_KEY {
+            return Err(StoreError::InvalidKey {
+                db: META_DB,
+                reason: format!("`{SCHEMA_VERSION_KEY}` is reserved for the store itself"),
+            });
+        }
+        self.env.write("delete_meta", |txn, dbs| {
+            Ok(dbs.meta.delete(txn, key.as_bytes())?)
+        })
+    }
+
+    /// Every meta value whose key starts with `prefix`, in key order, at most `limit`.
+    pub fn meta_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.env.read("meta_with_prefix", |txn, dbs| {
+            let mut found = Vec::new();
+            for item in dbs.meta.prefix_iter(txn, prefix.as_bytes())? {
+                if found.len() >= limit {
+                    break;
+                }
+                let (key, value) = item?;
+                found.push((String::from_utf8_lossy(key).into_owned(), value.to_vec()));
+            }
+            Ok(found)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +121,27 @@ mod tests {
     use super::*;
     use crate::store::test_support::temp_store;
     use crate::store::StoreOptions;
+
+    #[test]
+    fn meta_values_list_by_prefix_and_delete() {
+        let (_dir, store) = temp_store();
+        store.put_meta("inbox/a", b"1").expect("put");
+        store.put_meta("inbox/b", b"2").expect("put");
+        store.put_meta("other", b"3").expect("put");
+        let listed = store.meta_with_prefix("inbox/", 10).expect("list");
+        assert_eq!(
+            listed,
+            vec![
+                ("inbox/a".to_string(), b"1".to_vec()),
+                ("inbox/b".to_string(), b"2".to_vec())
+            ]
+        );
+        assert_eq!(store.meta_with_prefix("inbox/", 1).expect("list").len(), 1);
+        assert!(store.delete_meta("inbox/a").expect("delete"));
+        assert!(!store.delete_meta("inbox/a").expect("delete again"));
+        assert_eq!(store.meta_with_prefix("inbox/", 10).expect("list").len(), 1);
+        assert!(store.delete_meta(SCHEMA_VERSION_KEY).is_err());
+    }
 
     #[test]
     fn meta_values_round_trip_and_overwrite() {

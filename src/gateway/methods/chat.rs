@@ -247,6 +247,7 @@ pub fn send(
         idempotency_key: Some(cache_key),
         typing: None,
         gateway: Arc::downgrade(state),
+        inbox: Vec::new(),
     };
     // The web chat is channel `webchat`: its text gets the pipeline's
     // finalisation (newlines, neutralised prompt markers) like any channel.
