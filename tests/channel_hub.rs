@@ -530,3 +530,52 @@ async fn a_broadcast_group_message_is_answered_by_each_agent_in_its_own_session(
         "{keys:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_group_messages_come_as_context_with_the_next_mention() {
+    let hub = start(
+        r#"groupPolicy: "open", streaming: "off", historyLimit: 2"#,
+        "",
+        Abilities::default(),
+    )
+    .await;
+    for (id, text) in [
+        ("1", "the boiler broke"),
+        ("2", "again?"),
+        ("3", "since Monday"),
+    ] {
+        hub.channel.inject(group("7", id, text, false)).await;
+    }
+    settle().await;
+    assert!(hub.fake.requests().is_empty(), "no mention, no run");
+    hub.fake.push_reply(reply("Call the plumber."));
+    hub.channel
+        .inject(group("7", "4", "@pincer_bot what now?", true))
+        .await;
+    hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
+    let asked = last_user_text(&hub.fake, 0);
+    assert!(
+        asked.contains("[Chat messages since your last reply - for context]")
+            && asked.contains("[Current message - respond to this]"),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("again?") && asked.contains("since Monday"),
+        "{asked}"
+    );
+    assert!(
+        !asked.contains("the boiler broke"),
+        "historyLimit 2 keeps the last two: {asked}"
+    );
+    hub.fake.push_reply(reply("Anything else?"));
+    hub.channel
+        .inject(group("7", "5", "@pincer_bot thanks", true))
+        .await;
+    hub.channel.wait_for(WAIT, |l| sent_count(l) == 2).await;
+    let asked = last_user_text(&hub.fake, 1);
+    assert!(
+        !asked.contains("[Chat messages since your last reply"),
+        "the history was used up: {asked}"
+    );
+    assert_eq!(hub.state.channels.ids().len(), 1);
+}

@@ -63,6 +63,7 @@ fn run(
         debounce_ms,
         now_ms,
         replay: false,
+        group_history_limit: 50,
     };
     pipeline.process(msg, inbound).expect("process")
 }

@@ -401,6 +401,7 @@ impl ChannelHub {
         let pipeline = self.pipeline.clone();
         let access = settings.access.clone();
         let debounce_ms = settings.inbound_debounce_ms;
+        let group_history_limit = settings.group_history_limit;
         tokio::task::spawn_blocking(move || {
             let inbound = Inbound {
                 policy: &access,
@@ -410,6 +411,7 @@ impl ChannelHub {
                 debounce_ms,
                 now_ms: now_ms(),
                 replay,
+                group_history_limit,
             };
             pipeline.process(event.message, inbound)
         })

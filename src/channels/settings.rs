@@ -45,7 +45,14 @@ pub struct ChannelSettings {
     /// `messages.ackReaction`); `None` when unset or empty.
     pub ack_reaction: Option<String>,
     pub ack_reaction_scope: AckReactionScope,
+    /// Unanswered group messages kept as context for the next answer
+    /// (`historyLimit` of the account, else `messages.groupChat.historyLimit`,
+    /// else 50; 0 disables).
+    pub group_history_limit: usize,
 }
+
+/// Upstream's default group history length.
+pub const DEFAULT_GROUP_HISTORY_LIMIT: usize = 50;
 
 impl ChannelSettings {
     /// The settings of `channel`'s `account_id` under `config`.
@@ -79,6 +86,11 @@ impl ChannelSettings {
             inbound_debounce_ms: config.messages.inbound.debounce_ms_for(channel),
             ack_reaction: config.messages.ack_reaction.clone(),
             ack_reaction_scope: config.messages.ack_reaction_scope,
+            group_history_limit: config
+                .messages
+                .group_chat
+                .history_limit
+                .map_or(DEFAULT_GROUP_HISTORY_LIMIT, |l| l as usize),
         };
         match channel {
             "telegram" => settings.apply_telegram(config, account_id),
@@ -132,6 +144,9 @@ impl ChannelSettings {
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
         }
+        if let Some(limit) = account.history_limit {
+            self.group_history_limit = limit as usize;
+        }
     }
 
     fn apply_discord(&mut self, config: &Config, account_id: &str) {
@@ -167,6 +182,9 @@ impl ChannelSettings {
             retry.min_delay_ms = super::outbound::DEFAULT_MIN_DELAY_MS;
         }
         self.retry = RetryPolicy::from_config(&retry);
+        if let Some(limit) = account.history_limit {
+            self.group_history_limit = limit as usize;
+        }
     }
 
     fn apply_slack(&mut self, config: &Config, account_id: &str) {
@@ -196,6 +214,9 @@ impl ChannelSettings {
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
+        }
+        if let Some(limit) = account.history_limit {
+            self.group_history_limit = limit as usize;
         }
     }
 

@@ -16,6 +16,7 @@ pub mod debounce;
 pub mod dedupe;
 pub mod echo;
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::routing::{Route, RouteInput, Router};
@@ -23,7 +24,7 @@ use crate::store::{Store, StoreError};
 
 use access::{check_dm, check_group, pairing_reply, AccessPolicy, Refusal};
 use commands::{parse_command, CommandInvocation};
-use context::InboundMessage;
+use context::{with_group_history, InboundMessage};
 use debounce::{DebounceStep, InboundDebouncer};
 use dedupe::{DeliveryKey, InboundDedupe};
 use echo::EchoTracker;
@@ -141,6 +142,59 @@ pub struct Inbound<'a> {
     /// A message accepted before a restart and replayed from the store: its
     /// delivery was already recorded, so the duplicate check is skipped.
     pub replay: bool,
+    /// Unanswered group messages kept as context (0 disables).
+    pub group_history_limit: usize,
+}
+
+/// Most groups whose unanswered messages are kept at once (the oldest
+/// group's history goes first): a bound whatever the number of groups.
+pub const MAX_HISTORY_GROUPS: usize = 256;
+/// Longest history kept per group, whatever `historyLimit` says.
+pub const MAX_GROUP_HISTORY: usize = 200;
+
+/// Unanswered group messages per group session, bounded in groups and
+/// entries; taken (and cleared) when the bot answers in that group.
+#[derive(Default)]
+struct GroupHistory {
+    groups: HashMap<String, VecDeque<String>>,
+    order: VecDeque<String>,
+}
+
+impl GroupHistory {
+    fn record(&mut self, session_key: &str, entry: String, limit: usize) {
+        let limit = limit.min(MAX_GROUP_HISTORY);
+        if limit == 0 {
+            return;
+        }
+        if !self.groups.contains_key(session_key) {
+            while self.groups.len() >= MAX_HISTORY_GROUPS {
+                match self.order.pop_front() {
+                    Some(oldest) => {
+                        self.groups.remove(&oldest);
+                    }
+                    None => break,
+                }
+            }
+            self.order.push_back(session_key.to_string());
+        }
+        let entries = self.groups.entry(session_key.to_string()).or_default();
+        entries.push_back(entry);
+        while entries.len() > limit {
+            entries.pop_front();
+        }
+    }
+
+    fn take(&mut self, session_key: &str) -> Vec<String> {
+        self.order.retain(|k| k != session_key);
+        self.groups
+            .remove(session_key)
+            .map(Vec::from)
+            .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.groups.len()
+    }
 }
 
 /// The inbound-debounce key of a route, as `flush_due` reports it.
@@ -155,6 +209,7 @@ pub struct InboundPipeline {
     pub dedupe: InboundDedupe,
     pub echo: EchoTracker,
     debouncer: Mutex<InboundDebouncer>,
+    group_history: Mutex<GroupHistory>,
     pub send_policy: SendPolicy,
     pub hook: Option<Arc<dyn MessageReceivedHook>>,
 }
@@ -167,6 +222,7 @@ impl InboundPipeline {
             router,
             echo: EchoTracker::new(),
             debouncer: Mutex::new(InboundDebouncer::new()),
+            group_history: Mutex::new(GroupHistory::default()),
             send_policy: SendPolicy::default(),
             hook: None,
         }
@@ -217,6 +273,20 @@ impl InboundPipeline {
                     &code,
                 )))
             }
+            Some(Refusal::NotActivated) => {
+                // Not addressed to the bot: kept as context for its next answer here.
+                self.group_history
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .record(
+                        &route.session_key,
+                        msg.body_for_agent.clone(),
+                        inbound.group_history_limit,
+                    );
+                return Ok(Decision::Ignored(IgnoreReason::Refused(
+                    Refusal::NotActivated,
+                )));
+            }
             Some(refusal) => return Ok(Decision::Ignored(IgnoreReason::Refused(refusal))),
             None => {}
         }
@@ -231,6 +301,16 @@ impl InboundPipeline {
         }
         if msg.body_for_agent.trim().is_empty() {
             return Ok(Decision::Ignored(IgnoreReason::Empty));
+        }
+        let mut msg = msg;
+        if msg.chat().is_group() {
+            let history = self
+                .group_history
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(&route.session_key);
+            msg.body_for_agent =
+                with_group_history(&history, &msg.body_for_agent, inbound.group_history_limit);
         }
         self.debounce(msg, route, &inbound)
     }
@@ -274,8 +354,50 @@ impl InboundPipeline {
             .due(now_ms)
     }
 
+    /// Groups with unanswered messages kept as context.
+    pub fn history_groups(&self) -> usize {
+        self.group_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Remembers an outbound text so its echo is ignored.
     pub fn record_outbound(&self, session_key: &str, text: &str) {
         self.echo.record(session_key, text);
+    }
+}
+
+#[cfg(test)]
+mod group_history_tests {
+    use super::*;
+
+    #[test]
+    fn history_is_bounded_per_group_and_in_groups() {
+        let mut history = GroupHistory::default();
+        for i in 0..10 {
+            history.record("g", format!("m{i}"), 3);
+        }
+        assert_eq!(history.take("g"), vec!["m7", "m8", "m9"]);
+        assert!(history.take("g").is_empty(), "taken once");
+        history.record("off", "x".into(), 0);
+        assert_eq!(history.len(), 0, "limit 0 keeps nothing");
+        for g in 0..(MAX_HISTORY_GROUPS + 10) {
+            history.record(&format!("group-{g}"), "hello".into(), 5);
+        }
+        assert_eq!(history.len(), MAX_HISTORY_GROUPS);
+        assert!(
+            history.take("group-0").is_empty(),
+            "the oldest group went first"
+        );
+        assert_eq!(
+            history.take(&format!("group-{}", MAX_HISTORY_GROUPS + 9)),
+            vec!["hello"]
+        );
+        history.record("big", "a".into(), MAX_GROUP_HISTORY * 10);
+        for _ in 0..(MAX_GROUP_HISTORY * 2) {
+            history.record("big", "a".into(), MAX_GROUP_HISTORY * 10);
+        }
+        assert_eq!(history.take("big").len(), MAX_GROUP_HISTORY);
     }
 }

@@ -18,7 +18,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How long a test waits for one frame.
-pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What ended a read.
 #[derive(Debug)]
