@@ -302,7 +302,12 @@ fn group_message_without_mention_is_ignored() {
     ) else {
         panic!("a mention activates the bot");
     };
-    assert_eq!(message.body_for_agent, "[from: Ann (7)] @pincerbot help");
+    // The ignored message comes along as group history with the mention.
+    assert_eq!(
+        message.body_for_agent,
+        "[Chat messages since your last reply - for context]\n[from: Ann (7)] chatter\n\n\
+         [Current message - respond to this]\n[from: Ann (7)] @pincerbot help"
+    );
     assert_eq!(route.session_key, "agent:main:telegram:group:-100");
     let keyword = AccessPolicy {
         activation: GroupActivation::Keyword(vec!["pincer".into()]),
