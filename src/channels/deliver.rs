@@ -17,9 +17,8 @@
 use std::sync::Arc;
 
 use super::hub::{hub_of, run_timeout_ms};
-use super::outbound;
 use super::settings::ChannelSettings;
-use super::stream::{DeliveryReport, ReplyRoute};
+use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
 use super::{OutboundTarget, TextFormat};
 use crate::gateway::state::GatewayState;
@@ -139,34 +138,16 @@ pub async fn send_to_channel(
     let config = state.config();
     let target = destination.target();
     let settings = ChannelSettings::resolve(&config, &destination.channel, &target.account_id);
-    let limits = settings.text_limits(adapter.text_limits());
-    let hub = hub_of(&state);
-    let sent = outbound::send_text(
-        adapter.as_ref(),
-        &target,
-        &text,
-        TextFormat::Markdown,
-        settings.retry,
-        limits,
-    )
-    .await;
-    match sent {
-        Ok(_) => {
-            for piece in outbound::split_for_limits(&text, limits) {
-                hub.pipeline.record_outbound(&session_key, &piece);
-            }
-            Ok(())
-        }
-        Err(error) => {
-            let message = error.to_string();
-            let report = DeliveryReport {
-                failures: vec![error],
-                ..DeliveryReport::default()
-            };
-            hub.record_delivery(None, &session_key, report);
-            Err(message)
-        }
-    }
+    hub_of(&state)
+        .send_whole_text(
+            adapter.as_ref(),
+            &target,
+            &settings,
+            &session_key,
+            &text,
+            TextFormat::Markdown,
+        )
+        .await
 }
 
 /// Starts [`send_to_channel`] on the gateway's task tracker (callers are

@@ -285,28 +285,48 @@ impl ChannelHub {
         session_key: &str,
         text: &str,
     ) {
+        // A failure is already logged and kept in the failure log.
+        let _ = self
+            .send_whole_text(
+                adapter,
+                target,
+                settings,
+                session_key,
+                text,
+                TextFormat::Plain,
+            )
+            .await;
+    }
+
+    /// Sends a finished text outside a run's reply stream, split to the
+    /// platform's limits with the channel's retries; every piece is recorded
+    /// as an echo, a final failure in the failure log (and returned).
+    pub async fn send_whole_text(
+        &self,
+        adapter: &dyn Channel,
+        target: &OutboundTarget,
+        settings: &ChannelSettings,
+        session_key: &str,
+        text: &str,
+        format: TextFormat,
+    ) -> Result<(), String> {
         let limits = settings.text_limits(adapter.text_limits());
-        let sent = outbound::send_text(
-            adapter,
-            target,
-            text,
-            TextFormat::Plain,
-            settings.retry,
-            limits,
-        )
-        .await;
+        let sent = outbound::send_text(adapter, target, text, format, settings.retry, limits).await;
         match sent {
             Ok(_) => {
                 for piece in outbound::split_for_limits(text, limits) {
                     self.pipeline.record_outbound(session_key, &piece);
                 }
+                Ok(())
             }
             Err(error) => {
+                let message = error.to_string();
                 let report = DeliveryReport {
                     failures: vec![error],
                     ..DeliveryReport::default()
                 };
                 self.record_delivery(None, session_key, report);
+                Err(message)
             }
         }
     }

@@ -23,6 +23,7 @@ pub mod preauth_io;
 pub mod runs;
 pub mod scopes;
 pub mod secret;
+pub mod session_runner;
 pub mod state;
 pub mod tailscale;
 pub mod tls;

@@ -14,7 +14,6 @@ use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
 use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
-use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::clients::BroadcastOptions;
 use super::frames::{self, ErrorShape};
@@ -551,61 +550,4 @@ fn broadcast_chat_final(
             state_version: None,
         },
     );
-}
-
-/// How `sessions_send` starts and awaits runs: like `chat.send` (every
-/// `chat` reader sees the run), in the subagent lane.
-pub struct GatewaySessionRunner {
-    state: std::sync::Weak<GatewayState>,
-}
-
-impl GatewaySessionRunner {
-    pub fn new(state: std::sync::Weak<GatewayState>) -> Self {
-        GatewaySessionRunner { state }
-    }
-}
-
-impl SessionRunner for GatewaySessionRunner {
-    fn start(&self, send: SessionSend) -> Result<String, String> {
-        let state = self
-            .state
-            .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())?;
-        let timeout_ms = state
-            .config()
-            .agents
-            .defaults
-            .timeout_seconds
-            .map_or(crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS, |s| {
-                u64::from(s) * 1000
-            });
-        let run_id = uuid::Uuid::new_v4().to_string();
-        let spec = TurnSpec {
-            run_id: run_id.clone(),
-            agent_id: send.agent_id,
-            session_key: send.session_key,
-            message: send.message,
-            timeout_ms,
-            model_override: None,
-            extra_system_prompt: Some(send.extra_system_prompt),
-            label: None,
-            channel: None,
-        };
-        start_in_lane(&state, spec, RunOrigin::default(), LaneKind::Subagent)
-            .map_err(|e| e.message)?;
-        Ok(run_id)
-    }
-
-    fn wait<'a>(
-        &'a self,
-        run_id: &'a str,
-        timeout: Duration,
-    ) -> crate::agent::provider::BoxFuture<'a, Option<RunOutcome>> {
-        Box::pin(async move {
-            let state = self.state.upgrade()?;
-            let runs = state.runs.clone();
-            drop(state);
-            runs.wait(run_id, timeout).await
-        })
-    }
 }

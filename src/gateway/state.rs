@@ -169,7 +169,9 @@ impl GatewayState {
                 cron: Some(Arc::new(super::launcher::GatewayCron {
                     state: state.clone(),
                 })),
-                sessions: Arc::new(super::runs::GatewaySessionRunner::new(state.clone())),
+                sessions: Arc::new(super::session_runner::GatewaySessionRunner::new(
+                    state.clone(),
+                )),
                 messenger: Some(Arc::new(super::methods::send::GatewayMessenger::new(
                     state.clone(),
                 ))),
