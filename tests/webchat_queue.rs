@@ -9,7 +9,7 @@ mod support;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::gateway::GatewayProcess;
-use support::ws_client::{Device, TestClient};
+use support::ws_client::{Device, Read, TestClient};
 
 const TOKEN: &str = "webchat-queue-token";
 
@@ -47,6 +47,29 @@ async fn chat_event(client: &mut TestClient, run_id: &str, state: &str) -> Value
     client
         .event_where("chat", |p| p["runId"] == run_id && p["state"] == state)
         .await
+}
+
+/// Sends `message` and reads until both its `res` and its `chat` final came
+/// (a command's answer can be broadcast before the request's `res` is
+/// written: they travel on different tasks).
+async fn send_and_final(client: &mut TestClient, key: &str, message: &str) -> (Value, Value) {
+    let id = client.request("chat.send", send(key, message)).await;
+    let (mut ack, mut last) = (None, None);
+    while ack.is_none() || last.is_none() {
+        match client.read().await {
+            Read::Frame(f) if f["type"] == "res" && f["id"] == id.as_str() => ack = Some(f),
+            Read::Frame(f)
+                if f["event"] == "chat"
+                    && f["payload"]["runId"] == key
+                    && f["payload"]["state"] == "final" =>
+            {
+                last = Some(f["payload"].clone())
+            }
+            Read::Frame(_) => {}
+            Read::Closed { code, reason } => panic!("closed ({code} {reason})"),
+        }
+    }
+    (ack.expect("res"), last.expect("final"))
 }
 
 fn user_text(fake: &FakeOpenAi, index: usize) -> String {
@@ -171,19 +194,17 @@ async fn chat_commands_are_answered_without_the_agent() {
     let fake = FakeOpenAi::start().await;
     let gateway = start(&fake, r#"{ mode: "collect" }"#);
     let mut client = client(&gateway, 34).await;
-    let ack = client.call("chat.send", send("cmd-1", "/status")).await;
+    let (ack, status) = send_and_final(&mut client, "cmd-1", "/status").await;
     assert_eq!(
         ack["payload"],
         json!({"runId": "cmd-1", "status": "started"})
     );
-    let status = chat_event(&mut client, "cmd-1", "final").await;
     let text = status["message"]["content"][0]["text"]
         .as_str()
         .expect("text")
         .to_string();
     assert!(text.contains("Session: agent:main:main"), "{text}");
-    client.call("chat.send", send("cmd-2", "/think low")).await;
-    let think = chat_event(&mut client, "cmd-2", "final").await;
+    let (_, think) = send_and_final(&mut client, "cmd-2", "/think low").await;
     assert_eq!(
         think["message"]["content"][0]["text"],
         "Thinking level set to low."
