@@ -227,9 +227,12 @@ struct TrialDir {
 impl TrialDir {
     fn create() -> std::io::Result<Self> {
         let serial = TRIAL_COUNTER.fetch_add(1, Ordering::Relaxed);
+        // A random part too: a killed process leaves its directory behind,
+        // and a later process can get the same pid.
         let path = std::env::temp_dir().join(format!(
-            "pincer-sandbox-probe-{}-{serial}",
-            std::process::id()
+            "pincer-sandbox-probe-{}-{serial}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
         ));
         fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(Self { path })
