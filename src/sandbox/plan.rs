@@ -10,7 +10,7 @@ use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -38,7 +38,7 @@ const HOST_DEVICES: [(&str, bool); 5] = [
 /// First Landlock ABI with TCP bind/connect rules.
 const LANDLOCK_TCP_ABI: u32 = 4;
 
-static RUN_TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+static TEMP_DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The layers one run uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,12 +74,7 @@ pub(crate) struct RunTmpDir {
 
 impl RunTmpDir {
     fn create() -> io::Result<Self> {
-        let serial = RUN_TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "pincer-sandbox-tmp-{}-{serial}",
-            std::process::id()
-        ));
-        fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let path = create_private_temp_dir("pincer-sandbox-tmp")?;
         Ok(Self { path })
     }
 }
@@ -88,6 +83,61 @@ impl Drop for RunTmpDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.path);
     }
+}
+
+/// Creates a new directory under the system temp dir, readable by its owner only.
+///
+/// The name carries the pid, a per-process serial and a random part: a process killed
+/// before it could clean up leaves its directory behind, and a later process may get
+/// the same pid, so pid and serial alone would collide with it.
+pub(crate) fn create_private_temp_dir(prefix: &str) -> io::Result<PathBuf> {
+    let serial = TEMP_DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{serial}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    fs::DirBuilder::new().mode(0o700).create(&path)?;
+    Ok(path)
+}
+
+/// The name prefixes of the directories [`create_private_temp_dir`] makes.
+pub(crate) const TEMP_DIR_PREFIXES: [&str; 2] = ["pincer-sandbox-tmp", "pincer-sandbox-probe"];
+
+/// Removes the sandbox temp directories under `root` left by processes that no longer run.
+///
+/// A process killed before its runs ended cannot clean up after itself. Only directories
+/// owned by this user whose creating pid is gone (in this pid namespace) are removed.
+/// Returns how many were removed.
+pub(crate) fn sweep_stale_temp_dirs(root: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(root) else {
+        return 0;
+    };
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(stale_dir_pid) else {
+            continue;
+        };
+        let owned = entry
+            .metadata()
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == uid);
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        if owned && !alive && fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The creating pid in a sandbox temp directory's name (`<prefix>-<pid>-<serial>[-<random>]`).
+fn stale_dir_pid(name: &str) -> Option<u32> {
+    let rest = TEMP_DIR_PREFIXES
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix)?.strip_prefix('-'))?;
+    rest.split('-').next()?.parse().ok()
 }
 
 /// Chooses the layers for this host and prepares the run.
@@ -350,6 +400,41 @@ mod tests {
 
     fn spec(workspace: &Path) -> SandboxSpec {
         SandboxSpec::new(vec!["/bin/true".into()], workspace)
+    }
+
+    #[test]
+    fn private_temp_dirs_are_distinct_and_owner_only() {
+        let first = create_private_temp_dir("pincer-sandbox-tmp").expect("first");
+        let second = create_private_temp_dir("pincer-sandbox-tmp").expect("second");
+        assert_ne!(first, second);
+        let mode = fs::metadata(&first).expect("stat").mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        fs::remove_dir_all(first).expect("cleanup");
+        fs::remove_dir_all(second).expect("cleanup");
+    }
+
+    #[test]
+    fn sweep_removes_directories_of_dead_processes_only() {
+        let root = tempfile::tempdir().expect("root");
+        let mut child = std::process::Command::new("/bin/true")
+            .spawn()
+            .expect("spawn");
+        let dead = child.id();
+        child.wait().expect("wait");
+        let live = std::process::id();
+        let dead_tmp = root.path().join(format!("pincer-sandbox-tmp-{dead}-0"));
+        let dead_probe = root
+            .path()
+            .join(format!("pincer-sandbox-probe-{dead}-3-abc"));
+        let live_tmp = root.path().join(format!("pincer-sandbox-tmp-{live}-0-abc"));
+        let unrelated = root.path().join(format!("pincer-other-{dead}-0"));
+        for dir in [&dead_tmp, &dead_probe, &live_tmp, &unrelated] {
+            fs::create_dir(dir).expect("mkdir");
+        }
+        fs::write(dead_tmp.join("left.txt"), "x").expect("file");
+        assert_eq!(sweep_stale_temp_dirs(root.path()), 2);
+        assert!(!dead_tmp.exists() && !dead_probe.exists());
+        assert!(live_tmp.exists() && unrelated.exists());
     }
 
     fn capabilities(namespaces: bool, landlock: bool) -> Capabilities {

@@ -8,15 +8,13 @@
 
 use std::fmt;
 use std::fs;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::landlock::kernel_abi;
 use super::limits::CgroupDelegation;
-use super::plan::{prepare, LayerSet};
+use super::plan::{create_private_temp_dir, prepare, sweep_stale_temp_dirs, LayerSet};
 use super::report::{ChildReport, Step};
 use super::runner::trial;
 use super::seccomp::SeccompPlan;
@@ -26,7 +24,6 @@ use super::{Layer, SandboxError, SandboxSpec};
 const TRIAL_TIMEOUT: Duration = Duration::from_secs(10);
 
 static CACHED: OnceLock<Capabilities> = OnceLock::new();
-static TRIAL_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Whether a layer can be used, and why not.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +164,7 @@ pub fn probe() -> Capabilities {
         Err(reason) => (LayerStatus::Unavailable(reason), None),
     };
     let landlock_abi = kernel_abi();
+    sweep_stale_temp_dirs(&std::env::temp_dir());
     let trials = match TrialDir::create() {
         Ok(dir) => dir.run_all(landlock_abi.is_ok()),
         Err(error) => {
@@ -226,15 +224,7 @@ struct TrialDir {
 
 impl TrialDir {
     fn create() -> std::io::Result<Self> {
-        let serial = TRIAL_COUNTER.fetch_add(1, Ordering::Relaxed);
-        // A random part too: a killed process leaves its directory behind,
-        // and a later process can get the same pid.
-        let path = std::env::temp_dir().join(format!(
-            "pincer-sandbox-probe-{}-{serial}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let path = create_private_temp_dir("pincer-sandbox-probe")?;
         Ok(Self { path })
     }
 
