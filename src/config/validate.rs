@@ -235,6 +235,12 @@ fn check_session(v: &Validator, session: &SessionConfig) -> Check {
     for (path, reset) in resets {
         v.range(reset.at_hour, 0, 23, &format!("{path}.atHour"))?;
     }
+    v.range(
+        Some(session.agent_to_agent.max_ping_pong_turns),
+        0,
+        MAX_PING_PONG_TURNS,
+        "session.agentToAgent.maxPingPongTurns",
+    )?;
     let maintenance = &session.maintenance;
     v.one_of(
         maintenance.mode.as_deref(),

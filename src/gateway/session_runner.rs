@@ -1,7 +1,8 @@
 //! The gateway's `SessionRunner` for the `sessions_send` tool: a sent
 //! message starts a run in the target session like `chat.send` does (every
 //! `chat` reader sees it), in the subagent lane so it never waits on its
-//! caller's slot; the tool may then wait for the run's outcome.
+//! caller's slot; the tool may then wait for the run's outcome. The
+//! agent-to-agent flow's announcement goes to the target session's chat.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::runs::{start_in_lane, RunOrigin};
 use super::state::GatewayState;
+use crate::channels::deliver::{send_to_channel, ChannelDestination};
 
 /// How `sessions_send` starts and awaits runs: like `chat.send` (every
 /// `chat` reader sees the run), in the subagent lane.
@@ -60,5 +62,88 @@ impl SessionRunner for GatewaySessionRunner {
             drop(state);
             runs.wait(run_id, timeout).await
         })
+    }
+
+    fn announce<'a>(
+        &'a self,
+        session_key: &'a str,
+        text: String,
+    ) -> crate::agent::provider::BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move {
+            let state = self
+                .state
+                .upgrade()
+                .ok_or_else(|| "the gateway is shutting down".to_string())?;
+            let destination = tokio::task::block_in_place(|| {
+                ChannelDestination::last_route_of(&state, session_key)
+            })
+            .or_else(|| destination_of_key(session_key));
+            let Some(destination) = destination else {
+                return Ok(false);
+            };
+            send_to_channel(state, session_key.to_string(), destination, text).await?;
+            Ok(true)
+        })
+    }
+
+    fn spawn_flow(&self, flow: crate::agent::provider::BoxFuture<'static, ()>) {
+        if let Some(state) = self.state.upgrade() {
+            state.tasks.spawn(flow);
+        }
+    }
+}
+
+/// The chat a group or channel session's key names
+/// (`agent:<id>:<channel>:group|channel:<peer>[:topic|thread:<n>]`).
+fn destination_of_key(session_key: &str) -> Option<ChannelDestination> {
+    let parts: Vec<&str> = session_key.split(':').collect();
+    let rest = match parts.as_slice() {
+        ["agent", _agent, rest @ ..] => rest,
+        rest => rest,
+    };
+    let [channel, kind, peer @ ..] = rest else {
+        return None;
+    };
+    if !matches!(*kind, "group" | "channel") || peer.is_empty() {
+        return None;
+    }
+    let (peer, thread) = match peer {
+        [head @ .., "topic" | "thread", n] if !head.is_empty() => {
+            (head.join(":"), Some(n.to_string()))
+        }
+        _ => (peer.join(":"), None),
+    };
+    let mut destination = ChannelDestination::new(Some(channel), Some(&peer), None)?;
+    destination.thread_id = thread;
+    Some(destination)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_and_channel_keys_name_their_chat() {
+        let group =
+            destination_of_key("agent:main:telegram:group:-100123:topic:554").expect("group");
+        assert_eq!(
+            (group.channel.as_str(), group.to.as_str()),
+            ("telegram", "-100123")
+        );
+        assert_eq!(group.thread_id.as_deref(), Some("554"));
+        let channel = destination_of_key("agent:ops:discord:channel:42").expect("channel");
+        assert_eq!((channel.to.as_str(), channel.thread_id), ("42", None));
+    }
+
+    #[test]
+    fn direct_main_and_web_chat_keys_name_none() {
+        for key in [
+            "agent:main:main",
+            "agent:main:telegram:direct:7",
+            "agent:main:webchat:group:x",
+            "agent:main:subagent:1234",
+        ] {
+            assert_eq!(destination_of_key(key), None, "{key}");
+        }
     }
 }

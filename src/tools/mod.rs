@@ -16,6 +16,7 @@ pub mod policy;
 pub mod process;
 pub mod schema;
 pub mod sessions;
+pub mod sessions_a2a;
 pub mod sessions_send;
 pub mod sessions_spawn;
 pub mod subagents;

@@ -9,12 +9,15 @@
 //! `agent` | `all`) and, across agents, `tools.agentToAgent` (`enabled`,
 //! `allow` patterns). A session never sends to itself: waiting on its own
 //! lane would only time out. Runs are started through a [`SessionRunner`]
-//! the gateway provides; this file never touches the gateway itself.
+//! the gateway provides; this file never touches the gateway itself. Once
+//! the target has answered, the agent-to-agent flow (`sessions_a2a.rs`)
+//! goes on in the background.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::sessions_a2a::AgentToAgentFlow;
 use super::{arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::agent::provider::BoxFuture;
 use crate::agent::runs::{RunOutcome, RunStatus};
@@ -43,6 +46,19 @@ pub trait SessionRunner: Send + Sync {
     fn start(&self, send: SessionSend) -> Result<String, String>;
     /// The run's outcome, or `None` when `timeout` passes first.
     fn wait<'a>(&'a self, run_id: &'a str, timeout: Duration) -> BoxFuture<'a, Option<RunOutcome>>;
+    /// Posts `text` to the chat of `session_key` (its last route, or the
+    /// group/channel its key names); `Ok(false)` when it has none.
+    fn announce<'a>(
+        &'a self,
+        _session_key: &'a str,
+        _text: String,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Ok(false) })
+    }
+    /// Runs the agent-to-agent flow after a send, in the background.
+    fn spawn_flow(&self, flow: BoxFuture<'static, ()>) {
+        tokio::spawn(flow);
+    }
 }
 
 /// Outside a gateway there is nobody to run the other session.
@@ -253,8 +269,10 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
     ) {
         return Ok(refused(status, error, Some(&target)));
     }
+    let send_agent = agent_of_key(&target).unwrap_or(&ctx.agent_id).to_string();
+    let sent_message = message.clone();
     let send = SessionSend {
-        agent_id: agent_of_key(&target).unwrap_or(&ctx.agent_id).to_string(),
+        agent_id: send_agent.clone(),
         session_key: target.clone(),
         message,
         extra_system_prompt: format!(
@@ -267,7 +285,23 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
         Ok(run_id) => run_id,
         Err(error) => return Ok(refused("error", error, Some(&target))),
     };
+    let mut flow = AgentToAgentFlow {
+        requester_key: ctx.session_key.clone(),
+        requester_agent: ctx.agent_id.clone(),
+        requester_channel: requester_channel(ctx),
+        target_key: target.clone(),
+        target_agent: send_agent,
+        message: sent_message,
+        first_reply: None,
+        wait_run_id: None,
+        step_timeout: Duration::from_secs(
+            timeout_s.max(FLOW_STEP_TIMEOUT_SECONDS_WHEN_NOT_WAITING),
+        ),
+        max_turns: ctx.config.session.agent_to_agent.max_ping_pong_turns,
+    };
     if timeout_s == 0 {
+        flow.wait_run_id = Some(run_id.clone());
+        start_flow(ctx, flow);
         return Ok(json!({"runId": run_id, "status": "accepted", "sessionKey": target}));
     }
     let waited = tokio::select! {
@@ -278,6 +312,8 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
         None => json!({"runId": run_id, "status": "timeout", "sessionKey": target,
                        "error": format!("no reply within {timeout_s} s; the run goes on")}),
         Some(outcome) if outcome.status == RunStatus::Ok => {
+            flow.first_reply = Some(outcome.text.clone());
+            start_flow(ctx, flow);
             json!({"runId": run_id, "status": "ok", "reply": outcome.text, "sessionKey": target})
         }
         Some(outcome) => json!({"runId": run_id,
@@ -285,6 +321,26 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
             "error": outcome.error.unwrap_or_else(|| outcome.status.as_str().to_string()),
             "sentBeforeError": true, "sessionKey": target}),
     })
+}
+
+/// The flow's step bound when the tool did not wait (upstream's 30 s).
+const FLOW_STEP_TIMEOUT_SECONDS_WHEN_NOT_WAITING: u64 = 30;
+
+/// The channel of the requester's conversation, for the flow's notes.
+fn requester_channel(ctx: &ToolContext) -> Option<String> {
+    let entry = tokio::task::block_in_place(|| ctx.store.session(&ctx.session_key))
+        .ok()
+        .flatten()?;
+    entry.last_channel.or(entry.channel)
+}
+
+/// Starts the agent-to-agent flow after the tool has answered.
+fn start_flow(ctx: &ToolContext, flow: AgentToAgentFlow) {
+    let runner = ctx.services.sessions.clone();
+    let task = flow.run(runner.clone());
+    runner.spawn_flow(Box::pin(async move {
+        task.await;
+    }));
 }
 
 #[cfg(test)]

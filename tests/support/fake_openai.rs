@@ -90,6 +90,8 @@ pub struct FakeOpenAi {
 
 struct FakeState {
     replies: Mutex<VecDeque<FakeReply>>,
+    /// Replies kept for requests whose system prompt contains the text.
+    replies_for_system: Mutex<Vec<(String, FakeReply)>>,
     requests: Mutex<Vec<RecordedRequest>>,
     disconnects: watch::Sender<usize>,
     next_id: AtomicU64,
@@ -108,6 +110,7 @@ impl FakeOpenAi {
         let shutdown = CancellationToken::new();
         let state = Arc::new(FakeState {
             replies: Mutex::new(VecDeque::new()),
+            replies_for_system: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
             disconnects: watch::Sender::new(0),
             next_id: AtomicU64::new(1),
@@ -133,6 +136,16 @@ impl FakeOpenAi {
             .lock()
             .expect("replies lock")
             .push_back(reply);
+    }
+
+    /// Keeps a reply for the first request whose system prompt contains
+    /// `needle`; such a request takes it before the queued replies.
+    pub fn push_reply_for_system(&self, needle: &str, reply: FakeReply) {
+        self.state
+            .replies_for_system
+            .lock()
+            .expect("replies lock")
+            .push((needle.to_string(), reply));
     }
 
     /// Every request seen so far, in arrival order.
@@ -206,7 +219,8 @@ async fn handle(
             None,
         ));
     }
-    let queued = state.replies.lock().expect("replies lock").pop_front();
+    let queued = take_reply_for_system(&state, &recorded.body)
+        .or_else(|| state.replies.lock().expect("replies lock").pop_front());
     let reply = queued.unwrap_or_else(|| echo_reply(&recorded.body));
     let streaming = recorded.body["stream"].as_bool().unwrap_or(false);
     Ok(match reply {
@@ -236,6 +250,20 @@ async fn handle(
             error_response(503, "fake server shutting down", None)
         }
     })
+}
+
+fn take_reply_for_system(state: &FakeState, body: &Value) -> Option<FakeReply> {
+    let system = body["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "system")?["content"]
+        .as_str()?
+        .to_string();
+    let mut kept = state.replies_for_system.lock().expect("replies lock");
+    let at = kept
+        .iter()
+        .position(|(needle, _)| system.contains(needle))?;
+    Some(kept.remove(at).1)
 }
 
 async fn record(request: Request<Incoming>) -> RecordedRequest {

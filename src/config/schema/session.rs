@@ -3,7 +3,8 @@
 //! bounded (`session.maintenance`).
 //!
 //! Names and defaults follow OpenClaw's `SessionConfig` and
-//! `store-maintenance.ts` (prune after 30 days, at most 500 entries).
+//! `store-maintenance.ts` (prune after 30 days, at most 500 entries);
+//! `agentToAgent.maxPingPongTurns` defaults to 5, its upper bound.
 //! Duration and size text is validated in `validate.rs`.
 
 use std::collections::BTreeMap;
@@ -54,6 +55,7 @@ pub struct SessionConfig {
     pub typing_interval_seconds: Option<u32>,
     pub typing_mode: Option<TypingMode>,
     pub maintenance: SessionMaintenance,
+    pub agent_to_agent: SessionAgentToAgent,
 }
 
 impl Default for SessionConfig {
@@ -71,6 +73,26 @@ impl Default for SessionConfig {
             typing_interval_seconds: None,
             typing_mode: None,
             maintenance: SessionMaintenance::default(),
+            agent_to_agent: SessionAgentToAgent::default(),
+        }
+    }
+}
+
+/// Default and largest number of reply rounds after a `sessions_send`.
+pub const MAX_PING_PONG_TURNS: u8 = 5;
+
+/// `session.agentToAgent`: the conversation that follows a `sessions_send`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SessionAgentToAgent {
+    /// Reply rounds between the two sessions after the first reply (0–5).
+    pub max_ping_pong_turns: u8,
+}
+
+impl Default for SessionAgentToAgent {
+    fn default() -> Self {
+        SessionAgentToAgent {
+            max_ping_pong_turns: MAX_PING_PONG_TURNS,
         }
     }
 }
