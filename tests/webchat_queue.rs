@@ -63,6 +63,8 @@ async fn send_and_final(client: &mut TestClient, key: &str, message: &str) -> (V
                     && f["payload"]["runId"] == key
                     && f["payload"]["state"] == "final" =>
             {
+                // A client may start listening on the `res`: it comes first.
+                assert!(ack.is_some(), "the final of {key} came before its res");
                 last = Some(f["payload"].clone())
             }
             Read::Frame(_) => {}

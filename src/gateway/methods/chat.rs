@@ -185,11 +185,42 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
 /// and `/reset` start over (`/compact` is answered by [`compact`]), other
 /// chat commands (`/status`, `/model`, `/help`…) are answered by the channel
 /// command handlers and never reach the agent.
+///
+/// A command's `res` is written before its answer is broadcast, so a client
+/// that starts listening on the `res` cannot miss the answer.
 pub fn send(
     state: &Arc<GatewayState>,
     info: &Arc<ClientInfo>,
+    request_id: &str,
     params: &Value,
-) -> Result<Value, ErrorShape> {
+) -> Reply {
+    match send_or_command(state, info, params) {
+        Ok(Sent::Ack(ack)) => Reply::Ok(ack),
+        Ok(Sent::Command(caller, command)) => {
+            let ack = json!({"runId": caller.run_id, "status": "started"});
+            state
+                .clients
+                .send_raw(&info.conn_id, frames::response_ok(request_id, ack));
+            caller.spawn(state, command);
+            Reply::Sent
+        }
+        Err(error) => Reply::Err(error),
+    }
+}
+
+/// What `chat.send` did with the message.
+enum Sent {
+    /// Queued, stopped or reset: answered by this `res`.
+    Ack(Value),
+    /// A chat command, answered after the `res`.
+    Command(WebCommand, CommandInvocation),
+}
+
+fn send_or_command(
+    state: &Arc<GatewayState>,
+    info: &Arc<ClientInfo>,
+    params: &Value,
+) -> Result<Sent, ErrorShape> {
     let p = Params::new("chat.send", params)?;
     let message = p.str("message", true)?;
     let key = p.str("idempotencyKey", false)?;
@@ -202,12 +233,14 @@ pub fn send(
             let dropped = hub.queue.abort(&session_key);
             let run_ids = state.runs.abort_session(&session_key);
             let aborted = dropped || !run_ids.is_empty();
-            return Ok(json!({"ok": true, "aborted": aborted, "runIds": run_ids}));
+            return Ok(Sent::Ack(
+                json!({"ok": true, "aborted": aborted, "runIds": run_ids}),
+            ));
         }
         "/new" | "/reset" => {
             hub.queue.abort(&session_key);
             let reset = json!({"key": session_key, "reason": if message.trim() == "/new" { "new" } else { "reset" }});
-            return super::sessions::reset(state, &reset);
+            return super::sessions::reset(state, &reset).map(Sent::Ack);
         }
         _ => {}
     }
@@ -218,14 +251,18 @@ pub fn send(
             agent_id,
             is_owner: info.scopes.iter().any(|s| s == scopes::ADMIN),
         };
-        return Ok(caller.spawn(state, command));
+        return Ok(Sent::Command(caller, command));
     }
     let cache_key = format!("chat:{key}");
     let now = now_ms();
     match state.idempotency.get(&cache_key, now) {
-        Some(Seen::InFlight { .. }) => return Ok(json!({"runId": key, "status": "in_flight"})),
+        Some(Seen::InFlight { .. }) => {
+            return Ok(Sent::Ack(json!({"runId": key, "status": "in_flight"})))
+        }
         Some(Seen::Done { ok, .. }) => {
-            return Ok(json!({"runId": key, "status": if ok { "ok" } else { "error" }}))
+            return Ok(Sent::Ack(
+                json!({"runId": key, "status": if ok { "ok" } else { "error" }}),
+            ))
         }
         None => {}
     }
@@ -265,7 +302,7 @@ pub fn send(
         EnqueueOutcome::Dropped => Err(ErrorShape::unavailable(format!(
             "the queue of session {session_key} is full (messages.queue.cap)"
         ))),
-        _ => Ok(ack),
+        _ => Ok(Sent::Ack(ack)),
     }
 }
 
@@ -279,8 +316,7 @@ struct WebCommand {
 }
 
 impl WebCommand {
-    fn spawn(self, state: &Arc<GatewayState>, command: CommandInvocation) -> Value {
-        let ack = json!({"runId": self.run_id, "status": "started"});
+    fn spawn(self, state: &Arc<GatewayState>, command: CommandInvocation) {
         let state = state.clone();
         tokio::spawn(async move {
             let hub = hub_of(&state);
@@ -299,7 +335,6 @@ impl WebCommand {
                 &text,
             );
         });
-        ack
     }
 }
 

@@ -198,7 +198,7 @@ fn dispatch_sync(
         "sessions.delete" => sessions::delete(state, &params).into(),
         "chat.history" => sessions::history(state, &params).into(),
         "chat.abort" => chat::abort(state, &params).into(),
-        "chat.send" => chat::send(state, info, &params).into(),
+        "chat.send" => chat::send(state, info, request_id, &params),
         "agent" => chat::agent(state, info, request_id, &params),
         "channels.status" => send::channels_status(state).into(),
         "pairing.list" => pairing::list(state, &params).into(),
