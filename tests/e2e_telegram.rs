@@ -462,4 +462,10 @@ async fn a_message_whose_run_was_cut_by_sigkill_is_answered_after_the_restart() 
     assert_eq!(text_of(&answers[0]), "The answer after the restart.");
     let asked = rig.provider.requests()[1].body["messages"].to_string();
     assert!(asked.contains("what is on today?"), "{asked}");
+    // The replayed run did not record the user's turn a second time.
+    assert_eq!(
+        asked.matches("what is on today?").count(),
+        1,
+        "the user turn is in the prompt once: {asked}"
+    );
 }

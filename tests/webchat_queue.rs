@@ -14,7 +14,11 @@ use support::ws_client::{Device, Read, TestClient};
 const TOKEN: &str = "webchat-queue-token";
 
 fn start(fake: &FakeOpenAi, queue: &str) -> GatewayProcess {
-    let config = format!(
+    GatewayProcess::start(&config(fake, queue), &["--port", "0", "--token", TOKEN])
+}
+
+fn config(fake: &FakeOpenAi, queue: &str) -> String {
+    format!(
         r#"{{
   models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
                                    models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
@@ -22,8 +26,7 @@ fn start(fake: &FakeOpenAi, queue: &str) -> GatewayProcess {
   messages: {{ queue: {queue} }},
 }}"#,
         fake.base_url()
-    );
-    GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN])
+    )
 }
 
 async fn client(gateway: &GatewayProcess, seed: u8) -> TestClient {
@@ -276,4 +279,64 @@ async fn steer_mode_puts_a_message_into_the_running_turn_before_its_next_model_c
         history.to_string().contains("actually, use the blue paint"),
         "the steered message is in the transcript: {history}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the_restart() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Hang {
+        first_chunk: "Let me ".into(),
+    });
+    let config = config(&fake, r#"{ mode: "collect" }"#);
+    let args = ["--port", "0", "--token", TOKEN];
+    let mut gateway = GatewayProcess::start(&config, &args);
+    let mut first = client(&gateway, 35).await;
+    let ack = first.call("chat.send", send("dur-1", "buy oat milk")).await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    for _ in 0..400 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(fake.requests().len(), 1, "the run reached the model");
+    drop(first);
+    gateway.crash_and_restart(&config, &args);
+    // The replayed run gets the fake's default echo answer.
+    for _ in 0..400 {
+        if fake.requests().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "run again once after the restart");
+    assert_eq!(user_text(&fake, 1), "buy oat milk");
+    let mut reader = client(&gateway, 36).await;
+    let mut history = Value::Null;
+    for _ in 0..200 {
+        history = reader
+            .call("chat.history", json!({"sessionKey": "main"}))
+            .await;
+        let done = history["payload"]["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant"));
+        if done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let messages = history["payload"]["messages"].as_array().expect("messages");
+    let users = messages.iter().filter(|m| m["role"] == "user").count();
+    assert_eq!(users, 1, "the user turn is recorded once: {history}");
+    assert!(
+        messages.iter().any(|m| m["role"] == "assistant"),
+        "answered after the restart: {history}"
+    );
+    // Nothing is left to replay: a second restart runs nothing.
+    drop(reader);
+    gateway.crash_and_restart(&config, &args);
+    let _ = client(&gateway, 37).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(fake.requests().len(), 2);
 }

@@ -211,26 +211,33 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         Some(entry) => entry,
         None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now),
     };
-    let first_run = env
+    let tail = env
         .store
-        .transcript_tail(&session.session_id, 1)
-        .map_err(store_err)?
-        .is_empty();
-    env.store
-        .append_transcript(
-            &session.session_id,
-            &TranscriptEntry {
-                role: "user".into(),
-                text: spec.message.clone(),
-                timestamp_ms: now,
-                run_id: Some(spec.run_id.clone()),
-                stop_reason: None,
-                input_tokens: None,
-                output_tokens: None,
-                extra_json: None,
-            },
-        )
+        .transcript_tail(&session.session_id, 2)
         .map_err(store_err)?;
+    // A message replayed after a crash runs again under the same run id: its
+    // user turn is already recorded when nothing came after it.
+    let recorded = tail.last().is_some_and(|(_, entry)| {
+        entry.role == "user" && entry.run_id.as_deref() == Some(spec.run_id.as_str())
+    });
+    let first_run = tail.is_empty() || (recorded && tail.len() == 1);
+    if !recorded {
+        env.store
+            .append_transcript(
+                &session.session_id,
+                &TranscriptEntry {
+                    role: "user".into(),
+                    text: spec.message.clone(),
+                    timestamp_ms: now,
+                    run_id: Some(spec.run_id.clone()),
+                    stop_reason: None,
+                    input_tokens: None,
+                    output_tokens: None,
+                    extra_json: None,
+                },
+            )
+            .map_err(store_err)?;
+    }
     session.updated_at_ms = now;
     if let Some(label) = &spec.label {
         session.label = Some(label.clone());

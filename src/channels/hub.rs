@@ -245,7 +245,7 @@ impl ChannelHub {
         } = dest;
         let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
             .map(|typing| TypingGuard::start(Arc::new(typing)));
-        let run_id = format!("{}-{}", route.channel, uuid::Uuid::new_v4());
+        let run_id = channel_run_id(&route.channel, &route.session_key, &inbox);
         let origin = TurnOrigin {
             agent_id: route.agent_id.clone(),
             channel: route.channel.clone(),
@@ -609,4 +609,25 @@ impl InboundSink for HubSink {
     fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(self.0.clone().accept(event))
     }
+}
+
+/// The run id of a channel message's turn. A message kept in the inbox gets
+/// the same id each time it runs (after a crash, the replayed run finds the
+/// user turn its first run recorded and does not record it twice); one
+/// inbox record answered in several sessions (broadcast groups) gets one id
+/// per session.
+fn channel_run_id(channel: &str, session_key: &str, inbox: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    if inbox.is_empty() {
+        return format!("{channel}-{}", uuid::Uuid::new_v4());
+    }
+    let mut hash = Sha256::new();
+    for key in inbox {
+        hash.update(key.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(session_key.as_bytes());
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{channel}-{hex}")
 }

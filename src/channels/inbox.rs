@@ -5,6 +5,9 @@
 //! needed none). Whatever is still there at start-up was accepted but never
 //! answered (the gateway died) and is handed to the message path again.
 //!
+//! Web chat messages (`chat.send`) get records of their own
+//! (`webchat-inbox/…`, a [`WebchatRecord`]) written before the `res`.
+//!
 //! This file only keeps the records; the hub decides when they go.
 
 use std::sync::Arc;
@@ -14,18 +17,50 @@ use crate::gateway::state::GatewayState;
 
 /// Meta key prefix of the records.
 const PREFIX: &str = "inbox/";
+/// Meta key prefix of the web chat's records.
+const WEBCHAT_PREFIX: &str = "webchat-inbox/";
 /// Most records replayed at one start (older ones first): a bound on the
 /// work a restart can cause, far above what a home gateway has in flight.
 pub const MAX_REPLAYED: usize = 1_000;
 
+/// A web chat message accepted by `chat.send`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebchatRecord {
+    pub agent_id: String,
+    pub session_key: String,
+    /// The `chat.send` idempotency key (the run id).
+    pub run_id: String,
+    /// The message as it will be queued (already finalised).
+    pub text: String,
+    pub timeout_ms: u64,
+}
+
+fn new_key(prefix: &str) -> String {
+    format!(
+        "{prefix}{:016x}-{}",
+        crate::system::clock::now_ms(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Writes a web chat message's record (blocks on the store); its key is
+/// returned for [`forget`].
+pub fn record_webchat(state: &GatewayState, record: &WebchatRecord) -> Result<String, String> {
+    let bytes =
+        serde_json::to_vec(record).map_err(|e| format!("cannot encode the message: {e}"))?;
+    let key = new_key(WEBCHAT_PREFIX);
+    state
+        .store
+        .put_meta(&key, &bytes)
+        .map_err(|e| format!("cannot keep the message: {e}"))?;
+    Ok(key)
+}
+
 /// Writes the event's record; its key is returned for [`forget`].
 pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<String, String> {
     let bytes = serde_json::to_vec(event).map_err(|e| format!("cannot encode the message: {e}"))?;
-    let key = format!(
-        "{PREFIX}{:016x}-{}",
-        crate::system::clock::now_ms(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let key = new_key(PREFIX);
     let store = state.store.clone();
     let record_key = key.clone();
     tokio::task::spawn_blocking(move || store.put_meta(&record_key, &bytes))
@@ -59,8 +94,20 @@ pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
 /// The records left from before this start, oldest first. Unreadable ones
 /// are logged and removed.
 pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
+    pending_of(state, PREFIX).await
+}
+
+/// The web chat records left from before this start, oldest first.
+pub async fn pending_webchat(state: &Arc<GatewayState>) -> Vec<(String, WebchatRecord)> {
+    pending_of(state, WEBCHAT_PREFIX).await
+}
+
+async fn pending_of<T: serde::de::DeserializeOwned>(
+    state: &Arc<GatewayState>,
+    prefix: &'static str,
+) -> Vec<(String, T)> {
     let store = state.store.clone();
-    let listed = tokio::task::spawn_blocking(move || store.meta_with_prefix(PREFIX, MAX_REPLAYED))
+    let listed = tokio::task::spawn_blocking(move || store.meta_with_prefix(prefix, MAX_REPLAYED))
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()));
@@ -73,7 +120,7 @@ pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
     };
     let mut events = Vec::new();
     for (key, bytes) in records {
-        match serde_json::from_slice::<InboundEvent>(&bytes) {
+        match serde_json::from_slice::<T>(&bytes) {
             Ok(event) => events.push((key, event)),
             Err(error) => {
                 log::warn!("inbox record {key} is unreadable ({error}); removed");

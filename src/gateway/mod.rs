@@ -177,6 +177,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
 /// Registers the adapters the config asks for and starts them with the hub
 /// as their inbound sink.
 async fn start_channels(state: &Arc<GatewayState>) {
+    // Web chat messages accepted before a crash but never answered run now.
+    state
+        .tasks
+        .spawn(methods::chat::replay_webchat(state.clone()));
     let config = state.config();
     for adapter in
         crate::channels::registry::configured_adapters(&config, &state.store, &state.http())

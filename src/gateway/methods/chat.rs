@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::hub::hub_of;
+use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
 use crate::gateway::clients::ClientInfo;
 use crate::gateway::frames::{self, ErrorShape};
@@ -273,36 +274,83 @@ fn send_or_command(
         .opt_u64("timeoutMs", 1, 86_400_000)?
         .unwrap_or_else(|| run_timeout_ms(state, None));
     let ack = json!({"runId": key, "status": "started"});
-    state.idempotency.begin(&cache_key, ack.clone(), now);
-    let origin = TurnOrigin {
-        agent_id,
-        channel: WEBCHAT_CHANNEL.into(),
-        run_id: key.to_string(),
-        timeout_ms,
-        reply: None,
-        requester: Some(info.conn_id.clone()),
-        idempotency_key: Some(cache_key),
-        typing: None,
-        gateway: Arc::downgrade(state),
-        inbox: Vec::new(),
-    };
     // The web chat is channel `webchat`: its text gets the pipeline's
     // finalisation (newlines, neutralised prompt markers) like any channel.
-    let queued = QueuedMessage {
-        id: key.to_string(),
+    let record = WebchatRecord {
+        agent_id,
+        session_key: session_key.clone(),
+        run_id: key.to_string(),
         text: sanitize_user_text(&normalize_newlines(message)),
-        attachment: Some(Box::new(origin)),
+        timeout_ms,
     };
-    let settings = QueueSettings::for_channel(&config.messages.queue, WEBCHAT_CHANNEL);
-    match hub
-        .queue
-        .enqueue(&session_key, LaneKind::Main, settings, queued)
-    {
-        // The refused message's origin forgot its idempotency key on drop.
+    // Kept before the `res`: a crash before the run ends replays it.
+    let inbox = inbox::record_webchat(state, &record).map_err(ErrorShape::unavailable)?;
+    state.idempotency.begin(&cache_key, ack.clone(), now);
+    let requester = WebchatRequester {
+        conn_id: info.conn_id.clone(),
+        idempotency_key: cache_key,
+    };
+    match enqueue_webchat(state, record, Some(requester), inbox) {
+        // The refused message's origin forgot its idempotency key and its
+        // record on drop.
         EnqueueOutcome::Dropped => Err(ErrorShape::unavailable(format!(
             "the queue of session {session_key} is full (messages.queue.cap)"
         ))),
         _ => Ok(Sent::Ack(ack)),
+    }
+}
+
+/// Who waits for a web chat message's run.
+struct WebchatRequester {
+    conn_id: String,
+    idempotency_key: String,
+}
+
+/// Queues a web chat message on its session's main lane.
+fn enqueue_webchat(
+    state: &Arc<GatewayState>,
+    record: WebchatRecord,
+    requester: Option<WebchatRequester>,
+    inbox: String,
+) -> EnqueueOutcome {
+    let (requester, idempotency_key) = match requester {
+        Some(r) => (Some(r.conn_id), Some(r.idempotency_key)),
+        None => (None, None),
+    };
+    let origin = TurnOrigin {
+        agent_id: record.agent_id,
+        channel: WEBCHAT_CHANNEL.into(),
+        run_id: record.run_id.clone(),
+        timeout_ms: record.timeout_ms,
+        reply: None,
+        requester,
+        idempotency_key,
+        typing: None,
+        gateway: Arc::downgrade(state),
+        inbox: vec![inbox],
+    };
+    let queued = QueuedMessage {
+        id: record.run_id,
+        text: record.text,
+        attachment: Some(Box::new(origin)),
+    };
+    let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
+    hub_of(state)
+        .queue
+        .enqueue(&record.session_key, LaneKind::Main, settings, queued)
+}
+
+/// Web chat messages accepted before a crash whose runs never ended run
+/// now (their `chat` events reach whoever reads the session).
+pub async fn replay_webchat(state: Arc<GatewayState>) {
+    for (key, record) in inbox::pending_webchat(&state).await {
+        log::info!(
+            "replaying web chat message {} accepted before the restart",
+            record.run_id
+        );
+        if let EnqueueOutcome::Dropped = enqueue_webchat(&state, record, None, key) {
+            log::warn!("replayed web chat message dropped: the session's queue is full");
+        }
     }
 }
 
