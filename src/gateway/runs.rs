@@ -157,6 +157,11 @@ impl PreparedRun {
         self.env.steer = Some(inbox);
     }
 
+    /// Where the run executes and whether readers see it (default: main lane, visible).
+    pub fn set_placement(&mut self, placement: RunPlacement) {
+        self.placement = placement;
+    }
+
     /// The run's abort switch (the same one `chat.abort` pulls).
     pub fn cancel_token(&self) -> tokio_util::sync::CancellationToken {
         self.ticket.cancel.clone()
