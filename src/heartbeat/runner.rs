@@ -2,7 +2,9 @@
 //! per-agent `agents.list[].heartbeat` overriding it key by key; when any agent has its own block only
 //! those agents beat), when each is due, and one heartbeat from prompt to delivery. `wake` text becomes a
 //! system event in the next heartbeat's prompt; `wake {mode: now}` runs one immediately; `set-heartbeats`
-//! pauses the interval.
+//! pauses the interval. With `isolatedSession` a heartbeat runs in a fresh `<session>:heartbeat` session and
+//! delivers to the configured session's route; otherwise an acknowledged heartbeat is removed from the
+//! session again (`session.rs`).
 //!
 //! Time comes from the injected clock and the runner's `run_due` / `run_now` are what the timer calls, so
 //! tests drive schedules without sleeping. The runner never starts runs or delivers itself: its host does.
@@ -18,6 +20,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::hours::within_active_hours;
+use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
 use crate::agent::runs::RunStatus;
@@ -161,6 +164,35 @@ pub fn resolve_target(
                     .or(last_account.filter(|_| same)),
             })
         }
+    }
+}
+
+/// The heartbeat turn: the prompt (with the system events since the last heartbeat) in `session_key`.
+fn turn_spec(
+    agent: &str,
+    session_key: &str,
+    settings: &HeartbeatConfig,
+    pending: &[String],
+) -> TurnSpec {
+    let mut prompt = heartbeat_prompt(settings.prompt.as_deref());
+    if !pending.is_empty() {
+        prompt.push_str("\n\nSystem events since the last heartbeat:");
+        for event in pending {
+            prompt.push_str(&format!("\n- {event}"));
+        }
+    }
+    TurnSpec {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        agent_id: agent.to_string(),
+        session_key: session_key.to_string(),
+        message: prompt,
+        timeout_ms: settings
+            .timeout_seconds
+            .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s).max(1) * 1_000),
+        model_override: settings.model.clone(),
+        extra_system_prompt: None,
+        label: None,
+        channel: None,
     }
 }
 
@@ -321,32 +353,31 @@ impl HeartbeatRunner {
         reason: WakeReason,
     ) -> Value {
         let started = self.clock.now_ms();
-        let session_key = heartbeat_session(config, agent, settings.session.as_deref());
+        let base_key = heartbeat_session(config, agent, settings.session.as_deref());
+        let isolated = settings.isolated_session == Some(true);
+        let session_key = if isolated {
+            session::isolated_key(&base_key)
+        } else {
+            base_key.clone()
+        };
         let done = |event: Value| self.record(event, agent, &session_key, started);
         let pending = match self.preflight(config, agent, settings, reason, started) {
             Ok(pending) => pending,
             Err(skipped) => return done(skipped),
         };
-        let mut prompt = heartbeat_prompt(settings.prompt.as_deref());
-        if !pending.is_empty() {
-            prompt.push_str("\n\nSystem events since the last heartbeat:");
-            for event in &pending {
-                prompt.push_str(&format!("\n- {event}"));
+        let store = self.host.store();
+        // An isolated session starts empty; the main session is noted so an acknowledgement leaves no trace.
+        let mark = blocking(|| match isolated {
+            true => session::reset_isolated(&store, &session_key).map(|()| None),
+            false => session::mark(&store, &session_key).map(Some),
+        });
+        let mark = match mark {
+            Ok(mark) => mark,
+            Err(e) => {
+                return done(json!({"status": "failed", "reason": format!("session store: {e}")}))
             }
-        }
-        let spec = TurnSpec {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            agent_id: agent.to_string(),
-            session_key: session_key.clone(),
-            message: prompt,
-            timeout_ms: settings
-                .timeout_seconds
-                .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s).max(1) * 1_000),
-            model_override: settings.model.clone(),
-            extra_system_prompt: None,
-            label: None,
-            channel: None,
         };
+        let spec = turn_spec(agent, &session_key, settings, &pending);
         let outcome = match self.host.run(spec) {
             Ok(future) => future.await,
             Err(e) => return done(json!({"status": "failed", "reason": e})),
@@ -362,6 +393,20 @@ impl HeartbeatRunner {
             .map_or(DEFAULT_ACK_MAX_CHARS, |n| n as usize);
         let text = match classify_reply(&outcome.text, ack_max) {
             HeartbeatReply::Ack => {
+                if let Some(mark) = &mark {
+                    let pruned = blocking(|| {
+                        session::prune_ack(
+                            &store,
+                            &session_key,
+                            mark,
+                            &outcome.session_id,
+                            &outcome.run_id,
+                        )
+                    });
+                    if let Err(e) = pruned {
+                        log::warn!("heartbeat {agent}: cannot remove the acknowledged turn: {e}");
+                    }
+                }
                 let status = if outcome.text.trim().is_empty() {
                     "ok-empty"
                 } else {
@@ -371,7 +416,7 @@ impl HeartbeatRunner {
             }
             HeartbeatReply::Message(text) => text,
         };
-        done(self.deliver(agent, &session_key, settings, text, started))
+        done(self.deliver(agent, &base_key, settings, text, started))
     }
 
     /// The checks before a heartbeat turn: paused, quiet hours, nothing to do. Returns the pending system

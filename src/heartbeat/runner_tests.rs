@@ -244,3 +244,28 @@ async fn a_board_floor_lengthens_a_shorter_interval() {
     f.reply("HEARTBEAT_OK");
     assert_eq!(f.runner.run_due().await.len(), 1);
 }
+
+#[tokio::test]
+async fn an_isolated_heartbeat_runs_in_a_fresh_side_session_and_delivers_to_the_main_route() {
+    let f = Fixture::new(
+        serde_json::json!({"agents": {"defaults": {"heartbeat": {"isolatedSession": true}}}}),
+        Some("- check the mailbox"),
+    );
+    let side = "agent:main:main:heartbeat";
+    f.host
+        .store
+        .put_session(side, &SessionEntry::new("old-side", 1))
+        .expect("side session");
+    f.reply("The bank wrote twice.");
+    let events = f.runner.run_now().await;
+    assert_eq!(events[0]["status"], "sent", "{}", events[0]);
+    let runs = f.host.runs.lock().expect("lock").clone();
+    assert_eq!(runs[0].session_key, side);
+    assert!(
+        f.host.store.session(side).expect("read").is_none(),
+        "the side session is emptied before the turn"
+    );
+    let delivered = f.delivered();
+    assert_eq!(delivered[0].session_key, "agent:main:main");
+    assert_eq!(delivered[0].target.to.as_deref(), Some("42"));
+}
