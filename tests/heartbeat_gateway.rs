@@ -3,7 +3,8 @@
 //! clients) while any other reply is delivered to them as a `chat` final event; `last-heartbeat` and the
 //! `heartbeat` event report what happened; `set-heartbeats` pauses the interval. An acknowledged heartbeat
 //! leaves the main transcript and its `updatedAt` as they were; `isolatedSession` keeps heartbeats out of
-//! the main session altogether.
+//! the main session altogether; `lightContext` gives the heartbeat only HEARTBEAT.md of the bootstrap files;
+//! `includeReasoning` delivers the model's reasoning as its own message.
 
 mod support;
 
@@ -205,10 +206,18 @@ async fn an_acknowledged_heartbeat_leaves_the_main_session_as_it_was_and_a_messa
         .expect("row");
     assert_eq!(row["updatedAt"], updated_before, "{row}");
 
-    fake.push_reply(text("The basil is dry: water it."));
+    // Without includeReasoning the model's reasoning never reaches anyone.
+    fake.push_reply(FakeReply::Reasoning {
+        thinking: vec!["SECRET-THOUGHT".into()],
+        chunks: vec!["The basil is dry: water it.".into()],
+    });
     client.call("wake", json!({"mode": "now"})).await;
-    let (event, _) = next_heartbeat(&mut client).await;
+    let (event, chats) = next_heartbeat(&mut client).await;
     assert_eq!(event["status"], "sent", "{event}");
+    assert!(
+        !format!("{chats:?}").contains("SECRET-THOUGHT"),
+        "{chats:?}"
+    );
     let after = main_history(&mut client).await;
     assert_eq!(after.len(), before.len() + 2, "{after:?}");
     assert_eq!(after[..before.len()], before[..]);
@@ -259,4 +268,58 @@ async fn an_isolated_heartbeat_runs_without_history_and_never_touches_the_main_t
     assert!(session_row(&mut client, "agent:main:main:heartbeat")
         .await
         .is_some());
+}
+
+/// The system prompt of one request the fake received.
+fn system_prompt_of(fake: &FakeOpenAi, index: usize) -> String {
+    fake.requests()[index].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_light_context_heartbeat_sees_heartbeat_md_but_not_the_other_bootstrap_files() {
+    let fake = FakeOpenAi::start().await;
+    let (_gateway, mut client) = start_with_heartbeat(&fake, "{ lightContext: true }").await;
+    chat_once(&mut client).await;
+    let chat_prompt = system_prompt_of(&fake, 0);
+    assert!(chat_prompt.contains("AGENTS-RULES"), "{chat_prompt}");
+
+    fake.push_reply(text("HEARTBEAT_OK"));
+    client.call("wake", json!({"mode": "now"})).await;
+    let (event, _) = next_heartbeat(&mut client).await;
+    assert_eq!(event["status"], "ok-token", "{event}");
+    let beat_prompt = system_prompt_of(&fake, 1);
+    assert!(
+        beat_prompt.contains("water the basil when dry"),
+        "{beat_prompt}"
+    );
+    assert!(!beat_prompt.contains("AGENTS-RULES"), "{beat_prompt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn include_reasoning_delivers_the_reasoning_before_the_reply() {
+    let fake = FakeOpenAi::start().await;
+    let (_gateway, mut client) = start_with_heartbeat(&fake, "{ includeReasoning: true }").await;
+    fake.push_reply(FakeReply::Reasoning {
+        thinking: vec!["The soil ".into(), "looks dry.".into()],
+        chunks: vec!["Water the basil today.".into()],
+    });
+    client.call("wake", json!({"mode": "now"})).await;
+    let (event, chats) = next_heartbeat(&mut client).await;
+    assert_eq!(event["status"], "sent", "{event}");
+    let shown: Vec<&str> = chats
+        .iter()
+        .filter(|c| c["state"] == "final")
+        .filter_map(|c| c["message"]["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "Reasoning:\n_The soil looks dry._",
+            "Water the basil today."
+        ],
+        "{chats:?}"
+    );
 }

@@ -7,11 +7,12 @@
 
 use std::sync::{Arc, Weak};
 
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::subagents::{OutcomeFuture, RunLauncher};
-use crate::agent::turn::TurnSpec;
+use crate::agent::turn::{TurnOverrides, TurnSpec};
 use crate::cron::CronService;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::system::clock::now_ms;
@@ -58,6 +59,22 @@ pub fn launch_steerable(
     placement: RunPlacement,
     steer: Option<SteerInbox>,
 ) -> Result<OutcomeFuture, String> {
+    let finished = launch_collecting(state, spec, placement, steer, TurnOverrides::default())?;
+    Ok(Box::pin(async move { finished.await.0 }))
+}
+
+/// A run's outcome with its reasoning block (reasoning level `on`), when it produced one.
+pub type CollectedFuture = BoxFuture<'static, (RunOutcome, Option<String>)>;
+
+/// Starts `spec` with `overrides` (and `steer` as its steer inbox when given); the future resolves with the
+/// outcome and the reasoning block the run produced.
+pub fn launch_collecting(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    placement: RunPlacement,
+    steer: Option<SteerInbox>,
+    overrides: TurnOverrides,
+) -> Result<CollectedFuture, String> {
     let (tap, mut events) = mpsc::channel(64);
     let origin = RunOrigin {
         tap: Some(tap),
@@ -65,17 +82,24 @@ pub fn launch_steerable(
     };
     let mut prepared = runs::prepare(state, spec.clone(), origin).map_err(|e| e.message)?;
     prepared.set_placement(placement);
+    prepared.set_overrides(overrides);
     if let Some(inbox) = steer {
         prepared.set_steer(inbox);
     }
     state.tasks.spawn(prepared.execute());
     Ok(Box::pin(async move {
+        let mut reasoning = None;
         while let Some(event) = events.recv().await {
-            if let RunEvent::Finished(outcome) = event {
-                return *outcome;
+            match event {
+                RunEvent::ReasoningBlock { text } => reasoning = Some(text),
+                RunEvent::Finished(outcome) => return (*outcome, reasoning),
+                _ => {}
             }
         }
-        lost_outcome(&spec, "the run ended without an outcome")
+        (
+            lost_outcome(&spec, "the run ended without an outcome"),
+            None,
+        )
     }))
 }
 

@@ -23,13 +23,16 @@ use super::hours::within_active_hours;
 use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
+use crate::agent::reasoning::{format_reasoning_block, ReasoningLevel};
+use crate::agent::runs::RunOutcome;
 use crate::agent::runs::RunStatus;
-use crate::agent::subagents::{blocking, OutcomeFuture};
-use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::subagents::blocking;
+use crate::agent::turn::{TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
 use crate::cron::CronClock;
 use crate::store::Store;
+use futures_util::future::BoxFuture;
 
 /// The timer never sleeps longer than this, so config changes and clock jumps are noticed.
 pub const MAX_TIMER_DELAY_MS: u64 = 60_000;
@@ -66,13 +69,23 @@ pub struct HeartbeatDelivery {
     pub target: HeartbeatTarget,
 }
 
+/// A finished heartbeat turn: its outcome and the reasoning block it produced, if any.
+#[derive(Debug, Clone)]
+pub struct HeartbeatTurn {
+    pub outcome: RunOutcome,
+    pub reasoning: Option<String>,
+}
+
+/// A boxed future resolving to a heartbeat turn.
+pub type HeartbeatTurnFuture = BoxFuture<'static, HeartbeatTurn>;
+
 /// What the runner needs from the gateway.
 pub trait HeartbeatHost: Send + Sync {
     fn config(&self) -> Arc<Config>;
     fn store(&self) -> Store;
     fn workspace(&self, agent_id: &str) -> PathBuf;
-    /// Starts a heartbeat turn (readers see nothing until it is delivered).
-    fn run(&self, spec: TurnSpec) -> Result<OutcomeFuture, String>;
+    /// Starts a heartbeat turn with `overrides` (readers see nothing until it is delivered).
+    fn run(&self, spec: TurnSpec, overrides: TurnOverrides) -> Result<HeartbeatTurnFuture, String>;
     /// Delivers a heartbeat message.
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String>;
     /// Tells clients about a heartbeat (the `heartbeat` event).
@@ -164,6 +177,15 @@ pub fn resolve_target(
                     .or(last_account.filter(|_| same)),
             })
         }
+    }
+}
+
+/// What a heartbeat turn does differently: `lightContext` keeps only HEARTBEAT.md of the bootstrap files;
+/// `includeReasoning` collects the model's reasoning whatever the session's reasoning level.
+fn overrides(settings: &HeartbeatConfig) -> TurnOverrides {
+    TurnOverrides {
+        light_context: settings.light_context == Some(true),
+        reasoning: (settings.include_reasoning == Some(true)).then_some(ReasoningLevel::On),
     }
 }
 
@@ -378,10 +400,14 @@ impl HeartbeatRunner {
             }
         };
         let spec = turn_spec(agent, &session_key, settings, &pending);
-        let outcome = match self.host.run(spec) {
+        let HeartbeatTurn { outcome, reasoning } = match self.host.run(spec, overrides(settings)) {
             Ok(future) => future.await,
             Err(e) => return done(json!({"status": "failed", "reason": e})),
         };
+        // Reasoning reaches the target only with `includeReasoning`, as its own message before the reply.
+        let reasoning = reasoning
+            .filter(|r| settings.include_reasoning == Some(true) && !r.trim().is_empty())
+            .map(|r| format_reasoning_block(&r));
         if outcome.status != RunStatus::Ok {
             let reason = outcome
                 .error
@@ -392,6 +418,10 @@ impl HeartbeatRunner {
             .ack_max_chars
             .map_or(DEFAULT_ACK_MAX_CHARS, |n| n as usize);
         let text = match classify_reply(&outcome.text, ack_max) {
+            HeartbeatReply::Ack if reasoning.is_some() => {
+                let reasoning = reasoning.unwrap_or_default();
+                return done(self.deliver(agent, &base_key, settings, reasoning, None, started));
+            }
             HeartbeatReply::Ack => {
                 if let Some(mark) = &mark {
                     let pruned = blocking(|| {
@@ -416,7 +446,7 @@ impl HeartbeatRunner {
             }
             HeartbeatReply::Message(text) => text,
         };
-        done(self.deliver(agent, &base_key, settings, text, started))
+        done(self.deliver(agent, &base_key, settings, text, reasoning, started))
     }
 
     /// The checks before a heartbeat turn: paused, quiet hours, nothing to do. Returns the pending system
@@ -458,6 +488,7 @@ impl HeartbeatRunner {
         session_key: &str,
         settings: &HeartbeatConfig,
         text: String,
+        reasoning: Option<String>,
         now: u64,
     ) -> Value {
         let store = self.host.store();
@@ -480,6 +511,15 @@ impl HeartbeatRunner {
             text: text.clone(),
             target: target.clone(),
         };
+        if let Some(reasoning) = reasoning {
+            let shown = HeartbeatDelivery {
+                text: reasoning,
+                ..delivery.clone()
+            };
+            if let Err(e) = self.host.deliver(&shown) {
+                log::warn!("heartbeat {agent}: the reasoning was not delivered: {e}");
+            }
+        }
         if let Err(e) = self.host.deliver(&delivery) {
             return json!({"status": "failed", "reason": e, "preview": preview});
         }

@@ -4,7 +4,6 @@
 use std::sync::atomic::AtomicU64;
 
 use super::*;
-use crate::agent::runs::RunOutcome;
 use crate::store::test_support::temp_store;
 use crate::store::SessionEntry;
 
@@ -40,7 +39,11 @@ impl HeartbeatHost for FakeHost {
     fn workspace(&self, _agent_id: &str) -> PathBuf {
         self.workspace.path().to_path_buf()
     }
-    fn run(&self, spec: TurnSpec) -> Result<OutcomeFuture, String> {
+    fn run(
+        &self,
+        spec: TurnSpec,
+        _overrides: TurnOverrides,
+    ) -> Result<HeartbeatTurnFuture, String> {
         let text = self
             .replies
             .lock()
@@ -62,7 +65,12 @@ impl HeartbeatHost for FakeHost {
             model: None,
             stop_reason: None,
         };
-        Ok(Box::pin(async move { outcome }))
+        Ok(Box::pin(async move {
+            HeartbeatTurn {
+                outcome,
+                reasoning: None,
+            }
+        }))
     }
     fn min_every_ms(&self) -> u64 {
         self.min_every_ms
