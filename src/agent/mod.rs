@@ -20,5 +20,6 @@ pub mod skills;
 pub mod subagents;
 pub mod subagents_control;
 pub mod subagents_prompt;
+pub mod subagents_steer;
 pub mod tool_loop;
 pub mod turn;

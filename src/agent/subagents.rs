@@ -6,8 +6,8 @@
 //!
 //! This module decides and records; it never starts a run itself: a [`RunLauncher`] from the gateway does,
 //! and the same launcher delivers announcements (today as a follow-up run in the requester session; the
-//! queue can take that over behind the same trait). List, kill, steer and restart recovery live in
-//! `subagents_control.rs`; the words in `subagents_prompt.rs`.
+//! queue can take that over behind the same trait). List, kill and restart recovery live in
+//! `subagents_control.rs`; steering in `subagents_steer.rs`; the words in `subagents_prompt.rs`.
 
 use std::sync::Arc;
 
@@ -17,9 +17,10 @@ use serde_json::Value;
 
 use super::runs::{RunOutcome, RunStatus};
 use super::subagents_prompt::{announce_message, child_system_prompt, ChildPromptParts};
+use super::subagents_steer::LiveTurns;
 use super::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::Config;
-use crate::queue::LaneKind;
+use crate::queue::{LaneKind, SteerInbox};
 use crate::store::{SessionEntry, Store, StoreError};
 
 /// The part of a child's session key between the agent id and the uuid.
@@ -114,8 +115,12 @@ pub enum SubagentError {
     },
     #[error("no sub-agent run matches {0:?} among this session's children")]
     NotFound(String),
-    #[error("sub-agent run {0} is not running")]
+    #[error("sub-agent run {0} is not running (it already finished)")]
     NotRunning(String),
+    #[error("steer message is {chars} characters; the limit is {max} (MAX_STEER_MESSAGE_CHARS)")]
+    SteerTooLong { chars: usize, max: usize },
+    #[error("steer rate limit: one steer per {limit} ms to a sub-agent (STEER_RATE_LIMIT_MS); try again in {wait_ms} ms", limit = super::subagents_steer::STEER_RATE_LIMIT_MS)]
+    SteerRateLimited { wait_ms: u64 },
     #[error("could not start the sub-agent run: {0}")]
     Launch(String),
     #[error("corrupt sub-agent record: {0}")]
@@ -129,8 +134,14 @@ pub type OutcomeFuture = BoxFuture<'static, RunOutcome>;
 
 /// Starts and stops agent runs for the sub-agent registry (the gateway implements it).
 pub trait RunLauncher: Send + Sync {
-    /// Starts `spec` on `lane` (after its session's earlier runs); the future ends with its outcome.
-    fn launch(&self, spec: TurnSpec, lane: LaneKind) -> Result<OutcomeFuture, String>;
+    /// Starts `spec` on `lane` (after its session's earlier runs) with `steer` as the turn's steer inbox
+    /// (taken before each model call after the first); the future ends with its outcome.
+    fn launch(
+        &self,
+        spec: TurnSpec,
+        lane: LaneKind,
+        steer: SteerInbox,
+    ) -> Result<OutcomeFuture, String>;
     /// Aborts an active run; whether it was active.
     fn abort_run(&self, run_id: &str) -> bool;
     /// Delivers an announcement into a session as a new user-visible turn of its agent.
@@ -318,11 +329,17 @@ fn new_record(
 pub struct SubagentRegistry {
     pub(crate) store: Store,
     pub(crate) launcher: Arc<dyn RunLauncher>,
+    /// Steer inboxes of the child turns in flight.
+    pub(crate) live: LiveTurns,
 }
 
 impl SubagentRegistry {
     pub fn new(store: Store, launcher: Arc<dyn RunLauncher>) -> Arc<SubagentRegistry> {
-        Arc::new(SubagentRegistry { store, launcher })
+        Arc::new(SubagentRegistry {
+            store,
+            launcher,
+            live: LiveTurns::default(),
+        })
     }
 
     /// Every recorded run, oldest first.
@@ -367,8 +384,9 @@ impl SubagentRegistry {
             self.store.put_session(&run.child_session_key, &entry)?;
             self.store.subagent_run_put(&run.id, &run_json(&run))
         })?;
-        let spec = self.turn_spec(&run, run.task.clone(), max_spawn_depth(config));
-        self.start(run.clone(), spec)?;
+        let max_depth = max_spawn_depth(config);
+        let spec = self.turn_spec(&run, run.task.clone(), max_depth);
+        self.start(run.clone(), spec, max_depth)?;
         Ok(run)
     }
 
@@ -423,15 +441,18 @@ impl SubagentRegistry {
         }
     }
 
-    /// Launches a child turn and watches it to its end in the background.
+    /// Launches a child turn with its own steer inbox and watches it to its end in the background.
     pub(crate) fn start(
         self: &Arc<Self>,
         run: SubagentRun,
         spec: TurnSpec,
+        max_depth: u32,
     ) -> Result<(), SubagentError> {
-        let outcome = match self.launcher.launch(spec, LaneKind::Subagent) {
+        let inbox = self.live.open(&run.id, &spec.run_id, max_depth);
+        let outcome = match self.launcher.launch(spec, LaneKind::Subagent, inbox) {
             Ok(outcome) => outcome,
             Err(reason) => {
+                self.live.close(&run.id, &run.run_id);
                 let failed = self.settle(&run.id, &run.run_id, |r| {
                     r.status = SubagentStatus::Failed;
                     r.error = Some(reason.clone());
@@ -453,7 +474,12 @@ impl SubagentRegistry {
     }
 
     /// Records a finished turn and announces it, unless the child was steered onto a newer turn or killed.
-    pub fn finish(&self, id: &str, outcome: &RunOutcome) -> Result<(), SubagentError> {
+    /// Steer messages the turn never took start the next turn instead.
+    pub fn finish(self: &Arc<Self>, id: &str, outcome: &RunOutcome) -> Result<(), SubagentError> {
+        let leftovers = self.live.close(id, &outcome.run_id);
+        if self.continue_with_leftovers(id, outcome, leftovers)? {
+            return Ok(());
+        }
         let settled = self.settle(id, &outcome.run_id, |r| {
             r.status = match outcome.status {
                 RunStatus::Ok => SubagentStatus::Done,

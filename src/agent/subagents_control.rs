@@ -1,15 +1,13 @@
 //! Controlling sub-agents after they start: listing a session's children, killing them (with every
-//! descendant), steering a running child with a new message, and reconciling the registry after a restart
+//! descendant), and reconciling the registry after a restart
 //! (interrupted runs are marked failed with a reason and announced, unannounced results are announced,
 //! orphan records and sessions are removed).
 //!
 //! Like `subagents.rs`, this file never starts a run itself: it goes through the registry's launcher.
 
-use std::sync::Arc;
-
 use super::subagents::{
-    blocking, max_spawn_depth, now_ms, parse_run, run_json, SubagentError, SubagentRegistry,
-    SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
+    blocking, now_ms, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
+    SubagentStatus, SUBAGENT_KEY_MARKER,
 };
 use crate::config::Config;
 
@@ -131,46 +129,6 @@ impl SubagentRegistry {
             })
         })?;
         written.map(|json| parse_run(&json)).transpose()
-    }
-
-    /// Hands a running child a new message: its current turn is aborted and a new turn starts with the
-    /// message in the same session (its history kept). Returns the updated record.
-    pub fn steer(
-        self: &Arc<Self>,
-        config: &Config,
-        requester_key: &str,
-        target: &str,
-        message: &str,
-    ) -> Result<SubagentRun, SubagentError> {
-        if message.trim().is_empty() {
-            return Err(SubagentError::Invalid(
-                "message must be a non-empty string".into(),
-            ));
-        }
-        let run = self.resolve_child(requester_key, target)?;
-        let new_run_id = uuid::Uuid::new_v4().to_string();
-        let written = blocking(|| {
-            self.store.subagent_run_update(&run.id, |current| {
-                let mut stored = parse_run(current?).ok()?;
-                if stored.status != SubagentStatus::Running {
-                    return None;
-                }
-                stored.run_id = new_run_id.clone();
-                Some(run_json(&stored))
-            })
-        })?;
-        let Some(json) = written else {
-            return Err(SubagentError::NotRunning(run.id));
-        };
-        let steered = parse_run(&json)?;
-        self.launcher.abort_run(&run.run_id);
-        let spec = self.turn_spec(
-            &steered,
-            message.trim().to_string(),
-            max_spawn_depth(config),
-        );
-        self.start(steered.clone(), spec)?;
-        Ok(steered)
     }
 
     /// After a restart: runs still marked running lost their process, so they are failed with a reason

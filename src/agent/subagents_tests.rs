@@ -9,6 +9,7 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::agent::provider::Usage;
 use crate::agent::subagents_control::RESTART_FAILURE_REASON;
+use crate::agent::subagents_steer::{SteerMode, SteerOutcome};
 use crate::store::test_support::temp_store;
 
 #[derive(Default)]
@@ -17,6 +18,7 @@ struct FakeLauncher {
     pending: Mutex<HashMap<String, oneshot::Sender<RunOutcome>>>,
     aborted: Mutex<Vec<String>>,
     announced: Mutex<Vec<(String, String, String)>>,
+    inboxes: Mutex<HashMap<String, SteerInbox>>,
 }
 
 fn outcome(spec: &TurnSpec, status: RunStatus, text: &str) -> RunOutcome {
@@ -57,13 +59,31 @@ impl FakeLauncher {
             .send(outcome(&spec, status, text));
     }
 
+    fn inbox(&self, run_id: &str) -> SteerInbox {
+        self.inboxes
+            .lock()
+            .expect("lock")
+            .get(run_id)
+            .cloned()
+            .expect("launched with an inbox")
+    }
+
     fn announcements(&self) -> Vec<(String, String, String)> {
         self.announced.lock().expect("lock").clone()
     }
 }
 
 impl RunLauncher for FakeLauncher {
-    fn launch(&self, spec: TurnSpec, lane: LaneKind) -> Result<OutcomeFuture, String> {
+    fn launch(
+        &self,
+        spec: TurnSpec,
+        lane: LaneKind,
+        steer: SteerInbox,
+    ) -> Result<OutcomeFuture, String> {
+        self.inboxes
+            .lock()
+            .expect("lock")
+            .insert(spec.run_id.clone(), steer);
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -310,34 +330,110 @@ async fn kill_cascades_to_grandchildren_and_announces_nothing() {
     ));
 }
 
+fn steer(f: &Fixture, message: &str) -> Result<SteerOutcome, SubagentError> {
+    f.registry
+        .steer(&Config::default(), "agent:main:main", "last", message)
+}
+
 #[tokio::test]
-async fn steering_replaces_the_running_turn_and_only_the_new_one_reports() {
+async fn steer_reaches_the_running_turn_and_starts_no_new_one() {
     let f = fixture();
     let run = f
         .registry
         .spawn(&Config::default(), &main_requester(), task("draft"))
         .expect("spawn");
-    let steered = f
+    let steered = steer(&f, "make it shorter").expect("steer");
+    assert_eq!(steered.mode, SteerMode::Injected);
+    assert_eq!(steered.run.run_id, run.run_id);
+    // The child's tool loop takes the message before its next model call.
+    let taken: Vec<String> = f
+        .launcher
+        .inbox(&run.run_id)
+        .take()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(taken, ["make it shorter"]);
+    f.launcher.complete(&run.run_id, RunStatus::Ok, "short");
+    settle_until(|| f.launcher.announcements().len() == 1).await;
+    assert!(f.launcher.announcements()[0].2.contains("short"));
+    assert_eq!(f.launcher.specs().len(), 1, "steer started another turn");
+    assert!(f.launcher.aborted.lock().expect("lock").is_empty());
+}
+
+#[tokio::test]
+async fn steer_the_turn_never_took_starts_the_next_turn_and_only_that_one_reports() {
+    let f = fixture();
+    let run = f
         .registry
-        .steer(
-            &Config::default(),
-            "agent:main:main",
-            "last",
-            "make it shorter",
-        )
-        .expect("steer");
-    assert_ne!(steered.run_id, run.run_id);
+        .spawn(&Config::default(), &main_requester(), task("draft"))
+        .expect("spawn");
+    assert_eq!(
+        steer(&f, "make it shorter").expect("steer").mode,
+        SteerMode::Injected
+    );
+    // The turn had already made its last model call: it ends without taking the message.
+    f.launcher
+        .complete(&run.run_id, RunStatus::Ok, "long draft");
+    settle_until(|| f.launcher.specs().len() == 2).await;
+    let next = f.launcher.specs()[1].0.clone();
+    assert_eq!(next.message, "make it shorter");
+    assert_eq!(next.session_key, run.child_session_key);
+    assert_eq!(status_of(&f.registry, &run.id), SubagentStatus::Running);
+    assert!(f.launcher.announcements().is_empty());
+    f.launcher.complete(&next.run_id, RunStatus::Ok, "short");
+    settle_until(|| f.launcher.announcements().len() == 1).await;
+    let announced = &f.launcher.announcements()[0].2;
+    assert!(announced.contains("short") && !announced.contains("long draft"));
+    let record = f.registry.runs().expect("runs").remove(0);
+    assert_eq!(record.input_tokens, 14, "both turns' tokens are counted");
+}
+
+#[tokio::test]
+async fn steer_without_a_live_turn_stops_it_and_restarts_with_the_message() {
+    let f = fixture();
+    let run = f
+        .registry
+        .spawn(&Config::default(), &main_requester(), task("draft"))
+        .expect("spawn");
+    f.registry.live.close(&run.id, &run.run_id);
+    let steered = steer(&f, "make it shorter").expect("steer");
+    assert_eq!(steered.mode, SteerMode::Restarted);
+    assert_ne!(steered.run.run_id, run.run_id);
+    assert_eq!(*f.launcher.aborted.lock().expect("lock"), vec![run.run_id]);
     let specs = f.launcher.specs();
     assert_eq!(specs.len(), 2);
     assert_eq!(specs[1].0.message, "make it shorter");
-    assert_eq!(specs[1].0.session_key, run.child_session_key);
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
     assert_eq!(status_of(&f.registry, &run.id), SubagentStatus::Running);
-    f.launcher.complete(&steered.run_id, RunStatus::Ok, "short");
+    f.launcher
+        .complete(&steered.run.run_id, RunStatus::Ok, "short");
     settle_until(|| f.launcher.announcements().len() == 1).await;
-    assert!(f.launcher.announcements()[0].2.contains("short"));
+}
+
+#[tokio::test]
+async fn steering_too_often_or_a_finished_child_is_refused() {
+    let f = fixture();
+    let run = f
+        .registry
+        .spawn(&Config::default(), &main_requester(), task("draft"))
+        .expect("spawn");
+    steer(&f, "first").expect("first steer");
+    let error = steer(&f, "second").expect_err("rate limited");
+    assert!(
+        matches!(error, SubagentError::SteerRateLimited { .. }),
+        "{error}"
+    );
+    f.launcher.inbox(&run.run_id).take();
+    f.launcher.complete(&run.run_id, RunStatus::Ok, "done");
+    settle_until(|| status_of(&f.registry, &run.id) == SubagentStatus::Done).await;
+    let error = f
+        .registry
+        .steer(&Config::default(), "agent:main:main", "1", "again")
+        .expect_err("finished");
+    assert!(matches!(error, SubagentError::NotRunning(_)), "{error}");
 }
 
 #[tokio::test]

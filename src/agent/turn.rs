@@ -26,6 +26,8 @@ pub const MAX_HISTORY_MESSAGES: usize = compaction::MAX_HISTORY_SCAN_ENTRIES;
 /// How many characters of transcript go into the prompt at most (the
 /// window caps it further; compaction keeps it below the window).
 pub const MAX_HISTORY_CHARS: usize = 800_000;
+/// The one bootstrap file a `light_context` run keeps.
+pub const LIGHT_CONTEXT_FILE: &str = "HEARTBEAT.md";
 /// The run timeout when neither the request nor the config sets one.
 pub const DEFAULT_RUN_TIMEOUT_MS: u64 = 600_000;
 
@@ -57,6 +59,18 @@ pub struct TurnEnv {
     /// Messages steered into this run by the command queue (taken before
     /// each model call after the first).
     pub steer: Option<crate::queue::SteerInbox>,
+    /// What this run does differently from an ordinary turn (heartbeats).
+    pub overrides: TurnOverrides,
+}
+
+/// Per-run departures from an ordinary turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnOverrides {
+    /// Of the workspace's bootstrap files only HEARTBEAT.md goes into the system prompt (heartbeat
+    /// `lightContext`, as upstream's lightweight bootstrap for heartbeat runs).
+    pub light_context: bool,
+    /// The reasoning level instead of the session's (heartbeat `includeReasoning` collects it).
+    pub reasoning: Option<ReasoningLevel>,
 }
 
 fn now_ms() -> u64 {
@@ -156,7 +170,10 @@ pub async fn run_turn(
         window,
         system_prompt,
         last_call_ms: history.last_call_ms,
-        reasoning: ReasoningLevel::of_session(&session),
+        reasoning: env
+            .overrides
+            .reasoning
+            .unwrap_or_else(|| ReasoningLevel::of_session(&session)),
         steer: env.steer.as_ref(),
     };
     let result = tool_loop::run(input, history.messages).await;
@@ -261,7 +278,10 @@ fn system_prompt(
     first_run: bool,
 ) -> String {
     let limits = prompt::BootstrapLimits::from_config(&env.config);
-    let bootstrap = prompt::load_bootstrap(&env.workspace, first_run, limits);
+    let mut bootstrap = prompt::load_bootstrap(&env.workspace, first_run, limits);
+    if env.overrides.light_context {
+        bootstrap.retain(|file| file.name == LIGHT_CONTEXT_FILE);
+    }
     let skills = skills::discover(
         &env.workspace,
         prompt::skill_allowlist(&env.config, &spec.agent_id),

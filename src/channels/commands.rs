@@ -1,6 +1,7 @@
 //! Chat commands from channels, carried out: `/new` `/reset` `/clear`,
 //! `/status`, `/compact`, `/model`, `/think`, `/verbose`, `/reasoning`,
-//! `/stop`, `/help`, `/restart` (owner only) and `/subagents`. Each reuses
+//! `/stop`, `/help`, `/restart` (owner only) and `/subagents` (list, kill,
+//! steer, info, log). Each reuses
 //! the gateway method that does the same for web clients (`sessions.reset`,
 //! `sessions.compact`, `sessions.patch`, the run registry's abort) and
 //! answers in the conversation (the web chat gets the answer as a `chat`
@@ -267,38 +268,175 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_
     lines.join("\n")
 }
 
-/// `/subagents [list]` and `/subagents kill <id|label|#n|all>` for this session's children.
+/// `/subagents [list]`, `kill <id|label|#n|all>`, `steer <id|label|#n> <message>`, `info <target>` and
+/// `log <target> [count]` for this session's children.
 fn subagents(state: &GatewayState, key: &str, args: &str) -> String {
     let Some(registry) = &state.tool_services.subagents else {
         return "Sub-agents are not available in this gateway.".into();
     };
-    let (action, target) = args
-        .split_once(char::is_whitespace)
-        .map_or((args, ""), |(a, t)| (a, t.trim()));
+    let (action, rest) = split_word(args);
     match action {
-        "" | "list" => match sync(|| registry.children_of(key)) {
-            Ok(runs) if runs.is_empty() => "No sub-agents in this session.".into(),
-            Ok(runs) => {
-                let mut lines = vec!["Sub-agents:".to_string()];
-                for (i, run) in runs.iter().enumerate() {
-                    let name = run.label.clone().unwrap_or_else(|| {
-                        run.task.chars().take(SUBAGENT_TASK_PREVIEW_CHARS).collect()
-                    });
-                    lines.push(format!("#{} {name} — {}", i + 1, run.status.as_str()));
-                }
-                lines.join("\n")
-            }
-            Err(error) => format!("⚠️ {error}"),
-        },
+        "" | "list" => subagents_list(registry, key),
         "kill" => {
-            let target = if target.is_empty() { "all" } else { target };
+            let target = if rest.is_empty() { "all" } else { rest };
             match sync(|| registry.kill(key, target)) {
                 Ok(killed) => format!("Stopped {} sub-agent(s).", killed.len()),
                 Err(error) => format!("⚠️ {error}"),
             }
         }
-        _ => "Usage: /subagents [list | kill <id|label|#n|all>]".into(),
+        "steer" => subagents_steer(state, registry, key, rest),
+        "info" if !rest.is_empty() => subagents_info(registry, key, rest),
+        "log" if !rest.is_empty() => subagents_log(state, registry, key, rest),
+        _ => SUBAGENTS_USAGE.into(),
     }
+}
+
+const SUBAGENTS_USAGE: &str = "Usage: /subagents [list | kill <id|label|#n|all> | steer <id|label|#n> <message> | info <id|label|#n> | log <id|label|#n> [count]]";
+/// Transcript messages `/subagents log` shows when no count is given, and at most.
+const SUBAGENT_LOG_DEFAULT_ENTRIES: usize = 10;
+const SUBAGENT_LOG_MAX_ENTRIES: usize = 50;
+/// Characters of one message (or result) shown by `/subagents log` and `info`.
+const SUBAGENT_TEXT_PREVIEW_CHARS: usize = 400;
+
+/// The first word of `text` and the trimmed rest.
+fn split_word(text: &str) -> (&str, &str) {
+    let text = text.trim();
+    text.split_once(char::is_whitespace)
+        .map_or((text, ""), |(word, rest)| (word, rest.trim()))
+}
+
+fn preview(text: &str, chars: usize) -> String {
+    let mut shown: String = text.chars().take(chars).collect();
+    if text.chars().count() > chars {
+        shown.push('…');
+    }
+    shown
+}
+
+fn subagent_name(run: &crate::agent::subagents::SubagentRun) -> String {
+    run.label
+        .clone()
+        .unwrap_or_else(|| preview(&run.task, SUBAGENT_TASK_PREVIEW_CHARS))
+}
+
+fn subagents_list(registry: &crate::agent::subagents::SubagentRegistry, key: &str) -> String {
+    match sync(|| registry.children_of(key)) {
+        Ok(runs) if runs.is_empty() => "No sub-agents in this session.".into(),
+        Ok(runs) => {
+            let mut lines = vec!["Sub-agents:".to_string()];
+            for (i, run) in runs.iter().enumerate() {
+                lines.push(format!(
+                    "#{} {} — {}",
+                    i + 1,
+                    subagent_name(run),
+                    run.status.as_str()
+                ));
+            }
+            lines.join("\n")
+        }
+        Err(error) => format!("⚠️ {error}"),
+    }
+}
+
+fn subagents_steer(
+    state: &GatewayState,
+    registry: &Arc<crate::agent::subagents::SubagentRegistry>,
+    key: &str,
+    args: &str,
+) -> String {
+    let (target, message) = split_word(args);
+    if target.is_empty() || message.is_empty() {
+        return "Usage: /subagents steer <id|label|#n> <message>".into();
+    }
+    let config = state.config();
+    match sync(|| registry.steer(&config, key, target, message)) {
+        Ok(steered) => match steered.mode {
+            crate::agent::subagents_steer::SteerMode::Injected => format!(
+                "🧭 Steered {}: it reads your message before its next step.",
+                subagent_name(&steered.run)
+            ),
+            crate::agent::subagents_steer::SteerMode::Restarted => format!(
+                "🧭 Steered {}: it continues with your message.",
+                subagent_name(&steered.run)
+            ),
+        },
+        Err(error) => format!("⚠️ {error}"),
+    }
+}
+
+fn subagents_info(
+    registry: &crate::agent::subagents::SubagentRegistry,
+    key: &str,
+    target: &str,
+) -> String {
+    let run = match sync(|| registry.resolve_child(key, target)) {
+        Ok(run) => run,
+        Err(error) => return format!("⚠️ {error}"),
+    };
+    let mut lines = vec![
+        format!(
+            "Sub-agent {} — {}",
+            subagent_name(&run),
+            run.status.as_str()
+        ),
+        format!("Session: {}", run.child_session_key),
+        format!("Run: {} (id {})", run.run_id, run.id),
+        format!("Depth: {}", run.depth),
+        format!(
+            "Tokens: {} in / {} out",
+            run.input_tokens, run.output_tokens
+        ),
+        format!("Task: {}", preview(&run.task, SUBAGENT_TEXT_PREVIEW_CHARS)),
+    ];
+    if let Some(model) = &run.model {
+        lines.push(format!("Model: {model}"));
+    }
+    if let Some(error) = &run.error {
+        lines.push(format!("Error: {error}"));
+    }
+    if let Some(result) = &run.result {
+        lines.push(format!(
+            "Result: {}",
+            preview(result, SUBAGENT_TEXT_PREVIEW_CHARS)
+        ));
+    }
+    lines.join("\n")
+}
+
+fn subagents_log(
+    state: &GatewayState,
+    registry: &crate::agent::subagents::SubagentRegistry,
+    key: &str,
+    args: &str,
+) -> String {
+    let (target, count) = split_word(args);
+    let count = count
+        .parse::<usize>()
+        .unwrap_or(SUBAGENT_LOG_DEFAULT_ENTRIES)
+        .clamp(1, SUBAGENT_LOG_MAX_ENTRIES);
+    let run = match sync(|| registry.resolve_child(key, target)) {
+        Ok(run) => run,
+        Err(error) => return format!("⚠️ {error}"),
+    };
+    let Some(entry) = entry(state, &run.child_session_key) else {
+        return format!(
+            "{} has no transcript (it was cleaned up).",
+            subagent_name(&run)
+        );
+    };
+    let tail = match sync(|| state.store.transcript_tail(&entry.session_id, count)) {
+        Ok(tail) => tail,
+        Err(error) => return format!("⚠️ {error}"),
+    };
+    let mut lines = vec![format!("Log of {}:", subagent_name(&run))];
+    for (_, message) in tail {
+        if message.text.trim().is_empty() {
+            continue;
+        }
+        let text = preview(message.text.trim(), SUBAGENT_TEXT_PREVIEW_CHARS);
+        lines.push(format!("{}: {text}", message.role));
+    }
+    lines.join("\n")
 }
 
 fn help() -> String {

@@ -1,5 +1,5 @@
-//! The gateway's side of background agent work: it starts sub-agent turns on the subagent lane and hands
-//! back their outcome, aborts them, and delivers announcements into a session (`announce_to_session`, the
+//! The gateway's side of background agent work: it starts sub-agent turns on the subagent lane (each with
+//! the steer inbox the registry gives it) and hands back their outcome, aborts them, and delivers announcements into a session (`announce_to_session`, the
 //! one place that decides how a message enters a session from inside: a turn through the command queue,
 //! see `channels::deliver`). It also gives tools the cron service.
 //!
@@ -7,13 +7,14 @@
 
 use std::sync::{Arc, Weak};
 
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
 use crate::agent::subagents::{OutcomeFuture, RunLauncher};
-use crate::agent::turn::TurnSpec;
+use crate::agent::turn::{TurnOverrides, TurnSpec};
 use crate::cron::CronService;
-use crate::queue::LaneKind;
+use crate::queue::{LaneKind, SteerInbox};
 use crate::system::clock::now_ms;
 
 use super::runs::{self, RunOrigin, RunPlacement};
@@ -48,19 +49,57 @@ pub fn launch_on(
     spec: TurnSpec,
     placement: RunPlacement,
 ) -> Result<OutcomeFuture, String> {
+    launch_steerable(state, spec, placement, None)
+}
+
+/// [`launch_on`], with `steer` as the run's steer inbox when given (sub-agent turns).
+pub fn launch_steerable(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    placement: RunPlacement,
+    steer: Option<SteerInbox>,
+) -> Result<OutcomeFuture, String> {
+    let finished = launch_collecting(state, spec, placement, steer, TurnOverrides::default())?;
+    Ok(Box::pin(async move { finished.await.0 }))
+}
+
+/// A run's outcome with its reasoning block (reasoning level `on`), when it produced one.
+pub type CollectedFuture = BoxFuture<'static, (RunOutcome, Option<String>)>;
+
+/// Starts `spec` with `overrides` (and `steer` as its steer inbox when given); the future resolves with the
+/// outcome and the reasoning block the run produced.
+pub fn launch_collecting(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    placement: RunPlacement,
+    steer: Option<SteerInbox>,
+    overrides: TurnOverrides,
+) -> Result<CollectedFuture, String> {
     let (tap, mut events) = mpsc::channel(64);
     let origin = RunOrigin {
         tap: Some(tap),
         ..RunOrigin::default()
     };
-    runs::start_placed(state, spec.clone(), origin, placement).map_err(|e| e.message)?;
+    let mut prepared = runs::prepare(state, spec.clone(), origin).map_err(|e| e.message)?;
+    prepared.set_placement(placement);
+    prepared.set_overrides(overrides);
+    if let Some(inbox) = steer {
+        prepared.set_steer(inbox);
+    }
+    state.tasks.spawn(prepared.execute());
     Ok(Box::pin(async move {
+        let mut reasoning = None;
         while let Some(event) = events.recv().await {
-            if let RunEvent::Finished(outcome) = event {
-                return *outcome;
+            match event {
+                RunEvent::ReasoningBlock { text } => reasoning = Some(text),
+                RunEvent::Finished(outcome) => return (*outcome, reasoning),
+                _ => {}
             }
         }
-        lost_outcome(&spec, "the run ended without an outcome")
+        (
+            lost_outcome(&spec, "the run ended without an outcome"),
+            None,
+        )
     }))
 }
 
@@ -77,12 +116,18 @@ pub fn announce_to_session(
 }
 
 impl RunLauncher for GatewayLauncher {
-    fn launch(&self, spec: TurnSpec, lane: LaneKind) -> Result<OutcomeFuture, String> {
+    fn launch(
+        &self,
+        spec: TurnSpec,
+        lane: LaneKind,
+        steer: SteerInbox,
+    ) -> Result<OutcomeFuture, String> {
         let state = self
             .state
             .upgrade()
             .ok_or_else(|| "the gateway is shutting down".to_string())?;
-        launch_on(&state, spec, RunPlacement { lane, quiet: false })
+        let placement = RunPlacement { lane, quiet: false };
+        launch_steerable(&state, spec, placement, Some(steer))
     }
 
     fn abort_run(&self, run_id: &str) -> bool {

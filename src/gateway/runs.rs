@@ -132,6 +132,7 @@ pub fn prepare(
         workspace,
         services: state.tool_services.clone(),
         steer: None,
+        overrides: Default::default(),
     };
     Ok(PreparedRun {
         state: state.clone(),
@@ -155,6 +156,16 @@ impl PreparedRun {
     /// Lets the command queue steer messages into the run (steer modes).
     pub fn set_steer(&mut self, inbox: crate::queue::SteerInbox) {
         self.env.steer = Some(inbox);
+    }
+
+    /// Per-run departures from an ordinary turn (heartbeat `lightContext`, `includeReasoning`).
+    pub fn set_overrides(&mut self, overrides: crate::agent::turn::TurnOverrides) {
+        self.env.overrides = overrides;
+    }
+
+    /// Where the run executes and whether readers see it (default: main lane, visible).
+    pub fn set_placement(&mut self, placement: RunPlacement) {
+        self.placement = placement;
     }
 
     /// The run's abort switch (the same one `chat.abort` pulls).

@@ -10,6 +10,7 @@
 
 pub mod hours;
 pub mod runner;
+pub mod session;
 
 pub use runner::{HeartbeatHost, HeartbeatRunner, HeartbeatTarget, WakeReason};
 

@@ -2,7 +2,9 @@
 //! per-agent `agents.list[].heartbeat` overriding it key by key; when any agent has its own block only
 //! those agents beat), when each is due, and one heartbeat from prompt to delivery. `wake` text becomes a
 //! system event in the next heartbeat's prompt; `wake {mode: now}` runs one immediately; `set-heartbeats`
-//! pauses the interval.
+//! pauses the interval. With `isolatedSession` a heartbeat runs in a fresh `<session>:heartbeat` session and
+//! delivers to the configured session's route; otherwise an acknowledged heartbeat is removed from the
+//! session again (`session.rs`).
 //!
 //! Time comes from the injected clock and the runner's `run_due` / `run_now` are what the timer calls, so
 //! tests drive schedules without sleeping. The runner never starts runs or delivers itself: its host does.
@@ -18,15 +20,19 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::hours::within_active_hours;
+use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
+use crate::agent::reasoning::{format_reasoning_block, ReasoningLevel};
+use crate::agent::runs::RunOutcome;
 use crate::agent::runs::RunStatus;
-use crate::agent::subagents::{blocking, OutcomeFuture};
-use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::subagents::blocking;
+use crate::agent::turn::{TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
 use crate::cron::CronClock;
 use crate::store::Store;
+use futures_util::future::BoxFuture;
 
 /// The timer never sleeps longer than this, so config changes and clock jumps are noticed.
 pub const MAX_TIMER_DELAY_MS: u64 = 60_000;
@@ -63,13 +69,23 @@ pub struct HeartbeatDelivery {
     pub target: HeartbeatTarget,
 }
 
+/// A finished heartbeat turn: its outcome and the reasoning block it produced, if any.
+#[derive(Debug, Clone)]
+pub struct HeartbeatTurn {
+    pub outcome: RunOutcome,
+    pub reasoning: Option<String>,
+}
+
+/// A boxed future resolving to a heartbeat turn.
+pub type HeartbeatTurnFuture = BoxFuture<'static, HeartbeatTurn>;
+
 /// What the runner needs from the gateway.
 pub trait HeartbeatHost: Send + Sync {
     fn config(&self) -> Arc<Config>;
     fn store(&self) -> Store;
     fn workspace(&self, agent_id: &str) -> PathBuf;
-    /// Starts a heartbeat turn (readers see nothing until it is delivered).
-    fn run(&self, spec: TurnSpec) -> Result<OutcomeFuture, String>;
+    /// Starts a heartbeat turn with `overrides` (readers see nothing until it is delivered).
+    fn run(&self, spec: TurnSpec, overrides: TurnOverrides) -> Result<HeartbeatTurnFuture, String>;
     /// Delivers a heartbeat message.
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String>;
     /// Tells clients about a heartbeat (the `heartbeat` event).
@@ -161,6 +177,44 @@ pub fn resolve_target(
                     .or(last_account.filter(|_| same)),
             })
         }
+    }
+}
+
+/// What a heartbeat turn does differently: `lightContext` keeps only HEARTBEAT.md of the bootstrap files;
+/// `includeReasoning` collects the model's reasoning whatever the session's reasoning level.
+fn overrides(settings: &HeartbeatConfig) -> TurnOverrides {
+    TurnOverrides {
+        light_context: settings.light_context == Some(true),
+        reasoning: (settings.include_reasoning == Some(true)).then_some(ReasoningLevel::On),
+    }
+}
+
+/// The heartbeat turn: the prompt (with the system events since the last heartbeat) in `session_key`.
+fn turn_spec(
+    agent: &str,
+    session_key: &str,
+    settings: &HeartbeatConfig,
+    pending: &[String],
+) -> TurnSpec {
+    let mut prompt = heartbeat_prompt(settings.prompt.as_deref());
+    if !pending.is_empty() {
+        prompt.push_str("\n\nSystem events since the last heartbeat:");
+        for event in pending {
+            prompt.push_str(&format!("\n- {event}"));
+        }
+    }
+    TurnSpec {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        agent_id: agent.to_string(),
+        session_key: session_key.to_string(),
+        message: prompt,
+        timeout_ms: settings
+            .timeout_seconds
+            .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s).max(1) * 1_000),
+        model_override: settings.model.clone(),
+        extra_system_prompt: None,
+        label: None,
+        channel: None,
     }
 }
 
@@ -321,36 +375,39 @@ impl HeartbeatRunner {
         reason: WakeReason,
     ) -> Value {
         let started = self.clock.now_ms();
-        let session_key = heartbeat_session(config, agent, settings.session.as_deref());
+        let base_key = heartbeat_session(config, agent, settings.session.as_deref());
+        let isolated = settings.isolated_session == Some(true);
+        let session_key = if isolated {
+            session::isolated_key(&base_key)
+        } else {
+            base_key.clone()
+        };
         let done = |event: Value| self.record(event, agent, &session_key, started);
         let pending = match self.preflight(config, agent, settings, reason, started) {
             Ok(pending) => pending,
             Err(skipped) => return done(skipped),
         };
-        let mut prompt = heartbeat_prompt(settings.prompt.as_deref());
-        if !pending.is_empty() {
-            prompt.push_str("\n\nSystem events since the last heartbeat:");
-            for event in &pending {
-                prompt.push_str(&format!("\n- {event}"));
+        let store = self.host.store();
+        // An isolated session starts empty; the main session is noted so an acknowledgement leaves no trace.
+        let mark = blocking(|| match isolated {
+            true => session::reset_isolated(&store, &session_key).map(|()| None),
+            false => session::mark(&store, &session_key).map(Some),
+        });
+        let mark = match mark {
+            Ok(mark) => mark,
+            Err(e) => {
+                return done(json!({"status": "failed", "reason": format!("session store: {e}")}))
             }
-        }
-        let spec = TurnSpec {
-            run_id: uuid::Uuid::new_v4().to_string(),
-            agent_id: agent.to_string(),
-            session_key: session_key.clone(),
-            message: prompt,
-            timeout_ms: settings
-                .timeout_seconds
-                .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s).max(1) * 1_000),
-            model_override: settings.model.clone(),
-            extra_system_prompt: None,
-            label: None,
-            channel: None,
         };
-        let outcome = match self.host.run(spec) {
+        let spec = turn_spec(agent, &session_key, settings, &pending);
+        let HeartbeatTurn { outcome, reasoning } = match self.host.run(spec, overrides(settings)) {
             Ok(future) => future.await,
             Err(e) => return done(json!({"status": "failed", "reason": e})),
         };
+        // Reasoning reaches the target only with `includeReasoning`, as its own message before the reply.
+        let reasoning = reasoning
+            .filter(|r| settings.include_reasoning == Some(true) && !r.trim().is_empty())
+            .map(|r| format_reasoning_block(&r));
         if outcome.status != RunStatus::Ok {
             let reason = outcome
                 .error
@@ -361,7 +418,25 @@ impl HeartbeatRunner {
             .ack_max_chars
             .map_or(DEFAULT_ACK_MAX_CHARS, |n| n as usize);
         let text = match classify_reply(&outcome.text, ack_max) {
+            HeartbeatReply::Ack if reasoning.is_some() => {
+                let reasoning = reasoning.unwrap_or_default();
+                return done(self.deliver(agent, &base_key, settings, reasoning, None, started));
+            }
             HeartbeatReply::Ack => {
+                if let Some(mark) = &mark {
+                    let pruned = blocking(|| {
+                        session::prune_ack(
+                            &store,
+                            &session_key,
+                            mark,
+                            &outcome.session_id,
+                            &outcome.run_id,
+                        )
+                    });
+                    if let Err(e) = pruned {
+                        log::warn!("heartbeat {agent}: cannot remove the acknowledged turn: {e}");
+                    }
+                }
                 let status = if outcome.text.trim().is_empty() {
                     "ok-empty"
                 } else {
@@ -371,7 +446,7 @@ impl HeartbeatRunner {
             }
             HeartbeatReply::Message(text) => text,
         };
-        done(self.deliver(agent, &session_key, settings, text, started))
+        done(self.deliver(agent, &base_key, settings, text, reasoning, started))
     }
 
     /// The checks before a heartbeat turn: paused, quiet hours, nothing to do. Returns the pending system
@@ -413,6 +488,7 @@ impl HeartbeatRunner {
         session_key: &str,
         settings: &HeartbeatConfig,
         text: String,
+        reasoning: Option<String>,
         now: u64,
     ) -> Value {
         let store = self.host.store();
@@ -435,6 +511,15 @@ impl HeartbeatRunner {
             text: text.clone(),
             target: target.clone(),
         };
+        if let Some(reasoning) = reasoning {
+            let shown = HeartbeatDelivery {
+                text: reasoning,
+                ..delivery.clone()
+            };
+            if let Err(e) = self.host.deliver(&shown) {
+                log::warn!("heartbeat {agent}: the reasoning was not delivered: {e}");
+            }
+        }
         if let Err(e) = self.host.deliver(&delivery) {
             return json!({"status": "failed", "reason": e, "preview": preview});
         }

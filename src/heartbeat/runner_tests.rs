@@ -4,7 +4,6 @@
 use std::sync::atomic::AtomicU64;
 
 use super::*;
-use crate::agent::runs::RunOutcome;
 use crate::store::test_support::temp_store;
 use crate::store::SessionEntry;
 
@@ -40,7 +39,11 @@ impl HeartbeatHost for FakeHost {
     fn workspace(&self, _agent_id: &str) -> PathBuf {
         self.workspace.path().to_path_buf()
     }
-    fn run(&self, spec: TurnSpec) -> Result<OutcomeFuture, String> {
+    fn run(
+        &self,
+        spec: TurnSpec,
+        _overrides: TurnOverrides,
+    ) -> Result<HeartbeatTurnFuture, String> {
         let text = self
             .replies
             .lock()
@@ -62,7 +65,12 @@ impl HeartbeatHost for FakeHost {
             model: None,
             stop_reason: None,
         };
-        Ok(Box::pin(async move { outcome }))
+        Ok(Box::pin(async move {
+            HeartbeatTurn {
+                outcome,
+                reasoning: None,
+            }
+        }))
     }
     fn min_every_ms(&self) -> u64 {
         self.min_every_ms
@@ -243,4 +251,29 @@ async fn a_board_floor_lengthens_a_shorter_interval() {
     f.advance(30);
     f.reply("HEARTBEAT_OK");
     assert_eq!(f.runner.run_due().await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_isolated_heartbeat_runs_in_a_fresh_side_session_and_delivers_to_the_main_route() {
+    let f = Fixture::new(
+        serde_json::json!({"agents": {"defaults": {"heartbeat": {"isolatedSession": true}}}}),
+        Some("- check the mailbox"),
+    );
+    let side = "agent:main:main:heartbeat";
+    f.host
+        .store
+        .put_session(side, &SessionEntry::new("old-side", 1))
+        .expect("side session");
+    f.reply("The bank wrote twice.");
+    let events = f.runner.run_now().await;
+    assert_eq!(events[0]["status"], "sent", "{}", events[0]);
+    let runs = f.host.runs.lock().expect("lock").clone();
+    assert_eq!(runs[0].session_key, side);
+    assert!(
+        f.host.store.session(side).expect("read").is_none(),
+        "the side session is emptied before the turn"
+    );
+    let delivered = f.delivered();
+    assert_eq!(delivered[0].session_key, "agent:main:main");
+    assert_eq!(delivered[0].target.to.as_deref(), Some("42"));
 }

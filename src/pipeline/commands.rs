@@ -85,10 +85,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "subagents",
         aliases: &[],
-        args: "",
+        args: "[list|kill|steer|info|log]",
         owner_only: false,
         group_allowed: true,
-        description: "List or stop sub-agents",
+        description: "List, stop or steer sub-agents",
     },
     CommandSpec {
         name: "restart",

@@ -122,7 +122,7 @@ impl SteerInbox {
     }
 
     /// Hands `message` to the running turn; gives it back when the inbox is full.
-    fn push(&self, message: QueuedMessage, cap: usize) -> Result<(), QueuedMessage> {
+    pub fn push(&self, message: QueuedMessage, cap: usize) -> Result<(), QueuedMessage> {
         let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
         if items.len() >= cap {
             return Err(message);

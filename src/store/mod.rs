@@ -27,6 +27,7 @@ mod meta;
 mod sessions;
 mod subagents;
 mod telegram_offsets;
+mod transcript_truncate;
 mod transcripts;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,7 @@ pub use memory::{
 pub use memory_search::ScoredChunk;
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
+pub use transcript_truncate::TruncateOutcome;
 pub use transcripts::{TranscriptEntry, MAX_SESSION_ID_BYTES};
 
 use env::LmdbEnv;

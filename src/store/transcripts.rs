@@ -2,7 +2,8 @@
 //!
 //! Key layout: session id bytes, one 0x00 separator, then the entry's sequence number as a big-endian u64, so
 //! one session's entries sit together in sequence order and no id is a key-prefix of another's range. Sequence
-//! numbers start at 1 and only grow. This file must not interpret message text (agent and gateway do) nor decide
+//! numbers start at 1 and only grow, except that `truncate_transcript_after` (transcript_truncate.rs) frees
+//! the numbers it removes. This file must not interpret message text (agent and gateway do) nor decide
 //! when a transcript dies (maintenance and the session owner do).
 
 use std::ops::Bound;

@@ -1,5 +1,6 @@
 //! `subagents`: what this session's sub-agents are doing (`list`), stopping one or all of them with
-//! everything they spawned (`kill`), and giving a running one a new instruction (`steer`).
+//! everything they spawned (`kill`), and giving a running one a new instruction (`steer`: into its running
+//! turn, or a new turn when that one already made its last model call).
 //!
 //! The tool only reads arguments; the registry in `agent::subagents` does the work.
 
@@ -7,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::sessions_spawn::tool_error;
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use crate::agent::subagents_steer::{SteerMode, MAX_STEER_MESSAGE_CHARS};
 
 pub struct SubagentsTool;
 
@@ -15,13 +17,13 @@ impl Tool for SubagentsTool {
         "subagents"
     }
     fn description(&self) -> &'static str {
-        "Manage the sub-agents this session spawned: list them, kill one (target: id, label, #index, last) or all (cascades to their own sub-agents), or steer a running one with a new message."
+        "Manage the sub-agents this session spawned: list them, kill one (target: id, label, #index, last) or all (cascades to their own sub-agents), or steer a running one with a new message (it reads it before its next step)."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
             "action": {"type": "string", "enum": ["list", "kill", "steer"]},
             "target": {"type": "string"},
-            "message": {"type": "string"}
+            "message": {"type": "string", "maxLength": MAX_STEER_MESSAGE_CHARS}
         }, "required": ["action"]})
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
@@ -66,15 +68,25 @@ impl Tool for SubagentsTool {
                 "steer" => {
                     let target = arg_str(&args, "target")?;
                     let message = arg_str(&args, "message")?;
-                    let run = registry
+                    let steered = registry
                         .steer(&ctx.config, me, target, message)
                         .map_err(tool_error)?;
-                    Ok(ToolOutput {
-                        text: format!(
+                    let run = &steered.run;
+                    let text = match steered.mode {
+                        SteerMode::Injected => format!(
+                            "Steered {}: it reads your message before its next step (run {}).",
+                            run.child_session_key, run.run_id
+                        ),
+                        SteerMode::Restarted => format!(
                             "Steered {}: its current turn was stopped and it continues with your message (run {}).",
                             run.child_session_key, run.run_id
                         ),
-                        details: Some(run.to_json()),
+                    };
+                    let mut details = run.to_json();
+                    details["mode"] = json!(steered.mode.as_str());
+                    Ok(ToolOutput {
+                        text,
+                        details: Some(details),
                     })
                 }
                 other => Err(ToolError::InvalidArguments(format!(

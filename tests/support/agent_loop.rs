@@ -56,6 +56,7 @@ impl LoopHarness {
             workspace,
             services: Default::default(),
             steer: None,
+            overrides: Default::default(),
         };
         LoopHarness {
             env,

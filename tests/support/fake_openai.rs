@@ -61,6 +61,12 @@ pub enum FakeReply {
     ToolCalls {
         calls: Vec<(String, String, String)>,
     },
+    /// Waits until the test calls `notify_one` on `gate` (a call made before the request arrives counts),
+    /// then answers with `then`: the client's model call stays in flight as long as the test wants.
+    Held {
+        gate: Arc<tokio::sync::Notify>,
+        then: Box<FakeReply>,
+    },
     /// Exact bytes for malformed-stream tests: this status and these headers,
     /// then each piece written as its own body frame, then the body ends.
     Raw {
@@ -221,7 +227,11 @@ async fn handle(
     }
     let queued = take_reply_for_system(&state, &recorded.body)
         .or_else(|| state.replies.lock().expect("replies lock").pop_front());
-    let reply = queued.unwrap_or_else(|| echo_reply(&recorded.body));
+    let mut reply = queued.unwrap_or_else(|| echo_reply(&recorded.body));
+    while let FakeReply::Held { gate, then } = reply {
+        gate.notified().await;
+        reply = *then;
+    }
     let streaming = recorded.body["stream"].as_bool().unwrap_or(false);
     Ok(match reply {
         FakeReply::Error {
@@ -249,6 +259,7 @@ async fn handle(
             state.shutdown.cancelled().await;
             error_response(503, "fake server shutting down", None)
         }
+        FakeReply::Held { .. } => error_response(500, "a held reply was not released", None),
     })
 }
 

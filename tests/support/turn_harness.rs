@@ -46,6 +46,7 @@ impl Harness {
             workspace,
             services: Default::default(),
             steer: None,
+            overrides: Default::default(),
         };
         Harness {
             fake,

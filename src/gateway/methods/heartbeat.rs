@@ -10,18 +10,17 @@ use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 
-use crate::agent::subagents::OutcomeFuture;
-use crate::agent::turn::TurnSpec;
+use crate::agent::turn::{TurnOverrides, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::SystemClock;
 use crate::gateway::clients::BroadcastOptions;
 use crate::gateway::frames::ErrorShape;
-use crate::gateway::launcher::launch_on;
+use crate::gateway::launcher::launch_collecting;
 use crate::gateway::runs::RunPlacement;
 use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
-use crate::heartbeat::runner::HeartbeatDelivery;
+use crate::heartbeat::runner::{HeartbeatDelivery, HeartbeatTurn, HeartbeatTurnFuture};
 use crate::heartbeat::{HeartbeatHost, HeartbeatRunner};
 use crate::store::Store;
 
@@ -59,12 +58,16 @@ impl HeartbeatHost for GatewayHeartbeatHost {
         }
     }
 
-    fn run(&self, spec: TurnSpec) -> Result<OutcomeFuture, String> {
+    fn run(&self, spec: TurnSpec, overrides: TurnOverrides) -> Result<HeartbeatTurnFuture, String> {
         let placement = RunPlacement {
             quiet: true,
             ..RunPlacement::default()
         };
-        launch_on(&self.state()?, spec, placement)
+        let finished = launch_collecting(&self.state()?, spec, placement, None, overrides)?;
+        Ok(Box::pin(async move {
+            let (outcome, reasoning) = finished.await;
+            HeartbeatTurn { outcome, reasoning }
+        }))
     }
 
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String> {
