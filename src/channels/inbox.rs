@@ -4,6 +4,8 @@
 //! offset, Discord its sequence — and removed once its turn has ended (or it
 //! needed none). Whatever is still there at start-up was accepted but never
 //! answered (the gateway died) and is handed to the message path again.
+//! When a record goes, so do the files its message downloaded (inside the
+//! media root only); a replayed message whose file is gone gets a note.
 //!
 //! This file only keeps the records; the hub decides when they go.
 
@@ -35,14 +37,23 @@ pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<S
     Ok(key)
 }
 
-/// Removes records (in the background: callers may be in a `Drop`).
+/// Removes records and their messages' downloaded files (in the
+/// background: callers may be in a `Drop`).
 pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
     if keys.is_empty() {
         return;
     }
     let store = state.store.clone();
     let remove = move || {
+        let root = super::media::media_root();
         for key in keys {
+            let recorded = store.meta(&key).ok().flatten();
+            if let Some(event) = recorded
+                .as_deref()
+                .and_then(|bytes| serde_json::from_slice::<InboundEvent>(bytes).ok())
+            {
+                super::media::remove_files(&event.message.media, &root);
+            }
             if let Err(e) = store.delete_meta(&key) {
                 log::warn!("cannot remove inbox record {key}: {e}");
             }
@@ -74,7 +85,11 @@ pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
     let mut events = Vec::new();
     for (key, bytes) in records {
         match serde_json::from_slice::<InboundEvent>(&bytes) {
-            Ok(event) => events.push((key, event)),
+            Ok(mut event) => {
+                // Files cleaned up since (or lost with a temp dir) become notes.
+                super::media::drop_missing(&mut event.message);
+                events.push((key, event));
+            }
             Err(error) => {
                 log::warn!("inbox record {key} is unreadable ({error}); removed");
                 forget(state, vec![key]);

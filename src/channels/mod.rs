@@ -20,6 +20,7 @@ pub mod deliver;
 pub mod discord;
 pub mod hub;
 pub mod inbox;
+pub mod media;
 pub mod outbound;
 pub mod registry;
 pub mod settings;

@@ -48,13 +48,15 @@ pub fn configured_adapters(
         )));
     }
     if let Some(section) = config.channels.discord.as_ref() {
-        match super::discord::DiscordChannel::from_config(section, http) {
+        let media = super::media::MediaDefaults::for_config(config);
+        match super::discord::DiscordChannel::with_media(section, http, &media) {
             Ok(adapter) => adapters.push(Arc::new(adapter)),
             Err(e) => log::error!("channels.discord: {e}; the Discord channel stays off"),
         }
     }
     if let Some(section) = config.channels.slack.as_ref() {
-        match super::slack::SlackChannel::from_config(section, http) {
+        let media = super::media::MediaDefaults::for_config(config);
+        match super::slack::SlackChannel::with_media(section, http, &media) {
             Ok(adapter) => adapters.push(Arc::new(adapter)),
             Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
         }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::channels::discord::account::{AccountState, AccountTasks};
+use crate::channels::media::MediaDefaults;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
     React, SendError, SentMessage, TextFormat, TextLimits,
@@ -68,12 +69,22 @@ impl SlackChannel {
         config: &SlackConfig,
         http: &reqwest::Client,
     ) -> Result<SlackChannel, SlackError> {
+        SlackChannel::with_media(config, http, &MediaDefaults::default())
+    }
+
+    /// As `from_config`, shared files kept as `media` says (the media root
+    /// and `agents.defaults.mediaMaxMb`).
+    pub fn with_media(
+        config: &SlackConfig,
+        http: &reqwest::Client,
+        media: &MediaDefaults,
+    ) -> Result<SlackChannel, SlackError> {
         let mut accounts = BTreeMap::new();
         for account_id in config.account_ids() {
             let settings = config.account(&account_id).unwrap_or_default();
             accounts.insert(
                 account_id.clone(),
-                Account::new(&account_id, &settings, http)?,
+                Account::new(&account_id, &settings, http, media)?,
             );
         }
         let default_account = config
@@ -156,6 +167,7 @@ impl Account {
         account_id: &str,
         settings: &SlackAccountConfig,
         http: &reqwest::Client,
+        media: &MediaDefaults,
     ) -> Result<Account, SlackError> {
         let token = |t: &Option<String>| t.clone().unwrap_or_default().trim().to_string();
         let (bot_token, app_token) = (token(&settings.bot_token), token(&settings.app_token));
@@ -188,6 +200,7 @@ impl Account {
             socket: SocketAccount {
                 account_id: account_id.to_string(),
                 allow_bots: settings.allow_bots.unwrap_or(false),
+                media: media.limits(CHANNEL_ID, settings.media_max_mb),
             },
             web,
             listens,

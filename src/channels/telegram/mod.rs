@@ -66,7 +66,7 @@ impl TelegramOptions {
     /// Options for a loaded config, media under the system temp dir.
     pub fn for_config(config: &Config) -> TelegramOptions {
         TelegramOptions {
-            media_dir: std::env::temp_dir().join("pincer-media").join(CHANNEL_ID),
+            media_dir: crate::channels::media::media_root().join(CHANNEL_ID),
             default_media_max_mb: config.agents.defaults.media_max_mb,
             media_dir_max_bytes: DEFAULT_MEDIA_DIR_MAX_BYTES,
             http: None,
