@@ -22,13 +22,15 @@ use crate::channels::{
     React, SendError, SentMessage, TextFormat, TextLimits,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
-use crate::config::schema::slack::{
-    SlackAccountConfig, SlackConfig, SlackMode, DEFAULT_SLACK_TEXT_CHUNK_LIMIT,
-};
+use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
 use socket::SocketAccount;
 use web::{SlackIdentity, SlackWeb};
 
 pub use translate::CHANNEL_ID;
+
+/// Slack's hard cap on a message's text (longer texts are truncated), in
+/// characters; an account's `textChunkLimit` (default 8,000) is clamped to it.
+pub const SLACK_MAX_MESSAGE_CHARS: usize = 40_000;
 
 /// DM channel ids remembered per account; cleared when full.
 const MAX_CACHED_DM_CHANNELS: usize = 1_000;
@@ -243,7 +245,7 @@ impl Channel for SlackChannel {
 
     fn text_limits(&self) -> TextLimits {
         TextLimits {
-            max_chars: DEFAULT_SLACK_TEXT_CHUNK_LIMIT as usize,
+            max_chars: SLACK_MAX_MESSAGE_CHARS,
             max_lines: None,
         }
     }
@@ -383,7 +385,7 @@ mod tests {
             configured,
             vec![("full".into(), true), ("sendonly".into(), false)]
         );
-        assert_eq!(channel.text_limits().max_chars, 8_000);
+        assert_eq!(channel.text_limits().max_chars, SLACK_MAX_MESSAGE_CHARS);
         assert!(channel.typing().is_none());
     }
 }

@@ -342,7 +342,7 @@ impl Channel for TelegramChannel {
 
     fn text_limits(&self) -> TextLimits {
         TextLimits {
-            max_chars: TELEGRAM_CHUNK_CHARS,
+            max_chars: TELEGRAM_MAX_MESSAGE_CHARS,
             max_lines: None,
         }
     }
