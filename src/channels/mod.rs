@@ -18,6 +18,7 @@
 pub mod commands;
 pub mod deliver;
 pub mod discord;
+pub mod http_routes;
 pub mod hub;
 pub mod inbox;
 pub mod media;

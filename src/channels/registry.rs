@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::config::Config;
 use crate::store::Store;
 
+use super::http_routes::HttpRoutes;
 use super::{AccountStatus, Channel, InboundSink};
 
 /// One channel's state as `channels.status` reports it.
@@ -36,11 +37,13 @@ pub fn configured_adapters(
     config: &Config,
     store: &Store,
     http: &reqwest::Client,
+    routes: &Arc<HttpRoutes>,
 ) -> Vec<Arc<dyn Channel>> {
     let mut adapters: Vec<Arc<dyn Channel>> = Vec::new();
     if let Some(section) = config.channels.telegram.as_ref() {
         let mut options = super::telegram::TelegramOptions::for_config(config);
         options.http = Some(http.clone());
+        options.http_routes = Some(Arc::clone(routes));
         adapters.push(Arc::new(super::telegram::TelegramChannel::new(
             section,
             store.clone(),

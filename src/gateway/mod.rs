@@ -178,9 +178,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
 /// as their inbound sink.
 async fn start_channels(state: &Arc<GatewayState>) {
     let config = state.config();
-    for adapter in
-        crate::channels::registry::configured_adapters(&config, &state.store, &state.http())
-    {
+    for adapter in crate::channels::registry::configured_adapters(
+        &config,
+        &state.store,
+        &state.http(),
+        &state.http_routes,
+    ) {
         state.channels.register(adapter);
     }
     if state.channels.ids().is_empty() {
