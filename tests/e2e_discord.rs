@@ -15,6 +15,7 @@ mod fake_openai;
 #[path = "support/gateway.rs"]
 mod gateway;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fake_discord::{FakeDiscord, RestReply, RestRequest, BOT_USER_ID, TOKEN};
@@ -33,7 +34,7 @@ const HEARTBEAT_MS: u64 = 45_000;
 struct Rig {
     discord: FakeDiscord,
     provider: FakeOpenAi,
-    _gateway: GatewayProcess,
+    gateway: GatewayProcess,
 }
 
 impl Rig {
@@ -58,12 +59,13 @@ impl Rig {
             "channels": { "discord": channel },
         })
         .to_string();
-        let gateway =
-            tokio::task::block_in_place(|| GatewayProcess::start(&config, &["--port", "0"]));
+        let gateway = tokio::task::block_in_place(|| {
+            GatewayProcess::start_with_private_tmp(&config, &["--port", "0"])
+        });
         let rig = Rig {
             discord,
             provider,
-            _gateway: gateway,
+            gateway,
         };
         eventually("the gateway identified", || {
             !rig.discord.client_frames(2).is_empty()
@@ -251,4 +253,64 @@ async fn rate_limited_send_is_retried_not_before_retry_after() {
     assert_eq!(content(&sent[1]), "Delivered despite the limit.");
     let gap = sent[1].at.duration_since(sent[0].at);
     assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}
+
+/// The path of the file the model was told about (upstream's media note).
+fn attached_path(asked: &str) -> PathBuf {
+    let start = asked.find("[media attached: ").expect("a media note") + "[media attached: ".len();
+    let rest = &asked[start..];
+    PathBuf::from(&rest[..rest.find(" (").expect("the note names the type")])
+}
+
+/// A PNG of `len` bytes.
+fn png(len: usize) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.resize(len, 7);
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachment_is_shown_to_the_model_and_removed_after_the_run() {
+    let rig = Rig::start(json!({"mediaMaxMb": 1})).await;
+    let attachment = rig
+        .discord
+        .add_attachment("cat.png", png(20_000), "image/png");
+    let mut message = dm("1", "what is this?");
+    message["attachments"] = json!([attachment]);
+    rig.provider.push_reply(text_reply("A cat."));
+    rig.discord.dispatch("MESSAGE_CREATE", message);
+    let sent = rig.wait_for_sends(1).await;
+    assert_eq!(content(&sent[0]), "A cat.");
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(asked.contains("<media:image>"), "{asked}");
+    let path = attached_path(&asked);
+    let media_dir = rig.gateway.tmp_dir().join("pincer-media").join("discord");
+    assert!(path.starts_with(&media_dir), "{path:?}");
+    assert_eq!(rig.discord.file_fetches("cat.png"), 1);
+    eventually("the file removed after the run", || {
+        !Path::new(&path).exists()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachment_over_the_cap_reaches_the_model_as_a_note_without_download() {
+    let rig = Rig::start(json!({"mediaMaxMb": 0.01})).await;
+    let attachment = rig
+        .discord
+        .add_attachment("big.pdf", vec![b'%'; 50_000], "application/pdf");
+    let mut message = dm("1", "read this");
+    message["attachments"] = json!([attachment]);
+    rig.provider.push_reply(text_reply("Too big for me."));
+    rig.discord.dispatch("MESSAGE_CREATE", message);
+    rig.wait_for_sends(1).await;
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(
+        asked.contains(
+            "<media:document> (big.pdf, 48.8 KB: over the 10.2 KB limit, not downloaded)"
+        ),
+        "{asked}"
+    );
+    assert!(!asked.contains("[media attached"), "{asked}");
+    assert_eq!(rig.discord.file_fetches("big.pdf"), 0);
 }

@@ -15,6 +15,7 @@ mod fake_slack;
 #[path = "support/gateway.rs"]
 mod gateway;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fake_openai::{FakeOpenAi, FakeReply};
@@ -30,7 +31,7 @@ const SLACK_MAX_CHARS: usize = 8000;
 struct Rig {
     slack: FakeSlack,
     provider: FakeOpenAi,
-    _gateway: GatewayProcess,
+    gateway: GatewayProcess,
 }
 
 impl Rig {
@@ -55,12 +56,13 @@ impl Rig {
             "channels": { "slack": channel },
         })
         .to_string();
-        let gateway =
-            tokio::task::block_in_place(|| GatewayProcess::start(&config, &["--port", "0"]));
+        let gateway = tokio::task::block_in_place(|| {
+            GatewayProcess::start_with_private_tmp(&config, &["--port", "0"])
+        });
         let rig = Rig {
             slack,
             provider,
-            _gateway: gateway,
+            gateway,
         };
         eventually("the socket connected", || {
             !rig.slack.connections().is_empty()
@@ -220,4 +222,65 @@ async fn rate_limited_post_is_retried_not_before_retry_after() {
     assert_eq!(text_of(&posted[1]), "Delivered despite the limit.");
     let gap = posted[1].at.duration_since(posted[0].at);
     assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}
+
+/// The path of the file the model was told about (upstream's media note).
+fn attached_path(asked: &str) -> PathBuf {
+    let start = asked.find("[media attached: ").expect("a media note") + "[media attached: ".len();
+    let rest = &asked[start..];
+    PathBuf::from(&rest[..rest.find(" (").expect("the note names the type")])
+}
+
+/// A PNG of `len` bytes.
+fn png(len: usize) -> Vec<u8> {
+    let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+    bytes.resize(len, 7);
+    bytes
+}
+
+fn file_share(files: Value) -> Value {
+    let mut shared = message("D42", "im", "what is this?", "1700000000.000100");
+    shared["subtype"] = json!("file_share");
+    shared["files"] = files;
+    shared
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_file_is_shown_to_the_model_and_removed_after_the_run() {
+    let rig = Rig::start(json!({"mediaMaxMb": 1})).await;
+    let file = rig.slack.add_file("cat.png", png(20_000), "image/png");
+    rig.provider.push_reply(text_reply("A cat."));
+    rig.slack.send_event(file_share(json!([file])));
+    let posts = rig.wait_for_posts(1).await;
+    assert_eq!(text_of(&posts[0]), "A cat.");
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(asked.contains("<media:image>"), "{asked}");
+    let path = attached_path(&asked);
+    let media_dir = rig.gateway.tmp_dir().join("pincer-media").join("slack");
+    assert!(path.starts_with(&media_dir), "{path:?}");
+    assert_eq!(rig.slack.file_fetches("cat.png"), 1);
+    eventually("the file removed after the run", || {
+        !Path::new(&path).exists()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_file_over_the_cap_reaches_the_model_as_a_note_without_download() {
+    let rig = Rig::start(json!({"mediaMaxMb": 0.01})).await;
+    let file = rig
+        .slack
+        .add_file("big.pdf", vec![b'%'; 50_000], "application/pdf");
+    rig.provider.push_reply(text_reply("Too big for me."));
+    rig.slack.send_event(file_share(json!([file])));
+    rig.wait_for_posts(1).await;
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(
+        asked.contains(
+            "<media:document> (big.pdf, 48.8 KB: over the 10.2 KB limit, not downloaded)"
+        ),
+        "{asked}"
+    );
+    assert!(!asked.contains("[media attached"), "{asked}");
+    assert_eq!(rig.slack.file_fetches("big.pdf"), 0);
 }

@@ -4,6 +4,8 @@
 //! offset, Discord its sequence — and removed once its turn has ended (or it
 //! needed none). Whatever is still there at start-up was accepted but never
 //! answered (the gateway died) and is handed to the message path again.
+//! When a record goes, so do the files its message downloaded (inside the
+//! media root only); a replayed message whose file is gone gets a note.
 //!
 //! Web chat messages (`chat.send`) get records of their own
 //! (`webchat-inbox/…`, a [`WebchatRecord`]) written before the `res`.
@@ -70,14 +72,27 @@ pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<S
     Ok(key)
 }
 
-/// Removes records (in the background: callers may be in a `Drop`).
+/// Removes records and their messages' downloaded files (in the
+/// background: callers may be in a `Drop`).
 pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
     if keys.is_empty() {
         return;
     }
     let store = state.store.clone();
     let remove = move || {
+        let root = super::media::media_root();
         for key in keys {
+            // Only channel messages download files.
+            let recorded = key
+                .starts_with(PREFIX)
+                .then(|| store.meta(&key).ok().flatten())
+                .flatten();
+            if let Some(event) = recorded
+                .as_deref()
+                .and_then(|bytes| serde_json::from_slice::<InboundEvent>(bytes).ok())
+            {
+                super::media::remove_files(&event.message.media, &root);
+            }
             if let Err(e) = store.delete_meta(&key) {
                 log::warn!("cannot remove inbox record {key}: {e}");
             }
@@ -94,7 +109,12 @@ pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
 /// The records left from before this start, oldest first. Unreadable ones
 /// are logged and removed.
 pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
-    pending_of(state, PREFIX).await
+    let mut events = pending_of::<InboundEvent>(state, PREFIX).await;
+    for (_, event) in &mut events {
+        // Files cleaned up since (or lost with a temp dir) become notes.
+        super::media::drop_missing(&mut event.message);
+    }
+    events
 }
 
 /// The web chat records left from before this start, oldest first.

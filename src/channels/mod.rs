@@ -18,8 +18,10 @@
 pub mod commands;
 pub mod deliver;
 pub mod discord;
+pub mod http_routes;
 pub mod hub;
 pub mod inbox;
+pub mod media;
 pub mod outbound;
 pub mod registry;
 pub mod settings;

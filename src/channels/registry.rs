@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::config::Config;
 use crate::store::Store;
 
+use super::http_routes::HttpRoutes;
 use super::{AccountStatus, Channel, InboundSink};
 
 /// One channel's state as `channels.status` reports it.
@@ -36,11 +37,13 @@ pub fn configured_adapters(
     config: &Config,
     store: &Store,
     http: &reqwest::Client,
+    routes: &Arc<HttpRoutes>,
 ) -> Vec<Arc<dyn Channel>> {
     let mut adapters: Vec<Arc<dyn Channel>> = Vec::new();
     if let Some(section) = config.channels.telegram.as_ref() {
         let mut options = super::telegram::TelegramOptions::for_config(config);
         options.http = Some(http.clone());
+        options.http_routes = Some(Arc::clone(routes));
         adapters.push(Arc::new(super::telegram::TelegramChannel::new(
             section,
             store.clone(),
@@ -48,13 +51,15 @@ pub fn configured_adapters(
         )));
     }
     if let Some(section) = config.channels.discord.as_ref() {
-        match super::discord::DiscordChannel::from_config(section, http) {
+        let media = super::media::MediaDefaults::for_config(config);
+        match super::discord::DiscordChannel::with_media(section, http, &media) {
             Ok(adapter) => adapters.push(Arc::new(adapter)),
             Err(e) => log::error!("channels.discord: {e}; the Discord channel stays off"),
         }
     }
     if let Some(section) = config.channels.slack.as_ref() {
-        match super::slack::SlackChannel::from_config(section, http) {
+        let media = super::media::MediaDefaults::for_config(config);
+        match super::slack::SlackChannel::with_media(section, http, &media) {
             Ok(adapter) => adapters.push(Arc::new(adapter)),
             Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
         }

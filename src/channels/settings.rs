@@ -30,6 +30,8 @@ pub struct ChannelSettings {
     pub access: AccessPolicy,
     /// `textChunkLimit`, when configured (else the adapter's own limit).
     pub text_chunk_limit: Option<usize>,
+    /// Discord's `maxLinesPerMessage` (else the adapter's own).
+    pub max_lines_per_message: Option<usize>,
     pub streaming: StreamingMode,
     pub preview_throttle_ms: u64,
     pub retry: RetryPolicy,
@@ -70,6 +72,7 @@ impl ChannelSettings {
                 ..AccessPolicy::default()
             },
             text_chunk_limit: None,
+            max_lines_per_message: None,
             streaming: StreamingMode::Off,
             preview_throttle_ms: DEFAULT_PREVIEW_THROTTLE_MS,
             retry: RetryPolicy::for_channel(channel),
@@ -173,6 +176,7 @@ impl ChannelSettings {
             guilds.is_some_and(|g| g.values().any(|g| g.require_mention == Some(false)));
         access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.max_lines_per_message = Some(account.effective_max_lines_per_message() as usize);
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
@@ -220,13 +224,18 @@ impl ChannelSettings {
         }
     }
 
-    /// The outbound limit: the adapter's, lowered by `textChunkLimit`.
+    /// The outbound limits: the account's `textChunkLimit` clamped to the
+    /// adapter's hard cap (the cap itself when unset), and its
+    /// `maxLinesPerMessage` where the platform folds long messages.
     pub fn text_limits(&self, adapter: super::TextLimits) -> super::TextLimits {
         super::TextLimits {
             max_chars: self
                 .text_chunk_limit
                 .map_or(adapter.max_chars, |limit| limit.clamp(1, adapter.max_chars)),
-            max_lines: adapter.max_lines,
+            max_lines: self
+                .max_lines_per_message
+                .filter(|lines| *lines > 0)
+                .or(adapter.max_lines),
         }
     }
 }

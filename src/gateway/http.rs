@@ -1,5 +1,6 @@
 //! The HTTP side of the gateway port: liveness and readiness, the WebSocket
-//! upgrade (on any path), the OpenAI-compatible endpoint and `/tools/invoke`.
+//! upgrade (on any path), the OpenAI-compatible endpoint, `/tools/invoke`,
+//! and the paths adapters registered (`channels::http_routes`).
 //!
 //! Bodies are read with a hard size cap; errors are JSON with upstream's
 //! shapes. Nothing here runs an agent itself: runs go through `runs.rs`.
@@ -45,6 +46,17 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     response
 }
 
+/// The paths this file serves itself; adapters' inbound routes
+/// (`channels::http_routes`) may not take them.
+pub const GATEWAY_PATHS: &[&str] = &[
+    "/health",
+    "/healthz",
+    "/ready",
+    "/readyz",
+    "/v1/chat/completions",
+    "/tools/invoke",
+];
+
 /// Serves one HTTP request.
 pub async fn handle(
     state: Arc<GatewayState>,
@@ -80,10 +92,13 @@ pub async fn handle(
             super::openai_http::chat_completions(state, req, ip).await
         }
         "/tools/invoke" => tools_invoke(state, req, ip).await,
-        _ => json_response(
-            StatusCode::NOT_FOUND,
-            &json!({"error": {"type": "not_found", "message": format!("no route for {path}")}}),
-        ),
+        _ => match state.http_routes.get(&path) {
+            Some(route) => route.handle(req).await.map(|body| body.boxed()),
+            None => json_response(
+                StatusCode::NOT_FOUND,
+                &json!({"error": {"type": "not_found", "message": format!("no route for {path}")}}),
+            ),
+        },
     };
     Ok(response)
 }

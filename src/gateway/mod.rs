@@ -182,9 +182,12 @@ async fn start_channels(state: &Arc<GatewayState>) {
         .tasks
         .spawn(methods::chat::replay_webchat(state.clone()));
     let config = state.config();
-    for adapter in
-        crate::channels::registry::configured_adapters(&config, &state.store, &state.http())
-    {
+    for adapter in crate::channels::registry::configured_adapters(
+        &config,
+        &state.store,
+        &state.http(),
+        &state.http_routes,
+    ) {
         state.channels.register(adapter);
     }
     if state.channels.ids().is_empty() {

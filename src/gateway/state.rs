@@ -91,6 +91,8 @@ pub struct GatewayState {
     pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
     /// The chat channel adapters (started at gateway start).
     pub channels: Arc<crate::channels::registry::ChannelRegistry>,
+    /// Paths on the gateway port that adapters serve (webhooks, Slack events).
+    pub http_routes: Arc<crate::channels::http_routes::HttpRoutes>,
     /// The message path (pipeline + command queue), built on first use.
     pub hub: std::sync::OnceLock<Arc<crate::channels::hub::ChannelHub>>,
     /// The heartbeat runner, set once at start.
@@ -184,6 +186,9 @@ impl GatewayState {
             cron: std::sync::OnceLock::new(),
             heartbeat: std::sync::OnceLock::new(),
             channels: Arc::default(),
+            http_routes: Arc::new(crate::channels::http_routes::HttpRoutes::new(
+                super::http::GATEWAY_PATHS,
+            )),
             hub: std::sync::OnceLock::new(),
             limits: parts.limits,
             started_at_ms: crate::system::clock::now_ms(),

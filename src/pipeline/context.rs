@@ -228,6 +228,18 @@ impl InboundMessage {
                 line.push(' ');
                 line.push_str(&sanitize_user_text(caption));
             }
+            if !item.path.is_empty() {
+                // Where the downloaded file is, as upstream's media note says it.
+                let kind = item
+                    .mime_type
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default();
+                line.push_str(&format!(
+                    "\n[media attached: {}{kind}]",
+                    sanitize_user_text(&item.path)
+                ));
+            }
             if let Some(transcript) = item.transcript.as_deref().filter(|t| !t.is_empty()) {
                 line.push_str(&format!("\nTranscript: {}", sanitize_user_text(transcript)));
             }
@@ -293,7 +305,7 @@ mod tests {
         .finalize();
         assert_eq!(
             msg.body_for_agent,
-            "[Replying to Bob id:55]\nearlier\n[/Replying]\nlook\n<media:image> cat"
+            "[Replying to Bob id:55]\nearlier\n[/Replying]\nlook\n<media:image> cat\n[media attached: /tmp/a.jpg (image/jpeg)]"
         );
     }
 

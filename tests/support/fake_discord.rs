@@ -3,7 +3,8 @@
 //! sequence numbers, RESUME → replay + RESUMED, close codes) and the REST
 //! API under `/api/v10` (messages, typing, reactions, channels, DM
 //! channels, `GET /gateway/bot`), recording everything it is sent and
-//! answering scripted replies (429s, errors) first.
+//! answering scripted replies (429s, errors) first; attachment files under
+//! `/attachments/…` as Discord's CDN serves them (no token), counted.
 //!
 //! Tests include it with `#[path = "support/fake_discord.rs"] mod fake_discord;`.
 #![allow(dead_code)]
@@ -98,6 +99,9 @@ struct Inner {
     scripted_on: Vec<(String, String, RestReply)>,
     channels: HashMap<String, Value>,
     next_message_id: u64,
+    /// CDN files by name: bytes and content type; and how often each was fetched.
+    files: HashMap<String, (Vec<u8>, String)>,
+    file_fetches: HashMap<String, usize>,
 }
 
 struct State {
@@ -210,6 +214,23 @@ impl FakeDiscord {
         self.inner()
             .scripted_on
             .push((method.to_string(), path_suffix.to_string(), reply));
+    }
+
+    /// Serves `bytes` as CDN file `name`; returns the attachment object
+    /// (`id`, `filename`, `size`, `url`, `proxy_url`, `content_type`).
+    pub fn add_attachment(&self, name: &str, bytes: Vec<u8>, content_type: &str) -> Value {
+        let url = format!("http://{}/attachments/500/1/{name}", self.rest_addr);
+        let size = bytes.len();
+        self.inner()
+            .files
+            .insert(name.to_string(), (bytes, content_type.to_string()));
+        json!({"id": format!("att-{name}"), "filename": name, "size": size, "url": url,
+            "proxy_url": url, "content_type": content_type})
+    }
+
+    /// How often the CDN file `name` was downloaded.
+    pub fn file_fetches(&self, name: &str) -> usize {
+        self.inner().file_fetches.get(name).copied().unwrap_or(0)
     }
 
     pub fn connections(&self) -> Vec<GatewayConnection> {
@@ -409,6 +430,9 @@ async fn rest_handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
+    if let Some(file) = path.strip_prefix("/attachments/") {
+        return Ok(serve_file(&state, file.rsplit('/').next().unwrap_or("")));
+    }
     let headers: BTreeMap<String, String> = request
         .headers()
         .iter()
@@ -458,6 +482,24 @@ async fn rest_handle(
         builder = builder.header("content-type", "application/json");
     }
     Ok(builder.body(Full::new(body)).expect("valid response"))
+}
+
+/// A CDN download: the file's bytes with its content type, or 404.
+fn serve_file(state: &State, name: &str) -> Response<Full<Bytes>> {
+    let mut inner = state.inner.lock().expect("fake state");
+    *inner.file_fetches.entry(name.to_string()).or_default() += 1;
+    match inner.files.get(name) {
+        Some((bytes, content_type)) => Response::builder()
+            .status(200)
+            .header("content-type", content_type.as_str())
+            .header("content-length", bytes.len())
+            .body(Full::new(Bytes::from(bytes.clone())))
+            .expect("valid response"),
+        None => Response::builder()
+            .status(404)
+            .body(Full::new(Bytes::new()))
+            .expect("valid response"),
+    }
 }
 
 fn reply(status: u16, body: Value) -> RestReply {

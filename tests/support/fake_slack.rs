@@ -4,7 +4,8 @@
 //! `{"ok": …}` JSON with token checks, and the Socket Mode WebSocket
 //! (`hello`, `events_api` envelopes that must be acked by `envelope_id`,
 //! `disconnect`). Every request, connection and ack is recorded; scripted
-//! Web API answers (429s, errors) come first.
+//! Web API answers (429s, errors) come first. Shared files are served at
+//! `/files-pri/<team>-<id>/download/<name>` to the bot token only (counted).
 //!
 //! Tests include it with `#[path = "support/fake_slack.rs"] mod fake_slack;`.
 #![allow(dead_code)]
@@ -75,6 +76,9 @@ struct Inner {
     live: Option<mpsc::UnboundedSender<String>>,
     next_ts: u64,
     envelopes_sent: u64,
+    /// Shared files by name: bytes and type; downloads per name.
+    files: std::collections::HashMap<String, (Vec<u8>, String)>,
+    file_fetches: std::collections::HashMap<String, usize>,
 }
 
 struct State {
@@ -158,6 +162,26 @@ impl FakeSlack {
     /// Queues an answer for the next call of `method` only.
     pub fn script_web_on(&self, method: &str, reply: WebReply) {
         self.inner().scripted_on.push((method.to_string(), reply));
+    }
+
+    /// Shares `bytes` as file `name`; returns the file object a message's
+    /// `files[]` carries (`url_private_download` needs the bot token).
+    pub fn add_file(&self, name: &str, bytes: Vec<u8>, mimetype: &str) -> Value {
+        let id = format!("F{}", name.len() + self.inner().files.len());
+        let base = format!("http://{}/files-pri/{TEAM_ID}-{id}", self.web_addr);
+        let size = bytes.len();
+        self.inner()
+            .files
+            .insert(name.to_string(), (bytes, mimetype.to_string()));
+        json!({"id": id, "name": name, "title": name, "mimetype": mimetype,
+            "filetype": "binary", "size": size, "mode": "hosted",
+            "url_private": format!("{base}/{name}"),
+            "url_private_download": format!("{base}/download/{name}")})
+    }
+
+    /// How often file `name` was downloaded (with the right token).
+    pub fn file_fetches(&self, name: &str) -> usize {
+        self.inner().file_fetches.get(name).copied().unwrap_or(0)
     }
 
     pub fn web_requests(&self) -> Vec<WebRequest> {
@@ -286,6 +310,10 @@ async fn web_handle(
         .get("authorization")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
+    if let Some(file) = request.uri().path().strip_prefix("/files-pri/") {
+        let name = file.rsplit('/').next().unwrap_or("");
+        return Ok(serve_file(&state, name, &authorization));
+    }
     let bytes = request
         .into_body()
         .collect()
@@ -321,6 +349,29 @@ async fn web_handle(
         .header("content-type", "application/json")
         .body(Full::new(body));
     Ok(response.expect("valid response"))
+}
+
+/// A file download: the bytes to the bot token, else 403 (as Slack refuses
+/// a download without the token).
+fn serve_file(state: &State, name: &str, authorization: &str) -> Response<Full<Bytes>> {
+    let mut inner = state.inner.lock().expect("fake state");
+    let file = inner.files.get(name).cloned();
+    let response = match file {
+        Some(_) if authorization != format!("Bearer {BOT_TOKEN}") => Response::builder()
+            .status(403)
+            .body(Full::new(Bytes::new())),
+        Some((bytes, mimetype)) => {
+            *inner.file_fetches.entry(name.to_string()).or_default() += 1;
+            Response::builder()
+                .status(200)
+                .header("content-type", mimetype)
+                .body(Full::new(Bytes::from(bytes)))
+        }
+        None => Response::builder()
+            .status(404)
+            .body(Full::new(Bytes::new())),
+    };
+    response.expect("valid response")
 }
 
 fn ok(body: Value) -> WebReply {

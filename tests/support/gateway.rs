@@ -54,12 +54,24 @@ fn command(dir: &Path, config: &str, args: &[&str]) -> Command {
 }
 
 fn spawn_ready(dir: &Path, config: &str, args: &[&str]) -> (Child, u16) {
+    spawn_ready_with(dir, config, args, false)
+}
+
+/// `private_tmp`: the gateway's `TMPDIR` is `<dir>/tmp` (its media root
+/// then lies inside the test's directory).
+fn spawn_ready_with(dir: &Path, config: &str, args: &[&str], private_tmp: bool) -> (Child, u16) {
     let stderr = File::options()
         .create(true)
         .append(true)
         .open(dir.join("gateway.stderr"))
         .expect("stderr file");
-    let mut child = command(dir, config, args)
+    let mut command = command(dir, config, args);
+    if private_tmp {
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).expect("private TMPDIR");
+        command.env("TMPDIR", tmp);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
         .spawn()
@@ -93,6 +105,19 @@ impl GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir for the gateway");
         let (child, port) = spawn_ready(dir.path(), config, args);
         GatewayProcess { child, port, dir }
+    }
+
+    /// As `start`, with the gateway's `TMPDIR` inside its temp dir
+    /// (`tmp_dir`): downloaded media can be inspected and is not shared.
+    pub fn start_with_private_tmp(config: &str, args: &[&str]) -> GatewayProcess {
+        let dir = tempfile::tempdir().expect("temp dir for the gateway");
+        let (child, port) = spawn_ready_with(dir.path(), config, args, true);
+        GatewayProcess { child, port, dir }
+    }
+
+    /// The gateway's `TMPDIR` when started with `start_with_private_tmp`.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.dir.path().join("tmp")
     }
 
     /// Kills the gateway with SIGKILL and starts it again on the same data dir.

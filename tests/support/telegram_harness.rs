@@ -131,6 +131,7 @@ pub fn options(media_dir: &Path) -> TelegramOptions {
         default_media_max_mb: None,
         media_dir_max_bytes: 64 * 1024 * 1024,
         http: None,
+        http_routes: None,
     }
 }
 

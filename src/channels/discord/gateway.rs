@@ -28,6 +28,7 @@ use super::payload::{self, op, CloseAction, GatewayFrame, Ready};
 use super::rest::DiscordRest;
 use super::translate::{self, BotIdentity, ChannelInfo, TranslateContext};
 use super::ws::{self, WsStream};
+use crate::channels::media::{add_to_event, MediaLimits};
 use crate::channels::{InboundSink, SendError};
 use crate::config::schema::discord::AllowBots;
 
@@ -49,6 +50,8 @@ pub struct GatewayAccount {
     pub gateway_url: Option<String>,
     pub allow_bots: AllowBots,
     pub intents: u64,
+    /// Where attachments go and how big they may be.
+    pub media: MediaLimits,
 }
 
 /// How one connection ended.
@@ -451,10 +454,14 @@ impl GatewayTask {
             bot,
             allow_bots: self.account.allow_bots,
         };
-        let Some(event) = translate::translate_message(d, &ctx, info.as_ref()) else {
+        let Some(mut event) = translate::translate_message(d, &ctx, info.as_ref()) else {
             return;
         };
         self.shared.inbound_now();
+        for file in translate::attachments_of(d) {
+            let outcome = self.rest.fetch_attachment(&self.account.media, &file).await;
+            add_to_event(&mut event, outcome);
+        }
         if let Err(e) = self.sink.deliver(event).await {
             log::warn!(
                 "discord[{}]: inbound message not accepted: {e}",

@@ -16,6 +16,7 @@ pub mod ws;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use crate::channels::media::MediaDefaults;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
     React, SendError, SentMessage, TextFormat, TextLimits, Typing,
@@ -67,10 +68,20 @@ impl DiscordChannel {
         config: &DiscordConfig,
         http: &reqwest::Client,
     ) -> Result<DiscordChannel, DiscordError> {
+        DiscordChannel::with_media(config, http, &MediaDefaults::default())
+    }
+
+    /// As `from_config`, attachments kept as `media` says (the media root
+    /// and `agents.defaults.mediaMaxMb`).
+    pub fn with_media(
+        config: &DiscordConfig,
+        http: &reqwest::Client,
+        media: &MediaDefaults,
+    ) -> Result<DiscordChannel, DiscordError> {
         let mut accounts = BTreeMap::new();
         for account_id in config.account_ids() {
             let settings = config.account(&account_id).unwrap_or_default();
-            let account = Account::new(&account_id, &settings, http)?;
+            let account = Account::new(&account_id, &settings, http, media)?;
             accounts.insert(account_id, account);
         }
         let default_account = config
@@ -145,6 +156,7 @@ impl Account {
         account_id: &str,
         settings: &DiscordAccountConfig,
         http: &reqwest::Client,
+        media: &MediaDefaults,
     ) -> Result<Account, DiscordError> {
         let token = settings
             .token
@@ -174,6 +186,7 @@ impl Account {
                     .filter(|u| !u.trim().is_empty()),
                 allow_bots: settings.allow_bots.unwrap_or(AllowBots::Never),
                 intents: payload::intents::ASSISTANT,
+                media: media.limits(CHANNEL_ID, settings.media_max_mb),
             },
             rest,
             shared,

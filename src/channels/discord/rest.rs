@@ -15,8 +15,11 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{json, Value};
 
+use crate::channels::media::{fetch_remote, MediaLimits, MediaOutcome, RemoteFile};
 use crate::channels::SendError;
 
+/// File name prefix of downloaded attachments.
+const ATTACHMENT_FILE_PREFIX: &str = "dc";
 /// Longest wait for one REST call, headers and body together.
 pub const REST_TIMEOUT_MS: u64 = 30_000;
 /// Most bytes read from any REST response body.
@@ -77,6 +80,11 @@ impl DiscordRest {
             .and_then(Value::as_str)
             .map(str::to_string)
             .ok_or_else(|| SendError::Transient("GET /gateway/bot returned no url".into()))
+    }
+
+    /// Downloads a message attachment (the CDN needs no token) within `limits`.
+    pub async fn fetch_attachment(&self, limits: &MediaLimits, file: &RemoteFile) -> MediaOutcome {
+        fetch_remote(&self.http, limits, file, None, ATTACHMENT_FILE_PREFIX).await
     }
 
     /// `POST /channels/{id}/messages`; returns the new message's id.

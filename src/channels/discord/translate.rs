@@ -1,7 +1,7 @@
 //! MESSAGE_CREATE → [`InboundEvent`]: guild channels, threads (with their
 //! parent channel as the parent peer), DMs and group DMs, the author's
-//! member roles, mentions of the bot and replies to it, the quoted message
-//! and attachments as media placeholders. The bot's own messages, system
+//! member roles, mentions of the bot and replies to it, the quoted message;
+//! attachments are listed (`attachments_of`) for the gateway task to fetch. The bot's own messages, system
 //! messages and (unless `allowBots`) other bots are dropped here.
 //!
 //! Pure translation: no I/O. Channel facts a message lacks (is it a
@@ -10,10 +10,11 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::channels::media::RemoteFile;
 use crate::channels::InboundEvent;
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::discord::AllowBots;
-use crate::pipeline::context::{ChatType, InboundMessage, MediaItem, QuotedMessage};
+use crate::pipeline::context::{ChatType, InboundMessage, QuotedMessage};
 use crate::routing::{RouteInput, RoutePeer};
 
 /// The channel id sessions and config use.
@@ -122,6 +123,8 @@ struct Attachment {
     filename: Option<String>,
     #[serde(default)]
     content_type: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -307,7 +310,6 @@ fn inbound_message(
         sender_id: msg.author.id.clone(),
         sender_name,
         mentioned,
-        media: msg.attachments.iter().map(media_item).collect(),
         message_id: Some(msg.id.clone()),
         quoted: msg.referenced_message.as_ref().map(|r| QuotedMessage {
             id: r.id.clone(),
@@ -333,13 +335,22 @@ fn readable_mentions(content: &str, bot: &BotIdentity) -> String {
         .replace(&format!("<@{}>", bot.user_id), &readable)
 }
 
-fn media_item(attachment: &Attachment) -> MediaItem {
-    MediaItem {
-        path: attachment.url.clone(),
-        mime_type: attachment.content_type.clone(),
-        caption: attachment.filename.clone(),
-        transcript: None,
-    }
+/// The attachments of a MESSAGE_CREATE payload, to download.
+pub fn attachments_of(d: &Value) -> Vec<RemoteFile> {
+    let attachments: Vec<Attachment> = d
+        .get("attachments")
+        .cloned()
+        .and_then(|a| serde_json::from_value(a).ok())
+        .unwrap_or_default();
+    attachments
+        .into_iter()
+        .map(|a| RemoteFile {
+            url: a.url,
+            file_name: a.filename,
+            mime_type: a.content_type,
+            size: a.size,
+        })
+        .collect()
 }
 
 fn timestamp_ms(iso: &str) -> Option<u64> {
@@ -429,15 +440,20 @@ mod tests {
     }
 
     #[test]
-    fn attachments_become_media_placeholders() {
+    fn attachment_only_messages_are_kept_and_their_files_listed() {
         let mut msg = guild_message("");
         msg["attachments"] = json!([{"id": "1", "filename": "cat.png", "size": 10,
             "url": "https://cdn.example/cat.png", "content_type": "image/png"}]);
         let event = translate_message(&msg, &ctx(), None).expect("event");
-        assert_eq!(event.message.media.len(), 1);
+        assert!(event.message.media.is_empty());
         assert_eq!(
-            event.message.media[0].mime_type.as_deref(),
-            Some("image/png")
+            attachments_of(&msg),
+            vec![RemoteFile {
+                url: "https://cdn.example/cat.png".into(),
+                file_name: Some("cat.png".into()),
+                mime_type: Some("image/png".into()),
+                size: Some(10),
+            }]
         );
     }
 }

@@ -16,18 +16,21 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::channels::discord::account::{AccountState, AccountTasks};
+use crate::channels::media::MediaDefaults;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
     React, SendError, SentMessage, TextFormat, TextLimits,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
-use crate::config::schema::slack::{
-    SlackAccountConfig, SlackConfig, SlackMode, DEFAULT_SLACK_TEXT_CHUNK_LIMIT,
-};
+use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
 use socket::SocketAccount;
 use web::{SlackIdentity, SlackWeb};
 
 pub use translate::CHANNEL_ID;
+
+/// Slack's hard cap on a message's text (longer texts are truncated), in
+/// characters; an account's `textChunkLimit` (default 8,000) is clamped to it.
+pub const SLACK_MAX_MESSAGE_CHARS: usize = 40_000;
 
 /// DM channel ids remembered per account; cleared when full.
 const MAX_CACHED_DM_CHANNELS: usize = 1_000;
@@ -68,12 +71,22 @@ impl SlackChannel {
         config: &SlackConfig,
         http: &reqwest::Client,
     ) -> Result<SlackChannel, SlackError> {
+        SlackChannel::with_media(config, http, &MediaDefaults::default())
+    }
+
+    /// As `from_config`, shared files kept as `media` says (the media root
+    /// and `agents.defaults.mediaMaxMb`).
+    pub fn with_media(
+        config: &SlackConfig,
+        http: &reqwest::Client,
+        media: &MediaDefaults,
+    ) -> Result<SlackChannel, SlackError> {
         let mut accounts = BTreeMap::new();
         for account_id in config.account_ids() {
             let settings = config.account(&account_id).unwrap_or_default();
             accounts.insert(
                 account_id.clone(),
-                Account::new(&account_id, &settings, http)?,
+                Account::new(&account_id, &settings, http, media)?,
             );
         }
         let default_account = config
@@ -156,6 +169,7 @@ impl Account {
         account_id: &str,
         settings: &SlackAccountConfig,
         http: &reqwest::Client,
+        media: &MediaDefaults,
     ) -> Result<Account, SlackError> {
         let token = |t: &Option<String>| t.clone().unwrap_or_default().trim().to_string();
         let (bot_token, app_token) = (token(&settings.bot_token), token(&settings.app_token));
@@ -188,6 +202,7 @@ impl Account {
             socket: SocketAccount {
                 account_id: account_id.to_string(),
                 allow_bots: settings.allow_bots.unwrap_or(false),
+                media: media.limits(CHANNEL_ID, settings.media_max_mb),
             },
             web,
             listens,
@@ -230,7 +245,7 @@ impl Channel for SlackChannel {
 
     fn text_limits(&self) -> TextLimits {
         TextLimits {
-            max_chars: DEFAULT_SLACK_TEXT_CHUNK_LIMIT as usize,
+            max_chars: SLACK_MAX_MESSAGE_CHARS,
             max_lines: None,
         }
     }
@@ -370,7 +385,7 @@ mod tests {
             configured,
             vec![("full".into(), true), ("sendonly".into(), false)]
         );
-        assert_eq!(channel.text_limits().max_chars, 8_000);
+        assert_eq!(channel.text_limits().max_chars, SLACK_MAX_MESSAGE_CHARS);
         assert!(channel.typing().is_none());
     }
 }

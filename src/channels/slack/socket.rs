@@ -24,6 +24,7 @@ use super::translate::{self, TranslateContext};
 use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
 use crate::channels::discord::account::{pause, AccountState, Backoff};
 use crate::channels::discord::ws::{self, WsStream};
+use crate::channels::media::{add_to_event, MediaLimits};
 use crate::channels::{InboundSink, SendError};
 
 /// Largest Socket Mode message accepted.
@@ -40,6 +41,26 @@ const CLOSE_TIMEOUT_MS: u64 = 1_000;
 pub struct SocketAccount {
     pub account_id: String,
     pub allow_bots: bool,
+    /// Where shared files go and how big they may be.
+    pub media: MediaLimits,
+}
+
+/// Translates an `events_api` payload, downloads its files and hands it to
+/// the sink. `Ok` also for payloads that carry no message to answer.
+pub async fn hand_over(
+    web: &SlackWeb,
+    media: &MediaLimits,
+    ctx: &TranslateContext,
+    payload: &Value,
+    sink: &dyn InboundSink,
+) -> Result<(), String> {
+    let Some(mut event) = translate::translate_event(payload, ctx) else {
+        return Ok(());
+    };
+    for file in translate::files_of(payload) {
+        add_to_event(&mut event, web.fetch_file(media, &file).await);
+    }
+    sink.deliver(event).await
 }
 
 enum Ending {
@@ -230,9 +251,10 @@ impl SocketTask {
         match envelope.get("type").and_then(Value::as_str) {
             Some("events_api") => {
                 let payload = envelope.get("payload")?;
-                let event = translate::translate_event(payload, ctx)?;
                 self.shared.inbound_now();
-                if let Err(e) = self.sink.deliver(event).await {
+                let sink = self.sink.as_ref();
+                let media = &self.account.media;
+                if let Err(e) = hand_over(&self.web, media, ctx, payload, sink).await {
                     log::warn!(
                         "slack[{}]: inbound message not accepted: {e}",
                         self.account.account_id

@@ -2,7 +2,7 @@
 //! `app_mention` events in channels, private channels, DMs (`im`) and
 //! group DMs (`mpim`), the team id for routing, threads (`thread_ts`, the
 //! channel as parent peer), mentions of the bot (`<@BOTID>`), replies in a
-//! thread the bot started, and files as media placeholders. The bot's own
+//! thread the bot started; files are listed (`files_of`) for download. The bot's own
 //! messages, edits/deletes/joins (subtypes) and other bots (unless
 //! `allowBots`) are dropped.
 //!
@@ -12,9 +12,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::web::SlackIdentity;
+use crate::channels::media::RemoteFile;
 use crate::channels::InboundEvent;
 use crate::config::schema::bindings::PeerKind;
-use crate::pipeline::context::{ChatType, InboundMessage, MediaItem};
+use crate::pipeline::context::{ChatType, InboundMessage};
 use crate::routing::{RouteInput, RoutePeer};
 
 /// The channel id sessions and config use.
@@ -39,6 +40,10 @@ struct File {
     mimetype: Option<String>,
     #[serde(default)]
     url_private: Option<String>,
+    #[serde(default)]
+    url_private_download: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,7 +196,6 @@ fn inbound_message(
         group_id: (!direct).then(|| channel.to_string()),
         sender_id: sender.to_string(),
         mentioned,
-        media: event.files.iter().map(media_item).collect(),
         message_id: Some(event.ts.clone()),
         thread_id: thread_ts,
         is_reply_to_bot: reply_to_bot,
@@ -213,13 +217,27 @@ fn readable(text: &str, bot: &SlackIdentity) -> String {
         .replace("&amp;", "&")
 }
 
-fn media_item(file: &File) -> MediaItem {
-    MediaItem {
-        path: file.url_private.clone().unwrap_or_default(),
-        mime_type: file.mimetype.clone(),
-        caption: file.name.clone(),
-        transcript: None,
-    }
+/// The files of an `events_api` payload's message, to download with the
+/// bot token (`url_private_download`, else `url_private`).
+pub fn files_of(payload: &Value) -> Vec<RemoteFile> {
+    let files: Vec<File> = payload
+        .get("event")
+        .and_then(|e| e.get("files"))
+        .cloned()
+        .and_then(|f| serde_json::from_value(f).ok())
+        .unwrap_or_default();
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let url = f.url_private_download.or(f.url_private)?;
+            Some(RemoteFile {
+                url,
+                file_name: f.name,
+                mime_type: f.mimetype,
+                size: f.size,
+            })
+        })
+        .collect()
 }
 
 /// `"1700000000.000200"` → milliseconds.
@@ -296,5 +314,25 @@ mod tests {
         let inbound = translate_event(&dm, &ctx()).expect("event");
         assert_eq!(inbound.message.chat_type, Some(ChatType::Direct));
         assert!(inbound.bot_mentioned);
+    }
+
+    #[test]
+    fn file_share_lists_its_files_for_download() {
+        let shared = payload(json!({"type": "message", "subtype": "file_share",
+            "channel": "D5", "channel_type": "im", "user": "U1", "text": "", "ts": "1.0",
+            "files": [{"id": "F1", "name": "cat.png", "mimetype": "image/png", "size": 42,
+                "url_private": "https://files.example/F1/cat.png",
+                "url_private_download": "https://files.example/F1/download/cat.png"}]}));
+        let inbound = translate_event(&shared, &ctx()).expect("event");
+        assert!(inbound.message.media.is_empty());
+        assert_eq!(
+            files_of(&shared),
+            vec![RemoteFile {
+                url: "https://files.example/F1/download/cat.png".into(),
+                file_name: Some("cat.png".into()),
+                mime_type: Some("image/png".into()),
+                size: Some(42),
+            }]
+        );
     }
 }

@@ -16,7 +16,11 @@ use reqwest::header::HeaderMap;
 use reqwest::{StatusCode, Url};
 use serde_json::{json, Value};
 
+use crate::channels::media::{fetch_remote, MediaLimits, MediaOutcome, RemoteFile};
 use crate::channels::SendError;
+
+/// File name prefix of downloaded files.
+const FILE_PREFIX: &str = "sl";
 
 /// Longest wait for one Web API call.
 pub const WEB_API_TIMEOUT_MS: u64 = 30_000;
@@ -78,6 +82,11 @@ impl std::fmt::Debug for SlackWeb {
 }
 
 impl SlackWeb {
+    /// Downloads a shared file with the bot token, within `limits`.
+    pub async fn fetch_file(&self, limits: &MediaLimits, file: &RemoteFile) -> MediaOutcome {
+        fetch_remote(&self.http, limits, file, Some(&self.bot_auth), FILE_PREFIX).await
+    }
+
     /// A client for `api_url` (e.g. `https://slack.com/api`) over the
     /// process's shared HTTP client.
     pub fn new(

@@ -4,7 +4,7 @@
 //! (General topic = 1), mentions from `@botname` / text-mention /
 //! `/cmd@botname` entities or a reply to the bot, quoted replies, sender
 //! names and timestamps. Attachments are resolved by `media.rs` and added
-//! with `add_media`.
+//! with `channels::media::add_to_event`.
 //!
 //! Pure translation: this file must not call the API or decide access.
 
@@ -13,7 +13,6 @@ use crate::config::schema::bindings::PeerKind;
 use crate::pipeline::context::{ChatType, InboundMessage, QuotedMessage};
 use crate::routing::{RouteInput, RoutePeer};
 
-use super::media::MediaOutcome;
 use super::wire::{Message, MessageEntity, Update, User};
 
 /// The channel id in config, session keys and events.
@@ -218,24 +217,6 @@ pub fn translate(account_id: &str, bot: &BotIdentity, message: &Message) -> Inbo
         },
         bot_mentioned: mentioned,
         bot_username: bot.username.clone(),
-    }
-}
-
-/// Adds a fetched attachment (or the note about a skipped one).
-pub fn add_media(event: &mut InboundEvent, outcome: MediaOutcome) {
-    let message = &mut event.message;
-    match outcome {
-        MediaOutcome::Saved(item) => message.media.push(item),
-        MediaOutcome::Skipped(note) => {
-            for body in [&mut message.body, &mut message.raw_body] {
-                if body.is_empty() {
-                    *body = note.clone();
-                } else {
-                    body.push('\n');
-                    body.push_str(&note);
-                }
-            }
-        }
     }
 }
 

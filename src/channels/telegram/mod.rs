@@ -29,6 +29,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::channels::http_routes::HttpRoutes;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
     React, SendError, SentMessage, TextFormat, TextLimits, Typing,
@@ -60,16 +61,20 @@ pub struct TelegramOptions {
     pub media_dir_max_bytes: u64,
     /// Shared HTTP client (one is built when `None`).
     pub http: Option<reqwest::Client>,
+    /// The gateway's inbound routes: webhook accounts without their own
+    /// `webhookHost`/`webhookPort` are served there (`None`: own listener).
+    pub http_routes: Option<Arc<HttpRoutes>>,
 }
 
 impl TelegramOptions {
     /// Options for a loaded config, media under the system temp dir.
     pub fn for_config(config: &Config) -> TelegramOptions {
         TelegramOptions {
-            media_dir: std::env::temp_dir().join("pincer-media").join(CHANNEL_ID),
+            media_dir: crate::channels::media::media_root().join(CHANNEL_ID),
             default_media_max_mb: config.agents.defaults.media_max_mb,
             media_dir_max_bytes: DEFAULT_MEDIA_DIR_MAX_BYTES,
             http: None,
+            http_routes: None,
         }
     }
 }
@@ -153,6 +158,7 @@ pub struct TelegramChannel {
     default_account: String,
     store: Store,
     running: tokio::sync::Mutex<Option<Running>>,
+    http_routes: Option<Arc<HttpRoutes>>,
 }
 
 impl Drop for TelegramChannel {
@@ -161,6 +167,7 @@ impl Drop for TelegramChannel {
         if let Some(running) = self.running.get_mut() {
             running.stop.cancel();
         }
+        self.remove_routes();
     }
 }
 
@@ -217,6 +224,7 @@ impl TelegramChannel {
             default_account,
             store,
             running: tokio::sync::Mutex::new(None),
+            http_routes: options.http_routes.clone(),
         }
     }
 
@@ -252,15 +260,60 @@ impl TelegramChannel {
     }
 }
 
-fn webhook_settings(config: &TelegramAccountConfig) -> Option<WebhookSettings> {
+/// Webhook mode when `webhookUrl` is set: on the gateway's port unless
+/// `webhookHost`/`webhookPort` ask for a listener of its own (or the
+/// gateway offers no routes).
+fn webhook_settings(config: &TelegramAccountConfig, on_gateway: bool) -> Option<WebhookSettings> {
     let url = config.webhook_url.as_deref().map(str::trim)?;
+    let explicit = config.webhook_host.is_some() || config.webhook_port.is_some();
     (!url.is_empty()).then(|| WebhookSettings {
         url: url.to_string(),
         secret: config.webhook_secret.clone().unwrap_or_default(),
         host: config.effective_webhook_host().to_string(),
         port: config.effective_webhook_port(),
         path: config.effective_webhook_path().to_string(),
+        own_listener: explicit || !on_gateway,
     })
+}
+
+impl TelegramChannel {
+    /// The receiver of a webhook account; on the gateway's port its route
+    /// is added now, so a path clash refuses the start.
+    fn webhook_receiver(
+        &self,
+        account: &Arc<Account>,
+        settings: &WebhookSettings,
+        sink: &Arc<dyn InboundSink>,
+        stop: &CancellationToken,
+    ) -> Result<WebhookReceiver, String> {
+        let ready = Arc::new(std::sync::OnceLock::new());
+        if let (false, Some(routes)) = (settings.own_listener, &self.http_routes) {
+            let route = Arc::new(webhook::WebhookRoute {
+                ready: Arc::clone(&ready),
+            });
+            routes
+                .add(&settings.path, &webhook::route_owner(&account.id), route)
+                .map_err(|e| format!("telegram account {}: webhookPath: {e}", account.id))?;
+        }
+        Ok(WebhookReceiver {
+            account: Arc::clone(account),
+            settings: settings.clone(),
+            sink: Arc::clone(sink),
+            stop: stop.child_token(),
+            ready,
+        })
+    }
+
+    fn remove_routes(&self) {
+        let Some(routes) = &self.http_routes else {
+            return;
+        };
+        for account in self.accounts.values() {
+            if let Some(settings) = account.webhook.as_ref().filter(|s| !s.own_listener) {
+                routes.remove(&settings.path, &webhook::route_owner(&account.id));
+            }
+        }
+    }
 }
 
 fn unconfigured_status(id: &str, error: Option<String>) -> AccountStatus {
@@ -326,7 +379,7 @@ fn build_account(
         },
         enabled: config.effective_enabled(),
         link_preview: config.link_preview.unwrap_or(true),
-        webhook: webhook_settings(config),
+        webhook: webhook_settings(config, options.http_routes.is_some()),
         status: Mutex::new(AccountStatus {
             account_id: id.to_string(),
             configured: true,
@@ -342,7 +395,7 @@ impl Channel for TelegramChannel {
 
     fn text_limits(&self) -> TextLimits {
         TextLimits {
-            max_chars: TELEGRAM_CHUNK_CHARS,
+            max_chars: TELEGRAM_MAX_MESSAGE_CHARS,
             max_lines: None,
         }
     }
@@ -354,20 +407,20 @@ impl Channel for TelegramChannel {
                 return Ok(());
             }
             let stop = CancellationToken::new();
-            let tasks = self
-                .accounts
-                .values()
-                .filter(|account| account.enabled)
-                .map(|account| match &account.webhook {
-                    Some(settings) => tokio::spawn(
-                        WebhookReceiver {
-                            account: Arc::clone(account),
-                            settings: settings.clone(),
-                            sink: Arc::clone(&sink),
-                            stop: stop.child_token(),
+            let mut tasks = Vec::new();
+            let mut refused = Vec::new();
+            for account in self.accounts.values().filter(|a| a.enabled) {
+                let task = match &account.webhook {
+                    Some(settings) => {
+                        match self.webhook_receiver(account, settings, &sink, &stop) {
+                            Ok(receiver) => tokio::spawn(receiver.run()),
+                            Err(error) => {
+                                account.mark_disconnected(error.clone());
+                                refused.push(error);
+                                continue;
+                            }
                         }
-                        .run(),
-                    ),
+                    }
                     None => tokio::spawn(
                         poll::Poller {
                             account: Arc::clone(account),
@@ -377,10 +430,15 @@ impl Channel for TelegramChannel {
                         }
                         .run(),
                     ),
-                })
-                .collect();
+                };
+                tasks.push(task);
+            }
             *running = Some(Running { stop, tasks });
-            Ok(())
+            if refused.is_empty() {
+                Ok(())
+            } else {
+                Err(refused.join("; "))
+            }
         })
     }
 
@@ -390,6 +448,7 @@ impl Channel for TelegramChannel {
                 return;
             };
             running.stop.cancel();
+            self.remove_routes();
             for task in running.tasks {
                 if let Err(error) = task.await {
                     log::error!("telegram poller ended abnormally: {error}");

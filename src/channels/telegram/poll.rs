@@ -16,10 +16,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ApiError, POLL_TIMEOUT_SECS};
-use super::inbound::{add_media, message_of, translate, BotIdentity};
+use super::inbound::{message_of, translate, BotIdentity};
 use super::media::{attachment_of, fetch};
 use super::wire::Update;
 use super::Account;
+use crate::channels::media::add_to_event;
 use crate::channels::InboundSink;
 use crate::store::Store;
 use crate::system::clock::now_ms;
@@ -290,7 +291,7 @@ pub(super) async fn process_update(
         let outcome = unless_stopped(stop, fetch(&account.api, &account.media, &attachment))
             .await
             .ok_or(HandleError::Stopped)?;
-        add_media(&mut event, outcome);
+        add_to_event(&mut event, outcome);
     }
     // Delivery is awaited to the end even when stopping: the sink's answer
     // decides whether the update counts as accepted.

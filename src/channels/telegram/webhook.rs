@@ -1,6 +1,8 @@
-//! Webhook mode for one account (`webhookUrl` set): as upstream, a small
+//! Webhook mode for one account (`webhookUrl` set). Served on the
+//! gateway's own port (`POST <webhookPath>` through `channels::http_routes`)
+//! unless `webhookHost` or `webhookPort` is set: then, as upstream, a small
 //! HTTP server of its own on `webhookHost:webhookPort` (127.0.0.1:8787 by
-//! default) that accepts `POST <webhookPath>` only with the
+//! default). Either way it accepts `POST <webhookPath>` only with the
 //! `X-Telegram-Bot-Api-Secret-Token` header equal to `webhookSecret`
 //! (required), bodies up to 1 MiB within 30 s, and at most
 //! `MAX_WEBHOOK_CONNECTIONS` connections, each closed after a while; `setWebhook` registers the public URL (retried with
@@ -11,7 +13,7 @@
 //! webhook delivery itself).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,7 +32,8 @@ use super::inbound::BotIdentity;
 use super::poll::HandleError;
 use super::poll::{identify, pause, process_update, record_api_error, unless_stopped, Backoff};
 use super::Account;
-use crate::channels::InboundSink;
+use crate::channels::http_routes::{HttpInbound, RouteResponse};
+use crate::channels::{BoxFuture, InboundSink};
 
 /// Largest update body accepted (upstream's `TELEGRAM_WEBHOOK_MAX_BODY_BYTES`).
 pub const MAX_WEBHOOK_BODY_BYTES: usize = 1024 * 1024;
@@ -55,6 +58,9 @@ pub struct WebhookSettings {
     pub host: String,
     pub port: u16,
     pub path: String,
+    /// `webhookHost`/`webhookPort` were configured: a listener of its own
+    /// (else the gateway's port, when the gateway offers its routes).
+    pub own_listener: bool,
 }
 
 /// One account's webhook receiver.
@@ -63,10 +69,35 @@ pub struct WebhookReceiver {
     pub settings: WebhookSettings,
     pub sink: Arc<dyn InboundSink>,
     pub stop: CancellationToken,
+    /// Set once the bot is identified: the gateway-port route answers 503
+    /// until then (Telegram delivers again).
+    pub ready: Arc<OnceLock<Arc<Shared>>>,
+}
+
+/// The gateway-port route of one account's webhook.
+pub struct WebhookRoute {
+    pub ready: Arc<OnceLock<Arc<Shared>>>,
+}
+
+impl HttpInbound for WebhookRoute {
+    fn handle(&self, request: Request<Incoming>) -> BoxFuture<'static, RouteResponse> {
+        let shared = self.ready.get().cloned();
+        Box::pin(async move {
+            match shared {
+                Some(shared) => answer(shared, request).await.unwrap_or_else(|e| match e {}),
+                None => reply(StatusCode::SERVICE_UNAVAILABLE, "starting"),
+            }
+        })
+    }
+}
+
+/// The owner name of an account's route in `HttpRoutes`.
+pub fn route_owner(account_id: &str) -> String {
+    format!("telegram account {account_id}")
 }
 
 /// What one request handler needs.
-struct Shared {
+pub struct Shared {
     account: Arc<Account>,
     settings: WebhookSettings,
     sink: Arc<dyn InboundSink>,
@@ -86,6 +117,20 @@ impl WebhookReceiver {
         let Some(bot) = identify(&self.account, &self.stop).await else {
             return;
         };
+        if !self.settings.own_listener {
+            let shared = Arc::new(Shared {
+                account: Arc::clone(&self.account),
+                settings: self.settings.clone(),
+                sink: Arc::clone(&self.sink),
+                stop: self.stop.clone(),
+                bot,
+            });
+            // The route is in place since start; from now on it answers.
+            let _ = self.ready.set(shared);
+            self.register().await;
+            self.stop.cancelled().await;
+            return;
+        }
         let address = format!("{}:{}", self.settings.host, self.settings.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,

@@ -1,0 +1,609 @@
+//! Inbound attachments for every platform adapter: the per-file cap
+//! (account `mediaMaxMb`, else `agents.defaults.mediaMaxMb`, else 5 MB), a
+//! bounded media directory per channel (oldest files go first), a streamed
+//! download that stops at the cap (a file is never held in RAM whole), MIME
+//! detection (the platform's type, else the file's first bytes, else its
+//! extension), the `<media:…>` notes for files that were not downloaded, and
+//! the clean-up of a message's files once its turn has ended.
+//!
+//! This file must not know a platform's API beyond an HTTP URL and an
+//! optional bearer token, and must never delete a file outside the media
+//! root (`media_root`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use super::InboundEvent;
+use crate::pipeline::context::{InboundMessage, MediaItem};
+
+/// Per-file cap when neither the account nor `agents.defaults` set one.
+pub const DEFAULT_MEDIA_MAX_MB: f64 = 5.0;
+/// Cap of one channel's media directory.
+pub const DEFAULT_MEDIA_DIR_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Longest a download may take, headers to last byte.
+pub const DOWNLOAD_TIMEOUT_SECS: u64 = 60;
+const BYTES_PER_MB: f64 = 1024.0 * 1024.0;
+/// Bytes looked at to recognise a file.
+const SNIFF_BYTES: usize = 16;
+
+/// Where every channel's attachments live: `$TMPDIR/pincer-media`.
+pub fn media_root() -> PathBuf {
+    std::env::temp_dir().join("pincer-media")
+}
+
+/// Where attachments go and how big they may be.
+#[derive(Debug, Clone)]
+pub struct MediaLimits {
+    pub dir: PathBuf,
+    pub max_file_bytes: u64,
+    pub max_dir_bytes: u64,
+}
+
+/// Where a channel's accounts keep attachments unless told otherwise: the
+/// media root and the agents' default cap (`agents.defaults.mediaMaxMb`).
+#[derive(Debug, Clone)]
+pub struct MediaDefaults {
+    pub root: PathBuf,
+    pub default_max_mb: Option<f64>,
+    pub dir_max_bytes: u64,
+}
+
+impl Default for MediaDefaults {
+    fn default() -> Self {
+        MediaDefaults {
+            root: media_root(),
+            default_max_mb: None,
+            dir_max_bytes: DEFAULT_MEDIA_DIR_MAX_BYTES,
+        }
+    }
+}
+
+impl MediaDefaults {
+    /// The defaults of a loaded config (media under the media root).
+    pub fn for_config(config: &crate::config::Config) -> MediaDefaults {
+        MediaDefaults {
+            default_max_mb: config.agents.defaults.media_max_mb,
+            ..MediaDefaults::default()
+        }
+    }
+
+    /// `channel`'s directory under the root; the account's cap wins over
+    /// the agents' default, else 5 MB.
+    pub fn limits(&self, channel: &str, account_mb: Option<f64>) -> MediaLimits {
+        let mb = account_mb
+            .or(self.default_max_mb)
+            .unwrap_or(DEFAULT_MEDIA_MAX_MB);
+        MediaLimits {
+            dir: self.root.join(channel),
+            max_file_bytes: mb_to_bytes(mb),
+            max_dir_bytes: self.dir_max_bytes,
+        }
+    }
+}
+
+/// Megabytes (as config spells them) to bytes.
+pub fn mb_to_bytes(mb: f64) -> u64 {
+    if mb.is_finite() && mb > 0.0 {
+        (mb * BYTES_PER_MB) as u64
+    } else {
+        0
+    }
+}
+
+/// What kind of attachment a message carries, for notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Audio,
+    Video,
+    Document,
+}
+
+impl MediaKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MediaKind::Image => "image",
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Document => "document",
+        }
+    }
+
+    /// The kind of a MIME type (`image/png` → image); documents otherwise.
+    pub fn of_mime(mime: Option<&str>) -> MediaKind {
+        match mime.unwrap_or("") {
+            m if m.starts_with("image/") => MediaKind::Image,
+            m if m.starts_with("audio/") => MediaKind::Audio,
+            m if m.starts_with("video/") => MediaKind::Video,
+            _ => MediaKind::Document,
+        }
+    }
+}
+
+/// What became of an attachment.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MediaOutcome {
+    Saved(MediaItem),
+    /// Not downloaded; the note goes into the message body.
+    Skipped(String),
+}
+
+/// `1.5 MB`, `900.0 KB`, `12 B`.
+pub fn human_size(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let value = bytes as f64;
+    if value >= BYTES_PER_MB {
+        format!("{:.1} MB", value / BYTES_PER_MB)
+    } else if value >= KIB {
+        format!("{:.1} KB", value / KIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The note for a file over the cap: its name and size when known.
+pub fn too_large_note(kind: MediaKind, name: Option<&str>, size: Option<u64>, cap: u64) -> String {
+    let mut what: Vec<String> = name.iter().map(|n| n.to_string()).collect();
+    what.extend(size.map(human_size));
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", what.join(", "))
+    };
+    format!(
+        "<media:{}> ({what}over the {} limit, not downloaded)",
+        kind.name(),
+        human_size(cap)
+    )
+}
+
+/// The note for a file that could not be fetched.
+pub fn failed_note(kind: MediaKind, reason: &str) -> String {
+    format!(
+        "<media:{}> (could not be downloaded: {reason})",
+        kind.name()
+    )
+}
+
+/// The note for a file that is gone (a replayed message's, cleaned up).
+pub fn gone_note(item: &MediaItem) -> String {
+    let kind = MediaKind::of_mime(item.mime_type.as_deref());
+    format!("<media:{}> (the file is no longer available)", kind.name())
+}
+
+/// Adds a fetched attachment to the event, or the note about a skipped one
+/// to its body.
+pub fn add_to_event(event: &mut InboundEvent, outcome: MediaOutcome) {
+    match outcome {
+        MediaOutcome::Saved(item) => event.message.media.push(item),
+        MediaOutcome::Skipped(note) => append_note(&mut event.message, &note),
+    }
+}
+
+fn append_note(message: &mut InboundMessage, note: &str) {
+    for body in [&mut message.body, &mut message.raw_body] {
+        if body.is_empty() {
+            *body = note.to_string();
+        } else {
+            body.push('\n');
+            body.push_str(note);
+        }
+    }
+}
+
+/// A file a platform offers at a URL (Discord attachments, Slack files).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteFile {
+    pub url: String,
+    pub file_name: Option<String>,
+    pub mime_type: Option<String>,
+    /// The size the platform announced; over the cap means no fetch at all.
+    pub size: Option<u64>,
+}
+
+impl RemoteFile {
+    pub fn kind(&self) -> MediaKind {
+        let from_name = self
+            .file_name
+            .as_deref()
+            .and_then(|n| Path::new(n).extension())
+            .and_then(|e| e.to_str())
+            .and_then(|e| mime_from_extension(&e.to_lowercase()));
+        MediaKind::of_mime(self.mime_type.as_deref().or(from_name))
+    }
+}
+
+/// Fetches `file` (with the `Authorization` header value when given) into
+/// `limits.dir`, named `<prefix>-<uuid>.<ext>`.
+pub async fn fetch_remote(
+    http: &reqwest::Client,
+    limits: &MediaLimits,
+    file: &RemoteFile,
+    authorization: Option<&str>,
+    prefix: &str,
+) -> MediaOutcome {
+    let kind = file.kind();
+    let cap = limits.max_file_bytes;
+    if let Some(size) = file.size.filter(|s| *s > cap) {
+        return MediaOutcome::Skipped(too_large_note(
+            kind,
+            file.file_name.as_deref(),
+            Some(size),
+            cap,
+        ));
+    }
+    let mut request = http
+        .get(&file.url)
+        .timeout(Duration::from_secs(DOWNLOAD_TIMEOUT_SECS));
+    if let Some(value) = authorization {
+        request = request.header(reqwest::header::AUTHORIZATION, value);
+    }
+    let response = match request.send().await.and_then(|r| r.error_for_status()) {
+        Ok(response) => response,
+        Err(error) => {
+            let reason = error.without_url().to_string();
+            return MediaOutcome::Skipped(failed_note(kind, &reason));
+        }
+    };
+    let name_hint = file
+        .file_name
+        .clone()
+        .or_else(|| {
+            response
+                .url()
+                .path_segments()?
+                .next_back()
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let download = Download {
+        prefix,
+        extension: extension_of(&name_hint),
+        declared_mime: file.mime_type.clone(),
+    };
+    match download
+        .save(limits, response, |e| e.without_url().to_string())
+        .await
+    {
+        Ok(Some(item)) => MediaOutcome::Saved(item),
+        Ok(None) => {
+            let note = too_large_note(kind, file.file_name.as_deref(), None, cap);
+            MediaOutcome::Skipped(note)
+        }
+        Err(reason) => MediaOutcome::Skipped(failed_note(kind, &reason)),
+    }
+}
+
+/// The lower-cased extension of a file name, when it looks like one.
+pub fn extension_of(name: &str) -> String {
+    Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .filter(|e| e.len() <= 8 && e.chars().all(|c| c.is_ascii_alphanumeric()))
+        .unwrap_or("bin")
+        .to_lowercase()
+}
+
+/// How one streamed download is stored.
+pub struct Download<'a> {
+    /// File name prefix (`tg`, `dc`, `sl`).
+    pub prefix: &'a str,
+    pub extension: String,
+    /// The MIME type the platform announced.
+    pub declared_mime: Option<String>,
+}
+
+impl Download<'_> {
+    /// Streams `response` to disk; `None` when it outgrew the cap (nothing
+    /// is kept). `stream_error` renders a body error (it may redact).
+    pub async fn save(
+        self,
+        limits: &MediaLimits,
+        mut response: reqwest::Response,
+        stream_error: impl Fn(reqwest::Error) -> String,
+    ) -> Result<Option<MediaItem>, String> {
+        let cap = limits.max_file_bytes;
+        prepare_dir(&limits.dir, limits.max_dir_bytes.saturating_sub(cap))
+            .await
+            .map_err(|e| format!("media directory: {e}"))?;
+        let target = limits.dir.join(format!(
+            "{}-{}.{}",
+            self.prefix,
+            uuid::Uuid::new_v4().simple(),
+            self.extension
+        ));
+        let mut out = tokio::fs::File::create(&target)
+            .await
+            .map_err(|e| format!("cannot create file: {e}"))?;
+        let mut written: u64 = 0;
+        let mut head: Vec<u8> = Vec::new();
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(error) => {
+                    discard(&target).await;
+                    return Err(stream_error(error));
+                }
+            };
+            written += chunk.len() as u64;
+            if written > cap {
+                discard(&target).await;
+                return Ok(None);
+            }
+            if head.len() < SNIFF_BYTES {
+                head.extend(chunk.iter().take(SNIFF_BYTES - head.len()));
+            }
+            if let Err(error) = out.write_all(&chunk).await {
+                discard(&target).await;
+                return Err(format!("cannot write file: {error}"));
+            }
+        }
+        if let Err(error) = out.flush().await {
+            discard(&target).await;
+            return Err(format!("cannot write file: {error}"));
+        }
+        let mime = self
+            .declared_mime
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| sniff_mime(&head).map(str::to_string))
+            .or_else(|| mime_from_extension(&self.extension).map(str::to_string));
+        Ok(Some(MediaItem {
+            path: target.to_string_lossy().into_owned(),
+            mime_type: mime,
+            caption: None,
+            transcript: None,
+        }))
+    }
+}
+
+async fn discard(path: &Path) {
+    if let Err(error) = tokio::fs::remove_file(path).await {
+        log::debug!("media: cannot remove partial file: {error}");
+    }
+}
+
+/// Creates the directory (owner only) and deletes its oldest files until
+/// at most `keep_bytes` remain.
+pub async fn prepare_dir(dir: &Path, keep_bytes: u64) -> std::io::Result<()> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_file() {
+                let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+                files.push((modified, meta.len(), entry.path()));
+            }
+        }
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= keep_bytes {
+                break;
+            }
+            std::fs::remove_file(&path)?;
+            total = total.saturating_sub(len);
+        }
+        Ok(())
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Whether `path` names a file inside `root` (no `..` escapes).
+fn is_inside(path: &Path, root: &Path) -> bool {
+    use std::path::Component;
+    path.is_absolute()
+        && path.starts_with(root)
+        && !path.components().any(|c| matches!(c, Component::ParentDir))
+}
+
+/// Removes a finished message's downloaded files (blocking: call it from a
+/// blocking context). Paths outside `root` are left alone.
+pub fn remove_files(items: &[MediaItem], root: &Path) {
+    for item in items {
+        let path = Path::new(&item.path);
+        if !is_inside(path, root) {
+            continue;
+        }
+        match std::fs::remove_file(path) {
+            Ok(()) => log::debug!("media file {} removed after its turn", item.path),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => log::warn!("cannot remove media file {}: {error}", item.path),
+        }
+    }
+}
+
+/// A replayed message's files that are gone become notes in its body, so
+/// the turn still runs (blocking: it checks the file system).
+pub fn drop_missing(message: &mut InboundMessage) {
+    let (present, gone): (Vec<MediaItem>, Vec<MediaItem>) = std::mem::take(&mut message.media)
+        .into_iter()
+        .partition(|item| Path::new(&item.path).is_file());
+    message.media = present;
+    for item in &gone {
+        append_note(message, &gone_note(item));
+    }
+}
+
+/// The MIME type of a file's first bytes, for the common formats.
+pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
+    let starts = |magic: &[u8]| head.starts_with(magic);
+    if starts(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if starts(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if starts(b"GIF87a") || starts(b"GIF89a") {
+        Some("image/gif")
+    } else if starts(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
+        Some("image/webp")
+    } else if starts(b"OggS") {
+        Some("audio/ogg")
+    } else if starts(b"%PDF-") {
+        Some("application/pdf")
+    } else if starts(b"ID3") {
+        Some("audio/mpeg")
+    } else if head.get(4..8) == Some(b"ftyp") {
+        Some("video/mp4")
+    } else {
+        None
+    }
+}
+
+/// The MIME type of a lower-case file extension, for the common formats.
+pub fn mime_from_extension(extension: &str) -> Option<&'static str> {
+    Some(match extension {
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "oga" | "ogg" => "audio/ogg",
+        "mp3" => "audio/mpeg",
+        "mp4" => "video/mp4",
+        "pdf" => "application/pdf",
+        "txt" => "text/plain",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_name_the_file_its_size_and_the_limit() {
+        assert_eq!(
+            too_large_note(
+                MediaKind::Document,
+                Some("report.pdf"),
+                Some(12 * 1024 * 1024 + 300_000),
+                5 * 1024 * 1024
+            ),
+            "<media:document> (report.pdf, 12.3 MB: over the 5.0 MB limit, not downloaded)"
+        );
+        assert_eq!(
+            too_large_note(MediaKind::Image, None, None, 1_048),
+            "<media:image> (over the 1.0 KB limit, not downloaded)"
+        );
+    }
+
+    #[test]
+    fn common_formats_are_sniffed() {
+        assert_eq!(sniff_mime(&[0xff, 0xd8, 0xff, 0xe0, 0]), Some("image/jpeg"));
+        assert_eq!(sniff_mime(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+        assert_eq!(sniff_mime(b"OggS\0\x02"), Some("audio/ogg"));
+        assert_eq!(sniff_mime(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(sniff_mime(b"%PDF-1.7"), Some("application/pdf"));
+        assert_eq!(sniff_mime(b"hello"), None);
+    }
+
+    #[test]
+    fn remote_file_kind_comes_from_its_type_else_its_name() {
+        let typed = RemoteFile {
+            mime_type: Some("audio/ogg".into()),
+            file_name: Some("x.png".into()),
+            ..RemoteFile::default()
+        };
+        assert_eq!(typed.kind(), MediaKind::Audio);
+        let named = RemoteFile {
+            file_name: Some("Cat.PNG".into()),
+            ..RemoteFile::default()
+        };
+        assert_eq!(named.kind(), MediaKind::Image);
+        assert_eq!(RemoteFile::default().kind(), MediaKind::Document);
+    }
+
+    #[test]
+    fn limits_take_the_account_cap_else_the_default_else_five_mb() {
+        let defaults = MediaDefaults {
+            default_max_mb: Some(2.0),
+            ..MediaDefaults::default()
+        };
+        let account = defaults.limits("discord", Some(0.5));
+        assert_eq!(account.max_file_bytes, 512 * 1024);
+        assert!(account.dir.ends_with("pincer-media/discord"));
+        let default = defaults.limits("slack", None);
+        assert_eq!(default.max_file_bytes, 2 * 1024 * 1024);
+        let bare = MediaDefaults::default().limits("slack", None);
+        assert_eq!(bare.max_file_bytes, 5 * 1024 * 1024);
+    }
+
+    #[tokio::test]
+    async fn directory_cap_removes_the_oldest_files_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (name, age_secs) in [("old", 300), ("mid", 200), ("new", 100)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, vec![0u8; 1000]).expect("write");
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age_secs);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open")
+                .set_modified(when)
+                .expect("mtime");
+        }
+        prepare_dir(dir.path(), 2000).await.expect("prepare");
+        assert!(!dir.path().join("old").exists());
+        assert!(dir.path().join("mid").exists());
+        assert!(dir.path().join("new").exists());
+    }
+
+    fn item(path: &Path) -> MediaItem {
+        MediaItem {
+            path: path.to_string_lossy().into_owned(),
+            mime_type: Some("image/png".into()),
+            ..MediaItem::default()
+        }
+    }
+
+    #[test]
+    fn removal_stays_inside_the_media_root() {
+        let root = tempfile::tempdir().expect("root");
+        let outside = tempfile::tempdir().expect("outside");
+        let inside_file = root.path().join("discord").join("dc-1.png");
+        std::fs::create_dir_all(inside_file.parent().expect("parent")).expect("dir");
+        std::fs::write(&inside_file, b"x").expect("write");
+        let outside_file = outside.path().join("keep.txt");
+        std::fs::write(&outside_file, b"x").expect("write");
+        let sneaky = root.path().join("..").join(
+            outside
+                .path()
+                .strip_prefix(root.path().parent().expect("parent"))
+                .unwrap_or(outside.path())
+                .join("keep.txt"),
+        );
+        remove_files(
+            &[item(&inside_file), item(&outside_file), item(&sneaky)],
+            root.path(),
+        );
+        assert!(!inside_file.exists());
+        assert!(outside_file.exists());
+    }
+
+    #[test]
+    fn a_gone_file_becomes_a_note_and_a_present_one_stays() {
+        let dir = tempfile::tempdir().expect("dir");
+        let present = dir.path().join("here.png");
+        std::fs::write(&present, b"x").expect("write");
+        let mut message = InboundMessage {
+            body: "look".into(),
+            media: vec![item(&present), item(&dir.path().join("gone.png"))],
+            ..InboundMessage::default()
+        };
+        drop_missing(&mut message);
+        assert_eq!(message.media.len(), 1);
+        assert_eq!(
+            message.body,
+            "look\n<media:image> (the file is no longer available)"
+        );
+    }
+}
