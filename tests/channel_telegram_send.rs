@@ -170,10 +170,12 @@ async fn edits_deletes_and_reactions_reach_the_api() {
 }
 
 #[tokio::test]
-async fn text_limits_are_telegrams_and_oversized_text_is_refused_locally() {
+async fn text_limits_are_telegrams_hard_cap_and_oversized_text_is_refused_locally() {
     let h = Harness::new().await;
     let channel = h.channel(&h.store(), json!({}));
-    assert_eq!(channel.text_limits().max_chars, 4_000);
+    // The adapter reports the platform's cap; the 4,000-character default
+    // chunk size is the account settings' (`textChunkLimit`).
+    assert_eq!(channel.text_limits().max_chars, 4_096);
     assert_eq!(channel.text_limits().max_lines, None);
     let long = "x".repeat(4_097);
     let refused = channel

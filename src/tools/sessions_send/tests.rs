@@ -7,10 +7,13 @@ use crate::agent::provider::Usage;
 use crate::store::{SessionEntry, Store, StoreOptions};
 use crate::tools::ToolServices;
 
-/// Records starts and answers waits with a scripted outcome.
+/// Records starts and answers waits with a scripted outcome; the
+/// agent-to-agent flows it is given are counted, not run (they have tests of
+/// their own in `sessions_a2a`).
 struct RecordingRunner {
     started: Mutex<Vec<SessionSend>>,
     reply: Option<(RunStatus, &'static str)>,
+    flows: std::sync::atomic::AtomicUsize,
 }
 
 impl SessionRunner for RecordingRunner {
@@ -36,6 +39,9 @@ impl SessionRunner for RecordingRunner {
         });
         Box::pin(async move { outcome })
     }
+    fn spawn_flow(&self, _flow: BoxFuture<'static, ()>) {
+        self.flows.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 struct Fixture {
@@ -50,6 +56,7 @@ fn fixture(config: serde_json::Value, reply: Option<(RunStatus, &'static str)>) 
     let runner = Arc::new(RecordingRunner {
         started: Mutex::new(Vec::new()),
         reply,
+        flows: Default::default(),
     });
     let services = ToolServices {
         sessions: runner.clone(),
@@ -100,6 +107,8 @@ async fn waits_for_the_reply_of_a_session_of_the_same_agent() {
     assert_eq!(sent[0].message, "ping");
     assert_eq!(sent[0].agent_id, "main");
     assert!(sent[0].extra_system_prompt.contains("agent:main:main"));
+    let flows = f.runner.flows.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(flows, 1, "the agent-to-agent flow follows the reply");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -117,6 +126,11 @@ async fn zero_timeout_is_fire_and_forget_and_failures_are_reported() {
     let failed = call(&f, json!({"sessionKey": "ops", "message": "go"})).await;
     assert_eq!(failed["status"], "error");
     assert_eq!(failed["error"], "provider down");
+    let flows = f.runner.flows.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        flows, 1,
+        "a fire-and-forget send has a flow, a failed one none"
+    );
     let silent = fixture(
         json!({"tools": {"sessions": {"visibility": "agent"}}}),
         None,
