@@ -22,8 +22,8 @@ use crate::channels::discord::account::{AccountState, AccountTasks};
 use crate::channels::http_routes::HttpRoutes;
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
-    React, SendError, SentMessage, TextFormat, TextLimits,
+    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
+    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
@@ -332,6 +332,7 @@ impl Channel for SlackChannel {
         TextLimits {
             max_chars: SLACK_MAX_MESSAGE_CHARS,
             max_lines: None,
+            chunk_mode: ChunkMode::Length,
         }
     }
 
