@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use pincer::channels::hub::hub_of;
-use pincer::channels::{SendError, TextLimits};
+use pincer::channels::{ChunkMode, SendError, TextLimits};
 use support::fake_openai::FakeReply;
 use support::hub_harness::{dm, group, last_user_text, reply, sent_count, settle, start, WAIT};
 use support::recording_channel::{Abilities, Outbound};
@@ -97,6 +97,7 @@ async fn long_answer_is_chunked_within_the_limit() {
         limits: TextLimits {
             max_chars: 120,
             max_lines: None,
+            chunk_mode: ChunkMode::Length,
         },
         ..Abilities::default()
     };

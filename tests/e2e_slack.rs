@@ -4,7 +4,10 @@
 //! open-policy DM answered; a channel message with a mention answered and
 //! one without ignored (no provider call); a long answer chunked within
 //! 8,000 characters; a `ratelimited` 429 on `chat.postMessage` retried, not
-//! before its `Retry-After`.
+//! before its `Retry-After`. In HTTP events mode (`mode: "http"`, the
+//! request URL on the gateway's port): a signed DM answered, a bad
+//! signature or a stale timestamp refused with 401 and no run, the
+//! `url_verification` challenge echoed, a retried event answered once.
 
 #[allow(dead_code)]
 #[path = "support/fake_openai.rs"]
@@ -19,7 +22,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fake_openai::{FakeOpenAi, FakeReply};
-use fake_slack::{FakeSlack, WebReply, WebRequest, APP_TOKEN, BOT_TOKEN, BOT_USER_ID, TEAM_ID};
+use fake_slack::{
+    unix_now, FakeSlack, SignedRequest, WebReply, WebRequest, APP_TOKEN, BOT_TOKEN, BOT_USER_ID,
+    SIGNING_SECRET, TEAM_ID,
+};
 use gateway::GatewayProcess;
 use serde_json::{json, Value};
 
@@ -43,8 +49,10 @@ impl Rig {
             "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"],
             "groupPolicy": "allowlist", "channels": { "C1": { "requireMention": true } },
         });
+        let http_mode = slack_extra["mode"] == "http";
         if let (Some(base), Value::Object(extra)) = (channel.as_object_mut(), slack_extra) {
-            base.extend(extra);
+            base.extend(extra.into_iter().filter(|(_, v)| !v.is_null()));
+            base.retain(|key, _| key != "appToken" || !http_mode);
         }
         let config = json!({
             "models": { "providers": { "fake": {
@@ -64,11 +72,50 @@ impl Rig {
             provider,
             gateway,
         };
-        eventually("the socket connected", || {
-            !rig.slack.connections().is_empty()
+        if http_mode {
+            eventually("the bot identified", || {
+                rig.slack
+                    .web_requests()
+                    .iter()
+                    .any(|r| r.method == "auth.test")
+            })
+            .await;
+        } else {
+            eventually("the socket connected", || {
+                !rig.slack.connections().is_empty()
+            })
+            .await;
+        }
+        rig
+    }
+
+    /// HTTP events mode on the default path: no app token, a signing secret.
+    async fn start_http() -> Rig {
+        Rig::start(json!({"mode": "http", "appToken": null, "signingSecret": SIGNING_SECRET})).await
+    }
+
+    /// The request URL on the gateway's port.
+    fn events_url(&self) -> String {
+        format!("http://127.0.0.1:{}/slack/events", self.gateway.port)
+    }
+
+    fn posts_to(&self, channel: &str) -> Vec<WebRequest> {
+        self.posts()
+            .into_iter()
+            .filter(|r| r.body["channel"] == channel)
+            .collect()
+    }
+
+    /// Delivers a DM event from `channel` and waits for its answer `reply`.
+    async fn answered_dm(&self, channel: &str, text: &str, ts: &str, reply: &str) {
+        self.provider.push_reply(text_reply(reply));
+        let body = self.slack.event_callback(message(channel, "im", text, ts));
+        let answers = self.slack.deliver_to(&self.events_url(), &body).await;
+        assert_eq!(answers.last().map(|a| a.status), Some(200), "{answers:?}");
+        eventually(&format!("{channel} answered"), || {
+            !self.posts_to(channel).is_empty()
         })
         .await;
-        rig
     }
 
     fn posts(&self) -> Vec<WebRequest> {
@@ -283,4 +330,99 @@ async fn shared_file_over_the_cap_reaches_the_model_as_a_note_without_download()
     );
     assert!(!asked.contains("[media attached"), "{asked}");
     assert_eq!(rig.slack.file_fetches("big.pdf"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_mode_signed_dm_is_answered_by_the_model() {
+    let rig = Rig::start_http().await;
+    assert!(rig.slack.connections().is_empty(), "no Socket Mode");
+    rig.answered_dm(
+        "D9",
+        "hi over http",
+        "1700000001.000100",
+        "Hello over HTTP.",
+    )
+    .await;
+    let posted = rig.posts_to("D9");
+    assert_eq!(posted.len(), 1);
+    assert_eq!(text_of(&posted[0]), "Hello over HTTP.");
+    let asked = rig.provider.requests()[0].body.to_string();
+    assert!(asked.contains("hi over http"), "{asked}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_mode_refuses_a_bad_signature_and_a_stale_timestamp_without_a_run() {
+    let rig = Rig::start_http().await;
+    let forged = rig
+        .slack
+        .event_callback(message("D1", "im", "forged", "1700000001.000100"));
+    let mut wrong_secret = SignedRequest::now(&forged);
+    wrong_secret.secret = "not-the-signing-secret".into();
+    assert_eq!(wrong_secret.post(&rig.events_url()).await.status, 401);
+    let stale = rig
+        .slack
+        .event_callback(message("D2", "im", "replayed", "1700000002.000100"));
+    let mut old = SignedRequest::now(&stale);
+    old.timestamp = unix_now() - 6 * 60;
+    assert_eq!(old.post(&rig.events_url()).await.status, 401);
+    // The same bodies signed properly would have run: only the marker does.
+    rig.answered_dm("D3", "marker", "1700000003.000100", "Marker answered.")
+        .await;
+    assert_eq!(rig.provider.requests().len(), 1, "one run: the marker's");
+    assert!(rig.posts_to("D1").is_empty() && rig.posts_to("D2").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_mode_echoes_the_url_verification_challenge() {
+    let rig = Rig::start_http().await;
+    let body = json!({"token": "verification", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"});
+    let answer = SignedRequest::now(&body.to_string())
+        .post(&rig.events_url())
+        .await;
+    assert_eq!(answer.status, 200);
+    let echoed: Value = serde_json::from_str(&answer.body).expect("JSON answer");
+    assert_eq!(echoed["challenge"], body["challenge"]);
+    let mut unsigned = SignedRequest::now(&body.to_string());
+    unsigned.secret = "guess".into();
+    assert_eq!(unsigned.post(&rig.events_url()).await.status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_mode_answers_a_retried_event_once() {
+    let rig = Rig::start_http().await;
+    rig.provider.push_reply(text_reply("Answered once."));
+    let body = rig.slack.event_callback(message(
+        "D7",
+        "im",
+        "did you get this?",
+        "1700000007.000100",
+    ));
+    // (A 503 while the bot is still being identified is retried, as Slack does.)
+    let first = rig.slack.deliver_to(&rig.events_url(), &body).await;
+    assert_eq!(first.last().map(|a| a.status), Some(200), "{first:?}");
+    eventually("D7 answered", || !rig.posts_to("D7").is_empty()).await;
+    // Slack did not see the 200 in time and delivers the same event again
+    // (its retries come up to minutes later: after the answer).
+    let mut retry = SignedRequest::now(&body);
+    retry.retry_num = Some(first.len() as u32);
+    assert_eq!(retry.post(&rig.events_url()).await.status, 200);
+    // A marker in the same conversation: a duplicate, queued when the retry
+    // was taken, would reach the model in this session's lane before the
+    // marker or together with it (a collected follow-up).
+    rig.answered_dm("D7", "marker", "1700000008.000100", "Marker answered.")
+        .await;
+    eventually("the marker answered", || rig.posts_to("D7").len() >= 2).await;
+    let texts: Vec<String> = rig.posts_to("D7").iter().map(text_of).collect();
+    assert_eq!(texts, ["Answered once.", "Marker answered."]);
+    let requests = rig.provider.requests();
+    assert_eq!(requests.len(), 2, "the event and the marker");
+    let last_user = requests[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .map(Value::to_string)
+        .unwrap_or_default();
+    assert!(
+        last_user.contains("marker") && !last_user.contains("did you get this?"),
+        "{last_user}"
+    );
 }

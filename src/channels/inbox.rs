@@ -4,6 +4,10 @@
 //! offset, Discord its sequence — and removed once its turn has ended (or it
 //! needed none). Whatever is still there at start-up was accepted but never
 //! answered (the gateway died) and is handed to the message path again.
+//! A record goes only after its answer was sent, so a crash between the
+//! platform taking the answer and the record's removal answers the message
+//! again after the restart: at least once, because an accepted message must
+//! never be lost and no platform send can be made atomic with a store write.
 //! When a record goes, so do the files its message downloaded (inside the
 //! media root only); a replayed message whose file is gone gets a note.
 //!
@@ -17,8 +21,8 @@ use std::sync::Arc;
 use super::InboundEvent;
 use crate::gateway::state::GatewayState;
 
-/// Meta key prefix of the records.
-const PREFIX: &str = "inbox/";
+/// Meta key prefix of the channel messages' records.
+pub const RECORD_PREFIX: &str = "inbox/";
 /// Meta key prefix of the web chat's records.
 const WEBCHAT_PREFIX: &str = "webchat-inbox/";
 /// Most records replayed at one start (older ones first): a bound on the
@@ -62,7 +66,7 @@ pub fn record_webchat(state: &GatewayState, record: &WebchatRecord) -> Result<St
 /// Writes the event's record; its key is returned for [`forget`].
 pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<String, String> {
     let bytes = serde_json::to_vec(event).map_err(|e| format!("cannot encode the message: {e}"))?;
-    let key = new_key(PREFIX);
+    let key = new_key(RECORD_PREFIX);
     let store = state.store.clone();
     let record_key = key.clone();
     tokio::task::spawn_blocking(move || store.put_meta(&record_key, &bytes))
@@ -84,7 +88,7 @@ pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
         for key in keys {
             // Only channel messages download files.
             let recorded = key
-                .starts_with(PREFIX)
+                .starts_with(RECORD_PREFIX)
                 .then(|| store.meta(&key).ok().flatten())
                 .flatten();
             if let Some(event) = recorded
@@ -109,7 +113,7 @@ pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
 /// The records left from before this start, oldest first. Unreadable ones
 /// are logged and removed.
 pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
-    let mut events = pending_of::<InboundEvent>(state, PREFIX).await;
+    let mut events = pending_of::<InboundEvent>(state, RECORD_PREFIX).await;
     for (_, event) in &mut events {
         // Files cleaned up since (or lost with a temp dir) become notes.
         super::media::drop_missing(&mut event.message);

@@ -35,6 +35,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+pub use crate::config::schema::common::ChunkMode;
 use crate::pipeline::context::InboundMessage;
 use crate::routing::RouteInput;
 
@@ -96,6 +97,8 @@ pub struct TextLimits {
     pub max_chars: usize,
     /// Most lines per message (Discord's 17), when the platform has such a limit.
     pub max_lines: Option<usize>,
+    /// Where the text is split (an account's `chunkMode`; adapters say `Length`).
+    pub chunk_mode: ChunkMode,
 }
 
 /// One account's state as `channels.status` and `health` report it.

@@ -1,6 +1,7 @@
 //! Outbound delivery to a channel adapter: text split to the platform's
-//! limits (`reply::chunk_text` to `TextLimits.max_chars`, then at most
-//! `max_lines` lines per message), and every platform call retried as
+//! limits (`reply::chunk_text` to `TextLimits.max_chars` — in `chunkMode`
+//! newline first into paragraphs, each its own message, as upstream — then
+//! at most `max_lines` lines per message), and every platform call retried as
 //! upstream's channel retry policy does (attempts 3, first delay 400 ms on
 //! Telegram and 500 ms elsewhere, doubling up to 30,000 ms, jitter 0.1; a
 //! `RateLimited` answer waits the `retry_after` the platform asked for;
@@ -18,8 +19,11 @@ use rand::Rng;
 
 use crate::config::schema::common::RetryConfig;
 use crate::reply::chunk_text;
+use crate::reply::fences::parse_fence_spans;
 
-use super::{Channel, EditMessage, OutboundTarget, SendError, SentMessage, TextFormat, TextLimits};
+use super::{
+    Channel, ChunkMode, EditMessage, OutboundTarget, SendError, SentMessage, TextFormat, TextLimits,
+};
 
 /// First retry delay on Telegram (upstream's Telegram retry default).
 pub const TELEGRAM_MIN_DELAY_MS: u64 = 400;
@@ -149,13 +153,13 @@ where
     }
 }
 
-/// Splits `text` into messages within `limits` (characters, then lines).
+/// Splits `text` into messages within `limits` (by the chunk mode and
+/// characters, then lines).
 pub fn split_for_limits(text: &str, limits: TextLimits) -> Vec<String> {
     let max_chars = limits.max_chars.max(1);
-    let pieces = if text.chars().count() <= max_chars {
-        vec![text.to_string()]
-    } else {
-        chunk_text(text, max_chars)
+    let pieces = match limits.chunk_mode {
+        ChunkMode::Length => split_by_length(text, max_chars),
+        ChunkMode::Newline => split_by_paragraph(text, max_chars),
     };
     let Some(max_lines) = limits.max_lines.filter(|n| *n > 0) else {
         return pieces;
@@ -171,6 +175,63 @@ pub fn split_for_limits(text: &str, limits: TextLimits) -> Vec<String> {
     }
     out.retain(|piece| !piece.trim().is_empty());
     out
+}
+
+/// `text` whole when it fits, else cut at the best boundaries within `max_chars`.
+fn split_by_length(text: &str, max_chars: usize) -> Vec<String> {
+    if text.chars().count() <= max_chars {
+        vec![text.to_string()]
+    } else {
+        chunk_text(text, max_chars)
+    }
+}
+
+/// Upstream's newline mode: the text (line endings made `\n`) is cut at
+/// every paragraph break — a newline, blanks or tabs, then one or more
+/// newlines — outside code fences; each paragraph, trailing whitespace
+/// trimmed, is one message (blank ones are dropped), split by length only
+/// when it exceeds `max_chars`.
+fn split_by_paragraph(text: &str, max_chars: usize) -> Vec<String> {
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let fences = parse_fence_spans(&text);
+    let bytes = text.as_bytes();
+    let mut paragraphs = Vec::new();
+    let (mut start, mut at) = (0, 0);
+    while let Some(offset) = text[at..].find('\n') {
+        let newline = at + offset;
+        let end = paragraph_break_end(bytes, newline);
+        match end {
+            Some(end) if !fences.iter().any(|fence| fence.contains(newline)) => {
+                paragraphs.push(&text[start..newline]);
+                start = end;
+                at = end;
+            }
+            _ => at = newline + 1,
+        }
+    }
+    paragraphs.push(&text[start..]);
+    paragraphs
+        .into_iter()
+        .map(str::trim_end)
+        .filter(|paragraph| !paragraph.trim().is_empty())
+        .flat_map(|paragraph| split_by_length(paragraph, max_chars))
+        .collect()
+}
+
+/// Where a paragraph break starting with the newline at `newline` ends
+/// (after its last newline); `None` when that newline ends a line only.
+fn paragraph_break_end(bytes: &[u8], newline: usize) -> Option<usize> {
+    let mut at = newline + 1;
+    while bytes.get(at).is_some_and(|b| *b == b' ' || *b == b'\t') {
+        at += 1;
+    }
+    if bytes.get(at) != Some(&b'\n') {
+        return None;
+    }
+    while bytes.get(at) == Some(&b'\n') {
+        at += 1;
+    }
+    Some(at)
 }
 
 /// Sends `text` as as many messages as the limits require, each with retries.
@@ -266,6 +327,7 @@ mod tests {
         let limits = TextLimits {
             max_chars: 50,
             max_lines: Some(3),
+            chunk_mode: ChunkMode::Length,
         };
         let text = (1..=7).map(|i| format!("line {i}")).collect::<Vec<_>>();
         let pieces = split_for_limits(&text.join("\n"), limits);
@@ -275,5 +337,76 @@ mod tests {
         let pieces = split_for_limits(&long, limits);
         assert!(pieces.len() > 1);
         assert!(pieces.iter().all(|p| p.chars().count() <= 50), "{pieces:?}");
+    }
+
+    fn limits(max_chars: usize, chunk_mode: ChunkMode) -> TextLimits {
+        TextLimits {
+            max_chars,
+            max_lines: None,
+            chunk_mode,
+        }
+    }
+
+    #[test]
+    fn length_mode_keeps_paragraphs_together_while_the_text_fits() {
+        let text = "First paragraph.\n\nSecond paragraph.\nSame paragraph.";
+        let pieces = split_for_limits(text, limits(100, ChunkMode::Length));
+        assert_eq!(pieces, vec![text.to_string()]);
+    }
+
+    #[test]
+    fn newline_mode_sends_each_paragraph_alone_but_keeps_line_wraps() {
+        let text = "First paragraph.\n\nSecond line one\nsecond line two  \n \t\n\n\nThird.\r\n\r\nFourth.\n\n";
+        let pieces = split_for_limits(text, limits(100, ChunkMode::Newline));
+        assert_eq!(
+            pieces,
+            vec![
+                "First paragraph.",
+                "Second line one\nsecond line two",
+                "Third.",
+                "Fourth."
+            ]
+        );
+        let wrapped = "one line\nanother line\n- a list item";
+        assert_eq!(
+            split_for_limits(wrapped, limits(100, ChunkMode::Newline)),
+            vec![wrapped.to_string()]
+        );
+    }
+
+    #[test]
+    fn newline_mode_never_splits_inside_a_code_fence() {
+        let text = "Intro.\n\n```sh\necho a\n\necho b\n```\n\nOutro.";
+        let pieces = split_for_limits(text, limits(100, ChunkMode::Newline));
+        assert_eq!(
+            pieces,
+            vec!["Intro.", "```sh\necho a\n\necho b\n```", "Outro."]
+        );
+        let open = "Intro.\n\n~~~\nnever closed\n\nstill code";
+        let pieces = split_for_limits(open, limits(100, ChunkMode::Newline));
+        assert_eq!(pieces, vec!["Intro.", "~~~\nnever closed\n\nstill code"]);
+    }
+
+    #[test]
+    fn newline_mode_splits_a_paragraph_over_the_limit_by_length() {
+        let long = "word ".repeat(30).trim_end().to_string();
+        let text = format!("Short.\n\n{long}\n\nTail.");
+        let pieces = split_for_limits(&text, limits(50, ChunkMode::Newline));
+        assert_eq!(pieces.first().map(String::as_str), Some("Short."));
+        assert_eq!(pieces.last().map(String::as_str), Some("Tail."));
+        let middle = &pieces[1..pieces.len() - 1];
+        assert!(middle.len() >= 3, "{pieces:?}");
+        assert!(middle.iter().all(|p| p.chars().count() <= 50), "{pieces:?}");
+        assert_eq!(middle.concat(), long, "the pieces add up to the paragraph");
+    }
+
+    #[test]
+    fn newline_mode_still_honours_the_line_cap() {
+        let text = "a\nb\nc\nd\n\ne";
+        let capped = TextLimits {
+            max_lines: Some(3),
+            ..limits(100, ChunkMode::Newline)
+        };
+        assert_eq!(split_for_limits(text, capped), vec!["a\nb\nc", "d", "e"]);
     }
 }

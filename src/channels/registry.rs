@@ -60,7 +60,7 @@ pub fn configured_adapters(
     if let Some(section) = config.channels.slack.as_ref() {
         let media = super::media::MediaDefaults::for_config(config);
         match super::slack::SlackChannel::with_media(section, http, &media) {
-            Ok(adapter) => adapters.push(Arc::new(adapter)),
+            Ok(adapter) => adapters.push(Arc::new(adapter.with_http_routes(Arc::clone(routes)))),
             Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
         }
     }

@@ -1,6 +1,7 @@
 //! One channel account's message-path settings read from the config: its
 //! access policy (dmPolicy, allowFrom, groupPolicy, groupAllowFrom, allowed
-//! groups and their mention requirement), outbound text limit, streaming
+//! groups and their mention requirement), outbound text limit and chunk
+//! mode, streaming
 //! preview mode, retry policy, and the agent-level block streaming, coalescing
 //! and human-delay keys. Each platform keeps its keys in its own config type,
 //! so this is the one place that reads `channels.<id>` by name; the hub and
@@ -10,7 +11,7 @@
 
 use crate::config::schema::channels::StreamingMode;
 use crate::config::schema::common::{
-    BlockStreamingChunk, BlockStreamingCoalesce, DmPolicy, GroupPolicy, HumanDelayConfig,
+    BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, DmPolicy, GroupPolicy, HumanDelayConfig,
 };
 use crate::config::schema::messages::AckReactionScope;
 use crate::config::Config;
@@ -32,6 +33,8 @@ pub struct ChannelSettings {
     pub text_chunk_limit: Option<usize>,
     /// Discord's `maxLinesPerMessage` (else the adapter's own).
     pub max_lines_per_message: Option<usize>,
+    /// `streaming.chunkMode` / `chunkMode` (length unless configured).
+    pub chunk_mode: ChunkMode,
     pub streaming: StreamingMode,
     pub preview_throttle_ms: u64,
     pub retry: RetryPolicy,
@@ -73,6 +76,7 @@ impl ChannelSettings {
             },
             text_chunk_limit: None,
             max_lines_per_message: None,
+            chunk_mode: ChunkMode::Length,
             streaming: StreamingMode::Off,
             preview_throttle_ms: DEFAULT_PREVIEW_THROTTLE_MS,
             retry: RetryPolicy::for_channel(channel),
@@ -142,6 +146,7 @@ impl ChannelSettings {
         let mention_off = groups.values().any(|g| g.require_mention == Some(false));
         access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
         self.retry = RetryPolicy::from_config(&account.effective_retry());
         if account.ack_reaction.is_some() {
@@ -177,6 +182,7 @@ impl ChannelSettings {
         access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.max_lines_per_message = Some(account.effective_max_lines_per_message() as usize);
+        self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
@@ -215,6 +221,7 @@ impl ChannelSettings {
             || channels.is_some_and(|c| c.values().any(|c| c.require_mention == Some(false)));
         access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
+        self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
@@ -226,7 +233,8 @@ impl ChannelSettings {
 
     /// The outbound limits: the account's `textChunkLimit` clamped to the
     /// adapter's hard cap (the cap itself when unset), and its
-    /// `maxLinesPerMessage` where the platform folds long messages.
+    /// `maxLinesPerMessage` where the platform folds long messages, and its
+    /// chunk mode.
     pub fn text_limits(&self, adapter: super::TextLimits) -> super::TextLimits {
         super::TextLimits {
             max_chars: self
@@ -236,6 +244,7 @@ impl ChannelSettings {
                 .max_lines_per_message
                 .filter(|lines| *lines > 0)
                 .or(adapter.max_lines),
+            chunk_mode: self.chunk_mode,
         }
     }
 }
@@ -272,6 +281,7 @@ mod tests {
         let limits = settings.text_limits(super::super::TextLimits {
             max_chars: 4096,
             max_lines: None,
+            chunk_mode: ChunkMode::Length,
         });
         assert_eq!(limits.max_chars, 1000);
         assert_eq!(settings.coalesce_defaults, None);
@@ -283,6 +293,34 @@ mod tests {
         let unknown = ChannelSettings::resolve(&config, "matrix", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
         assert_eq!(unknown.retry.min_delay_ms, 500);
+    }
+
+    #[test]
+    fn chunk_mode_comes_from_the_account_then_the_channel() {
+        let config = crate::config::parse_str(
+            r#"{ channels: {
+                 telegram: { botToken: "t", chunkMode: "newline",
+                   accounts: { plain: { botToken: "u", chunkMode: "length" }, inherits: { botToken: "v" } } },
+                 discord: { token: "d", streaming: { mode: "off", chunkMode: "newline" }, chunkMode: "length" },
+                 slack: { botToken: "xoxb-1", appToken: "xapp-1" } } }"#,
+            "test",
+        )
+        .expect("config");
+        let mode = |channel: &str, account: &str| {
+            let settings = ChannelSettings::resolve(&config, channel, account);
+            let adapter = super::super::TextLimits {
+                max_chars: 4000,
+                max_lines: None,
+                chunk_mode: ChunkMode::Length,
+            };
+            settings.text_limits(adapter).chunk_mode
+        };
+        assert_eq!(mode("telegram", "plain"), ChunkMode::Length);
+        assert_eq!(mode("telegram", "inherits"), ChunkMode::Newline);
+        // `streaming.chunkMode` (upstream's current key) wins over the flat one.
+        assert_eq!(mode("discord", "default"), ChunkMode::Newline);
+        assert_eq!(mode("slack", "default"), ChunkMode::Length);
+        assert_eq!(mode("webchat", "default"), ChunkMode::Length);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod chunker;
 pub mod coalescer;
 pub mod delay;
 pub mod dispatcher;
-mod fences;
+pub(crate) mod fences;
 pub mod shape;
 
 pub use chunker::{chunk_text, BlockChunker, ChunkerLimits};

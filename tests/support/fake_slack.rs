@@ -6,6 +6,11 @@
 //! `disconnect`). Every request, connection and ack is recorded; scripted
 //! Web API answers (429s, errors) come first. Shared files are served at
 //! `/files-pri/<team>-<id>/download/<name>` to the bot token only (counted).
+//! For HTTP events mode it plays Slack's side of the request URL: it POSTs
+//! `event_callback` / `url_verification` bodies to the gateway signed as
+//! Slack signs them (`X-Slack-Request-Timestamp`, `X-Slack-Signature` =
+//! `v0=` + hex HMAC-SHA256 of `v0:<timestamp>:<body>`), and retries a 503
+//! with `X-Slack-Retry-Num` as Slack does.
 //!
 //! Tests include it with `#[path = "support/fake_slack.rs"] mod fake_slack;`.
 #![allow(dead_code)]
@@ -36,6 +41,81 @@ pub const APP_TOKEN: &str = "xapp-fake-app-token";
 pub const BOT_USER_ID: &str = "UBOT1";
 pub const BOT_ID: &str = "BBOT1";
 pub const TEAM_ID: &str = "T0TEAM";
+/// The app's signing secret for HTTP events mode.
+pub const SIGNING_SECRET: &str = "fake-signing-secret";
+/// Deliveries of one event when the request URL keeps answering 503
+/// (Slack gives up after its third retry).
+const MAX_EVENT_DELIVERIES: u32 = 4;
+
+/// What the gateway answered a POSTed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// One signed request as Slack sends it to a request URL.
+#[derive(Debug, Clone)]
+pub struct SignedRequest {
+    pub body: String,
+    /// Unix seconds (`X-Slack-Request-Timestamp`).
+    pub timestamp: u64,
+    pub secret: String,
+    /// `X-Slack-Retry-Num` (absent on the first delivery).
+    pub retry_num: Option<u32>,
+}
+
+impl SignedRequest {
+    /// `body` signed with the app's secret, now.
+    pub fn now(body: &str) -> SignedRequest {
+        SignedRequest {
+            body: body.to_string(),
+            timestamp: unix_now(),
+            secret: SIGNING_SECRET.to_string(),
+            retry_num: None,
+        }
+    }
+
+    /// `X-Slack-Signature` for this request.
+    pub fn signature(&self) -> String {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.secret.as_bytes())
+            .expect("any key length");
+        mac.update(format!("v0:{}:{}", self.timestamp, self.body).as_bytes());
+        format!("v0={}", hex::encode(mac.finalize().into_bytes()))
+    }
+
+    /// POSTs it to `url`.
+    pub async fn post(&self, url: &str) -> EventAnswer {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("x-slack-request-timestamp", self.timestamp.to_string())
+            .header("x-slack-signature", self.signature());
+        if let Some(retry) = self.retry_num {
+            request = request
+                .header("x-slack-retry-num", retry.to_string())
+                .header("x-slack-retry-reason", "http_error");
+        }
+        let response = request
+            .body(self.body.clone())
+            .send()
+            .await
+            .expect("the gateway answers");
+        EventAnswer {
+            status: response.status().as_u16(),
+            body: response.text().await.unwrap_or_default(),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs()
+}
 
 /// A Web API request as the fake received it.
 #[derive(Debug, Clone)]
@@ -144,6 +224,37 @@ impl FakeSlack {
             let _ = live.send(envelope.to_string());
         }
         id
+    }
+
+    /// The `event_callback` body Slack POSTs to a request URL for `event`
+    /// (a fresh event id each call).
+    pub fn event_callback(&self, event: Value) -> String {
+        let mut inner = self.inner();
+        inner.envelopes_sent += 1;
+        json!({"token": "verification", "team_id": TEAM_ID, "api_app_id": "A1",
+            "type": "event_callback", "event_id": format!("Ev{}", inner.envelopes_sent),
+            "event_time": 1_700_000_000, "authorizations": [], "event": event})
+        .to_string()
+    }
+
+    /// Delivers `body` to the request URL as Slack does: signed now, and
+    /// again (with `X-Slack-Retry-Num`, signed anew) while it answers 503.
+    /// Returns every answer in order.
+    pub async fn deliver_to(&self, url: &str, body: &str) -> Vec<EventAnswer> {
+        let mut answers = Vec::new();
+        for attempt in 0..MAX_EVENT_DELIVERIES {
+            let mut request = SignedRequest::now(body);
+            request.retry_num = (attempt > 0).then_some(attempt);
+            let answer = request.post(url).await;
+            let again = answer.status == 503;
+            answers.push(answer);
+            if !again {
+                break;
+            }
+            // Slack waits a minute, then five; a fake need not.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        answers
     }
 
     /// Sends `{"type": "disconnect", "reason": reason}`.

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pincer::channels::{
-    AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundEvent, InboundSink,
-    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundEvent,
+    InboundSink, OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
 };
 use tokio::sync::Notify;
 
@@ -56,6 +56,7 @@ impl Default for Abilities {
             limits: TextLimits {
                 max_chars: 4096,
                 max_lines: None,
+                chunk_mode: ChunkMode::Length,
             },
             typing: true,
             edit: false,

@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
-    React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
+    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::discord::{AllowBots, DiscordAccountConfig, DiscordConfig};
@@ -208,6 +208,7 @@ impl Channel for DiscordChannel {
         TextLimits {
             max_chars: DISCORD_MAX_CHARS,
             max_lines: Some(DISCORD_MAX_LINES),
+            chunk_mode: ChunkMode::Length,
         }
     }
 

@@ -1,12 +1,15 @@
 //! The Slack channel: every configured app account's Socket Mode
-//! connection (inbound, `socket.rs`) and Web API calls (outbound,
-//! `web.rs`) behind the [`Channel`] trait and its edit, delete and reaction
-//! capabilities. Markdown from the model is sent as mrkdwn (`mrkdwn.rs`).
+//! connection (inbound, `socket.rs`) or, with `mode: "http"`, its Events
+//! API request URL on the gateway's port (`events_http.rs`, added to the
+//! gateway's HTTP routes at start and removed at stop), and Web API calls
+//! (outbound, `web.rs`) behind the [`Channel`] trait and its edit, delete
+//! and reaction capabilities. Markdown from the model is sent as mrkdwn (`mrkdwn.rs`).
 //! Slack has no typing indicator for bots, so [`Channel::typing`] is `None`.
 //!
 //! It must not retry, split or shape replies (the hub does), nor gate or
 //! route messages (the pipeline does).
 
+pub mod events_http;
 pub mod mrkdwn;
 pub mod socket;
 pub mod translate;
@@ -16,13 +19,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::channels::discord::account::{AccountState, AccountTasks};
+use crate::channels::http_routes::HttpRoutes;
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
-    React, SendError, SentMessage, TextFormat, TextLimits,
+    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
+    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
+use events_http::{EventsAccount, EventsRoute};
 use socket::SocketAccount;
 use web::{SlackIdentity, SlackWeb};
 
@@ -48,6 +53,9 @@ struct Account {
     web: Option<SlackWeb>,
     /// Socket Mode runs (app token present, `mode: socket`).
     listens: bool,
+    /// HTTP mode (bot token and signing secret present, `mode: http`):
+    /// the request URL's path and what its route needs.
+    events: Option<(String, Arc<EventsAccount>)>,
     shared: Arc<AccountState<SlackIdentity>>,
     dm_channels: Mutex<HashMap<String, String>>,
 }
@@ -57,6 +65,16 @@ pub struct SlackChannel {
     accounts: BTreeMap<String, Account>,
     default_account: String,
     tasks: AccountTasks,
+    /// The gateway's inbound routes (HTTP-mode accounts are served there).
+    http_routes: Option<Arc<HttpRoutes>>,
+}
+
+impl Drop for SlackChannel {
+    /// Tasks and routes end with the adapter even without `stop`.
+    fn drop(&mut self) {
+        self.tasks.token().cancel();
+        self.remove_routes();
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,7 +117,59 @@ impl SlackChannel {
             accounts,
             default_account,
             tasks: AccountTasks::default(),
+            http_routes: None,
         })
+    }
+
+    /// HTTP-mode accounts are served on these routes (the gateway's port);
+    /// without them such accounts cannot start.
+    pub fn with_http_routes(mut self, routes: Arc<HttpRoutes>) -> SlackChannel {
+        self.http_routes = Some(routes);
+        self
+    }
+
+    /// Adds every HTTP-mode account's route and starts its identity task;
+    /// the errors name the account and the path.
+    fn start_events(&self, sink: &Arc<dyn InboundSink>) -> Vec<String> {
+        let mut refused = Vec::new();
+        for (id, account) in &self.accounts {
+            let Some((path, events)) = &account.events else {
+                continue;
+            };
+            let Some(routes) = &self.http_routes else {
+                let error =
+                    format!("slack account {id}: HTTP events mode needs the gateway's HTTP server");
+                account.shared.disconnected(error.clone());
+                refused.push(error);
+                continue;
+            };
+            let route = Arc::new(EventsRoute {
+                account: events.clone(),
+                sink: sink.clone(),
+            });
+            if let Err(e) = routes.add(path, &events_http::route_owner(id), route) {
+                let error = format!("slack account {id}: webhookPath: {e}");
+                account.shared.disconnected(error.clone());
+                refused.push(error);
+                continue;
+            }
+            account.shared.set_running(true);
+            let cancel = self.tasks.token().child_token();
+            self.tasks
+                .spawn(events_http::run_account(events.clone(), cancel));
+        }
+        refused
+    }
+
+    fn remove_routes(&self) {
+        let Some(routes) = &self.http_routes else {
+            return;
+        };
+        for (id, account) in &self.accounts {
+            if let Some((path, _)) = &account.events {
+                routes.remove(path, &events_http::route_owner(id));
+            }
+        }
     }
 
     /// Whether the account's Socket Mode task is alive.
@@ -191,21 +261,36 @@ impl Account {
         };
         let socket_mode = settings.effective_mode() == SlackMode::Socket;
         let listens = web.is_some() && socket_mode && !app_token.is_empty();
-        let shared = Arc::new(AccountState::new(account_id, listens));
-        shared.update(|s| {
-            if web.is_some() && !socket_mode {
-                s.last_error =
-                    Some("HTTP events mode is not supported yet; use Socket Mode".into());
+        let secret = settings.effective_signing_secret();
+        let http_ready = web.is_some() && !socket_mode && secret.is_some();
+        let shared = Arc::new(AccountState::new(account_id, listens || http_ready));
+        if web.is_some() && !socket_mode && secret.is_none() {
+            shared.update(|s| {
+                s.last_error = Some("HTTP events mode needs a signingSecret".into());
+            });
+        }
+        let socket = SocketAccount {
+            account_id: account_id.to_string(),
+            allow_bots: settings.allow_bots.unwrap_or(false),
+            media: media.limits(CHANNEL_ID, settings.media_max_mb),
+        };
+        let events = match (&web, secret) {
+            (Some(web), Some(signing_secret)) if !socket_mode => {
+                let account = EventsAccount {
+                    socket: socket.clone(),
+                    signing_secret,
+                    web: web.clone(),
+                    shared: shared.clone(),
+                };
+                Some((settings.effective_webhook_path(), Arc::new(account)))
             }
-        });
+            _ => None,
+        };
         Ok(Account {
-            socket: SocketAccount {
-                account_id: account_id.to_string(),
-                allow_bots: settings.allow_bots.unwrap_or(false),
-                media: media.limits(CHANNEL_ID, settings.media_max_mb),
-            },
+            socket,
             web,
             listens,
+            events,
             shared,
             dm_channels: Mutex::new(HashMap::new()),
         })
@@ -247,6 +332,7 @@ impl Channel for SlackChannel {
         TextLimits {
             max_chars: SLACK_MAX_MESSAGE_CHARS,
             max_lines: None,
+            chunk_mode: ChunkMode::Length,
         }
     }
 
@@ -266,12 +352,20 @@ impl Channel for SlackChannel {
                     cancel.child_token(),
                 ));
             }
-            Ok(())
+            let refused = self.start_events(&sink);
+            if refused.is_empty() {
+                Ok(())
+            } else {
+                Err(refused.join("; "))
+            }
         })
     }
 
     fn stop(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.tasks.stop())
+        Box::pin(async move {
+            self.remove_routes();
+            self.tasks.stop().await;
+        })
     }
 
     fn status(&self) -> Vec<AccountStatus> {
@@ -387,5 +481,80 @@ mod tests {
         );
         assert_eq!(channel.text_limits().max_chars, SLACK_MAX_MESSAGE_CHARS);
         assert!(channel.typing().is_none());
+    }
+
+    struct Refusing;
+
+    impl InboundSink for Refusing {
+        fn deliver(
+            &self,
+            _event: crate::channels::InboundEvent,
+        ) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(async { Err("not in this test".to_string()) })
+        }
+    }
+
+    fn http_channel(accounts: &str, routes: &Arc<HttpRoutes>) -> SlackChannel {
+        let config: SlackConfig = serde_json::from_str(accounts).expect("config");
+        // Nothing listens there: the identity task only retries.
+        let http = reqwest::Client::new();
+        SlackChannel::from_config(&config, &http)
+            .expect("channel")
+            .with_http_routes(routes.clone())
+    }
+
+    #[tokio::test]
+    async fn http_mode_serves_its_path_from_start_to_stop() {
+        let routes = Arc::new(HttpRoutes::new(&["/health"]));
+        let channel = http_channel(
+            r#"{"mode":"http","botToken":"xoxb-1","signingSecret":"s","apiUrl":"http://127.0.0.1:9/api",
+                "accounts":{"home":{},"work":{"webhookPath":"work/events"}}}"#,
+            &routes,
+        );
+        assert!(channel.status().iter().all(|s| s.configured));
+        assert!(routes.paths().is_empty(), "no route before start");
+        channel.start(Arc::new(Refusing)).await.expect("started");
+        assert_eq!(routes.paths(), vec!["/slack/events", "/work/events"]);
+        channel.stop().await;
+        assert!(routes.paths().is_empty(), "routes removed at stop");
+    }
+
+    #[tokio::test]
+    async fn a_taken_webhook_path_refuses_the_start_naming_it() {
+        let routes = Arc::new(HttpRoutes::new(&["/health"]));
+        let channel = http_channel(
+            r#"{"mode":"http","botToken":"xoxb-1","signingSecret":"s","apiUrl":"http://127.0.0.1:9/api",
+                "accounts":{"a":{},"b":{},"c":{"webhookPath":"/health"}}}"#,
+            &routes,
+        );
+        let error = channel
+            .start(Arc::new(Refusing))
+            .await
+            .expect_err("clash refused");
+        assert!(
+            error.contains("slack account b: webhookPath: HTTP path /slack/events is already served for slack account a"),
+            "{error}"
+        );
+        assert!(error.contains("slack account c: webhookPath: HTTP path /health is one of the gateway's own routes"), "{error}");
+        assert_eq!(routes.paths(), vec!["/slack/events"]);
+        let b = channel.status().into_iter().find(|s| s.account_id == "b");
+        assert!(b
+            .and_then(|s| s.last_error)
+            .is_some_and(|e| e.contains("/slack/events")));
+        drop(channel);
+        assert!(routes.paths().is_empty(), "the adapter's routes go with it");
+    }
+
+    #[test]
+    fn http_mode_without_a_signing_secret_is_not_configured() {
+        let config: SlackConfig =
+            serde_json::from_str(r#"{"mode":"http","botToken":"xoxb-1"}"#).expect("config");
+        let channel = SlackChannel::from_config(&config, &reqwest::Client::new()).expect("channel");
+        let status = channel.status().remove(0);
+        assert!(!status.configured);
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("HTTP events mode needs a signingSecret")
+        );
     }
 }

@@ -31,8 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channels::http_routes::HttpRoutes;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, DeleteMessage, EditMessage, InboundSink, OutboundTarget,
-    React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
+    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::telegram::{TelegramAccountConfig, TelegramConfig};
@@ -397,6 +397,7 @@ impl Channel for TelegramChannel {
         TextLimits {
             max_chars: TELEGRAM_MAX_MESSAGE_CHARS,
             max_lines: None,
+            chunk_mode: ChunkMode::Length,
         }
     }
 

@@ -179,6 +179,16 @@ macro_rules! channel_accounts {
                     .and_then(|streaming| streaming.mode)
                     .unwrap_or_default()
             }
+
+            /// How outbound text is split: `streaming.chunkMode`, else the
+            /// flat `chunkMode` upstream moved there, else by length.
+            pub fn effective_chunk_mode(&self) -> $crate::config::schema::common::ChunkMode {
+                self.streaming
+                    .as_ref()
+                    .and_then(|streaming| streaming.chunk_mode)
+                    .or(self.chunk_mode)
+                    .unwrap_or_default()
+            }
         }
 
         impl $channel {

@@ -42,14 +42,16 @@ pub enum ReplyToMode {
     Batched,
 }
 
-/// How outbound text is split.
+/// How outbound text is split (`chunkMode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChunkMode {
-    /// Split by size.
+    /// Split only where the text exceeds the limit.
     #[default]
     Length,
-    /// Split on every newline.
+    /// Every paragraph (blank-line boundary outside code fences) its own
+    /// message, then by length (upstream's current meaning; it once split
+    /// on every newline).
     Newline,
 }
 

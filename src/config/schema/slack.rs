@@ -113,10 +113,26 @@ impl SlackAccountConfig {
             .unwrap_or(DEFAULT_SLACK_TEXT_CHUNK_LIMIT)
     }
 
-    pub fn effective_webhook_path(&self) -> &str {
-        self.webhook_path
+    /// `webhookPath` trimmed, with a leading `/` added when missing; blank
+    /// or absent → `/slack/events` (upstream's normalisation).
+    pub fn effective_webhook_path(&self) -> String {
+        let path = self.webhook_path.as_deref().map_or("", str::trim);
+        if path.is_empty() {
+            DEFAULT_SLACK_WEBHOOK_PATH.to_string()
+        } else if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/{path}")
+        }
+    }
+
+    /// `signingSecret` trimmed; `None` when blank.
+    pub fn effective_signing_secret(&self) -> Option<String> {
+        self.signing_secret
             .as_deref()
-            .unwrap_or(DEFAULT_SLACK_WEBHOOK_PATH)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
     }
 }
 
@@ -184,6 +200,18 @@ mod tests {
         assert_eq!(account.effective_group_policy(), GroupPolicy::Allowlist);
         assert_eq!(account.effective_dm_policy(), DmPolicy::Pairing);
         assert_eq!(account.effective_api_url(), "https://slack.com/api");
+        let http: SlackConfig = serde_json::from_str(
+            r#"{"mode":"http","signingSecret":" s3 ","webhookPath":" hooks/slack ",
+                "accounts":{"blank":{"webhookPath":"  ","signingSecret":" "}}}"#,
+        )
+        .expect("http mode");
+        let base = http.account("default").expect("default");
+        assert_eq!(base.effective_mode(), SlackMode::Http);
+        assert_eq!(base.effective_webhook_path(), "/hooks/slack");
+        assert_eq!(base.effective_signing_secret().as_deref(), Some("s3"));
+        let blank = http.account("blank").expect("blank");
+        assert_eq!(blank.effective_webhook_path(), "/slack/events");
+        assert_eq!(blank.effective_signing_secret(), None);
         let proxied: SlackConfig =
             serde_json::from_str(r#"{"apiUrl":"http://127.0.0.1:9/api/"}"#).expect("api url");
         assert_eq!(
