@@ -40,7 +40,7 @@ fn request(text: &str) -> ProviderRequest {
             ChatMessage::user(text),
         ],
         max_tokens: None,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }
 
@@ -501,7 +501,8 @@ async fn streamed_tool_calls_are_assembled_and_tools_are_offered() {
         name: "read".into(),
         description: "Read a file".into(),
         parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    }];
+    }]
+    .into();
     req.messages.push(ChatMessage {
         role: pincer::agent::provider::Role::Assistant,
         content: String::new(),

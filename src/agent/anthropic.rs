@@ -192,7 +192,8 @@ mod tests {
                 name: "read".into(),
                 description: "read a file".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
         }
     }
 

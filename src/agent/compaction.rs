@@ -337,7 +337,7 @@ async fn summarise_chunk(
             ChatMessage::user(request_text),
         ],
         max_tokens: job.model.max_tokens,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     };
     let (events, mut deltas) = mpsc::channel(64);
     let call = job

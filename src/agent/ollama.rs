@@ -402,7 +402,8 @@ mod tests {
                 name: "read".into(),
                 description: "d".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
         };
         let body = request_body(&request, ThinkingLevel::Low);
         assert_eq!(

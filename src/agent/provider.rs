@@ -105,8 +105,8 @@ pub struct ProviderRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
     pub max_tokens: Option<u32>,
-    /// Tools offered to the model (empty: none).
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered to the model (empty: none); shared between calls.
+    pub tools: std::sync::Arc<[ToolSpec]>,
 }
 
 /// Token counts reported by the provider.

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::TranscriptEntry;
 use crate::tools::hooks::{CallOutcome, HookCall};
-use crate::tools::schema::{normalize_specs, SchemaDialect};
+use crate::tools::schema::SchemaDialect;
 use crate::tools::{cap_result, ToolContext, ToolError};
 
 use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
@@ -22,7 +22,7 @@ use super::context::{self, ContextWindow, PruningSettings};
 use super::failover::{pause, FailoverStep, ModelAttempt, PauseEnd};
 use super::models::ResolvedModel;
 use super::provider::{
-    ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall, ToolSpec,
+    ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall,
 };
 use super::reasoning::{ReasoningLevel, ReasoningSink};
 use super::runs::{RunEvent, RunStatus};
@@ -75,7 +75,6 @@ pub struct LoopInput<'a> {
 /// context-overflow refusal compacts once and retries.
 pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopResult {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(input.spec.timeout_ms);
-    let specs: Vec<ToolSpec> = input.env.tools.specs(&input.allowed_tools);
     let pruning =
         PruningSettings::from_config(input.env.config.agents.defaults.context_pruning.as_ref());
     let settings = CompactionSettings::for_window(&input.env.config, input.window);
@@ -105,7 +104,7 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
         let streamed = stream_with_fallbacks(
             &input,
             &messages,
-            &specs,
+            &input.allowed_tools,
             deadline,
             &mut text,
             &mut reasoning,
@@ -418,7 +417,7 @@ async fn finish_tool(
 async fn stream_with_fallbacks(
     input: &LoopInput<'_>,
     messages: &[ChatMessage],
-    tools: &[ToolSpec],
+    allowed_tools: &[String],
     deadline: tokio::time::Instant,
     text: &mut String,
     reasoning: &mut ReasoningSink,
@@ -437,8 +436,8 @@ async fn stream_with_fallbacks(
                 model: model.model_id.clone(),
                 messages: messages.to_vec(),
                 max_tokens: model.max_tokens,
-                tools: normalize_specs(
-                    tools,
+                tools: input.env.tools.specs_for(
+                    allowed_tools,
                     SchemaDialect::for_model(&model.provider_id, &model.model_id),
                 ),
             };

@@ -238,23 +238,16 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         entry.role == "user" && entry.run_id.as_deref() == Some(spec.run_id.as_str())
     });
     let first_run = tail.is_empty() || (recorded && tail.len() == 1);
-    if !recorded {
-        env.store
-            .append_transcript(
-                &session.session_id,
-                &TranscriptEntry {
-                    role: "user".into(),
-                    text: spec.message.clone(),
-                    timestamp_ms: now,
-                    run_id: Some(spec.run_id.clone()),
-                    stop_reason: None,
-                    input_tokens: None,
-                    output_tokens: None,
-                    extra_json: None,
-                },
-            )
-            .map_err(store_err)?;
-    }
+    let user_entry = TranscriptEntry {
+        role: "user".into(),
+        text: spec.message.clone(),
+        timestamp_ms: now,
+        run_id: Some(spec.run_id.clone()),
+        stop_reason: None,
+        input_tokens: None,
+        output_tokens: None,
+        extra_json: None,
+    };
     session.updated_at_ms = now;
     if let Some(label) = &spec.label {
         session.label = Some(label.clone());
@@ -263,8 +256,14 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         session.last_channel = spec.channel.clone();
         session.channel = session.channel.clone().or_else(|| spec.channel.clone());
     }
+    // The user's message and the session entry in one commit.
     env.store
-        .put_session(&spec.session_key, &session)
+        .record_turn(
+            &spec.session_key,
+            &session.session_id,
+            (!recorded).then_some(&user_entry),
+            |_| Some(session.clone()),
+        )
         .map_err(store_err)?;
     Ok((session, first_run))
 }
@@ -448,39 +447,43 @@ fn pair_tool_calls(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
 fn record_reply(
     env: &TurnEnv,
     spec: &TurnSpec,
-    mut session: SessionEntry,
+    session: SessionEntry,
     outcome: &RunOutcome,
 ) -> Result<(), crate::store::StoreError> {
-    if !outcome.text.is_empty() || outcome.status == RunStatus::Ok {
-        env.store.append_transcript(
+    let reply =
+        (!outcome.text.is_empty() || outcome.status == RunStatus::Ok).then(|| TranscriptEntry {
+            role: "assistant".into(),
+            text: outcome.text.clone(),
+            timestamp_ms: outcome.ended_at_ms,
+            run_id: Some(spec.run_id.clone()),
+            stop_reason: outcome.stop_reason.clone(),
+            input_tokens: Some(outcome.usage.input_tokens),
+            output_tokens: Some(outcome.usage.output_tokens),
+            extra_json: None,
+        });
+    let settle = |mut entry: SessionEntry| {
+        entry.updated_at_ms = outcome.ended_at_ms;
+        entry.input_tokens += outcome.usage.input_tokens;
+        entry.output_tokens += outcome.usage.output_tokens;
+        entry.total_tokens = entry.input_tokens + entry.output_tokens;
+        entry.aborted_last_run = outcome.status == RunStatus::Aborted;
+        entry
+    };
+    // The reply and the session's totals in one commit; the entry is read in
+    // the same transaction, so a patch landed meanwhile is kept.
+    env.store
+        .record_turn(
+            &spec.session_key,
             &session.session_id,
-            &TranscriptEntry {
-                role: "assistant".into(),
-                text: outcome.text.clone(),
-                timestamp_ms: outcome.ended_at_ms,
-                run_id: Some(spec.run_id.clone()),
-                stop_reason: outcome.stop_reason.clone(),
-                input_tokens: Some(outcome.usage.input_tokens),
-                output_tokens: Some(outcome.usage.output_tokens),
-                extra_json: None,
+            reply.as_ref(),
+            |current| match current {
+                Some(current) if current.session_id == session.session_id => Some(settle(current)),
+                // The session was reset meanwhile; leave the new one alone.
+                Some(_) => None,
+                None => Some(settle(session.clone())),
             },
-        )?;
-    }
-    // Re-read: a patch may have landed while the model was talking.
-    if let Some(current) = env.store.session(&spec.session_key)? {
-        if current.session_id == session.session_id {
-            session = current;
-        } else {
-            // The session was reset meanwhile; leave the new one alone.
-            return Ok(());
-        }
-    }
-    session.updated_at_ms = outcome.ended_at_ms;
-    session.input_tokens += outcome.usage.input_tokens;
-    session.output_tokens += outcome.usage.output_tokens;
-    session.total_tokens = session.input_tokens + session.output_tokens;
-    session.aborted_last_run = outcome.status == RunStatus::Aborted;
-    env.store.put_session(&spec.session_key, &session)
+        )
+        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ pub async fn slug_for(model: &ResolvedModel, conversation: &[String]) -> Option<
         model: model.model_id.clone(),
         messages: vec![ChatMessage::user(slug_prompt(conversation))],
         max_tokens: Some(32),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     };
     let (events, mut deltas) = mpsc::channel(16);
     let cancel = CancellationToken::new();

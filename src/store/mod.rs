@@ -29,6 +29,7 @@ mod subagents;
 mod telegram_offsets;
 mod transcript_truncate;
 mod transcripts;
+mod turn_write;
 
 use std::collections::BTreeMap;
 use std::fs::DirBuilder;

@@ -135,9 +135,33 @@ pub trait Tool: Send + Sync {
 }
 
 /// The tools a gateway knows, by name.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<&'static str, Arc<dyn Tool>>,
+    /// Normalised specs by (allowed tools, dialect): every model call offers
+    /// the same few sets, so they are built once (at most
+    /// `MAX_CACHED_SPEC_SETS`, the oldest dropped first).
+    spec_cache: std::sync::Mutex<Vec<SpecSet>>,
+}
+
+/// One cached set of normalised tool specs.
+struct SpecSet {
+    allowed: Vec<String>,
+    dialect: schema::SchemaDialect,
+    specs: Arc<[ToolSpec]>,
+}
+
+/// Distinct spec sets kept (agents × tool policies × dialects in use).
+const MAX_CACHED_SPEC_SETS: usize = 16;
+
+impl Clone for ToolRegistry {
+    /// The same tools; the copy builds its own spec cache.
+    fn clone(&self) -> Self {
+        ToolRegistry {
+            tools: self.tools.clone(),
+            spec_cache: Default::default(),
+        }
+    }
 }
 
 impl ToolRegistry {
@@ -169,6 +193,10 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.spec_cache
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.tools.insert(tool.name(), tool);
     }
 
@@ -178,6 +206,28 @@ impl ToolRegistry {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.keys().copied().collect()
+    }
+
+    /// The specs of the allowed tools normalised for `dialect`, in name
+    /// order; shared, built once per distinct set.
+    pub fn specs_for(&self, allowed: &[String], dialect: schema::SchemaDialect) -> Arc<[ToolSpec]> {
+        let mut cache = self.spec_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = cache
+            .iter()
+            .find(|set| set.dialect == dialect && set.allowed == allowed)
+        {
+            return set.specs.clone();
+        }
+        let specs: Arc<[ToolSpec]> = schema::normalize_specs(&self.specs(allowed), dialect).into();
+        if cache.len() >= MAX_CACHED_SPEC_SETS {
+            cache.remove(0);
+        }
+        cache.push(SpecSet {
+            allowed: allowed.to_vec(),
+            dialect,
+            specs: specs.clone(),
+        });
+        specs
     }
 
     /// The specs of the named tools, in name order.

@@ -73,7 +73,7 @@ fn request_body_asks_for_a_stream_with_usage() {
         model: "gpt-4o-mini".to_string(),
         messages: vec![super::super::provider::ChatMessage::user("hi")],
         max_tokens: None,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     };
     let body = request_body(&request, ThinkingLevel::Off);
     assert_eq!(body["stream"], true);

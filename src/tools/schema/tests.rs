@@ -224,3 +224,27 @@ fn gemini_is_chosen_by_provider_or_model_id_but_never_for_anthropic() {
         SchemaDialect::Standard
     );
 }
+
+#[test]
+fn spec_sets_are_built_once_per_tool_set_and_dialect() {
+    let registry = ToolRegistry::builtin();
+    let some = vec!["read".to_string(), "exec".to_string()];
+    let first = registry.specs_for(&some, SchemaDialect::Standard);
+    let again = registry.specs_for(&some, SchemaDialect::Standard);
+    assert!(std::sync::Arc::ptr_eq(&first, &again), "shared, not rebuilt");
+    assert_eq!(
+        first.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["exec", "read"]
+    );
+    let gemini = registry.specs_for(&some, SchemaDialect::Gemini);
+    assert!(!std::sync::Arc::ptr_eq(&first, &gemini));
+    let fewer = registry.specs_for(&some[..1], SchemaDialect::Standard);
+    assert_eq!(fewer.len(), 1);
+    // The cache is bounded: many distinct sets never grow it past its cap,
+    // and the answers stay right.
+    let names: Vec<String> = registry.names().iter().map(|n| n.to_string()).collect();
+    for i in 0..names.len() {
+        let set = registry.specs_for(&names[..=i], SchemaDialect::Standard);
+        assert_eq!(set.len(), i + 1);
+    }
+}

@@ -1,0 +1,142 @@
+//! A turn's writes in one transaction: the transcript entry the turn adds
+//! (the user's message when it starts, the reply when it ends) and the
+//! session's index entry, committed together. One commit instead of two per
+//! step halves the fsyncs on a turn's path, and the index entry is read and
+//! written in the same transaction, so a `sessions.patch` landing meanwhile
+//! is never overwritten by a stale copy.
+//!
+//! This file must not decide what the entries say; the agent does.
+
+use super::codec::{check_key, encode};
+use super::env::{SESSIONS_DB, TRANSCRIPTS_DB};
+use super::sessions::{read_session, SessionEntry};
+use super::transcripts::{check_session_id, entry_key, last_seq, TranscriptEntry};
+use super::{Store, StoreError};
+
+impl Store {
+    /// Appends `entry` (when given) to `session_id`'s transcript and writes
+    /// what `update` makes of the stored index entry under `session_key`
+    /// (`None`: leave it as it is), in one transaction. `update` may run more
+    /// than once (the transaction is retried when the map grows), so it must
+    /// have no effects of its own. Returns the entry's sequence number.
+    pub fn record_turn(
+        &self,
+        session_key: &str,
+        session_id: &str,
+        entry: Option<&TranscriptEntry>,
+        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+    ) -> Result<Option<u64>, StoreError> {
+        check_key(SESSIONS_DB, session_key)?;
+        check_session_id(session_id)?;
+        let value = entry
+            .map(|entry| encode(TRANSCRIPTS_DB, session_id, entry))
+            .transpose()?;
+        let mut encode_error = None;
+        let written = self.env.write("record_turn", |txn, dbs| {
+            let seq = match &value {
+                Some(value) => {
+                    let seq = last_seq(txn, dbs, session_id)?.map_or(1, |last| last + 1);
+                    dbs.transcripts
+                        .put(txn, &entry_key(session_id, seq), value)?;
+                    Some(seq)
+                }
+                None => None,
+            };
+            let current = read_session(txn, dbs, session_key)?;
+            if let Some(next) = update(current) {
+                match encode(SESSIONS_DB, session_key, &next) {
+                    Ok(bytes) => dbs.sessions.put(txn, session_key.as_bytes(), &bytes)?,
+                    Err(error) => {
+                        encode_error = Some(error);
+                        return Ok(None);
+                    }
+                }
+            }
+            Ok(seq)
+        })?;
+        match encode_error {
+            Some(error) => Err(error),
+            None => Ok(written),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn entry(role: &str, text: &str) -> TranscriptEntry {
+        TranscriptEntry {
+            role: role.into(),
+            text: text.into(),
+            timestamp_ms: 1,
+            run_id: None,
+            stop_reason: None,
+            input_tokens: None,
+            output_tokens: None,
+            extra_json: None,
+        }
+    }
+
+    #[test]
+    fn the_entry_and_the_index_are_written_together() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Store::open(&dir.path().join("s"), StoreOptions::default()).expect("store");
+        let seq = store
+            .record_turn(
+                "agent:main:main",
+                "sid-1",
+                Some(&entry("user", "hi")),
+                |current| {
+                    assert!(current.is_none());
+                    Some(SessionEntry::new("sid-1", 5))
+                },
+            )
+            .expect("record");
+        assert_eq!(seq, Some(1));
+        let second = store
+            .record_turn(
+                "agent:main:main",
+                "sid-1",
+                Some(&entry("assistant", "yo")),
+                |current| {
+                    let mut current = current.expect("stored");
+                    current.input_tokens += 7;
+                    Some(current)
+                },
+            )
+            .expect("record");
+        assert_eq!(second, Some(2));
+        let stored = store
+            .session("agent:main:main")
+            .expect("read")
+            .expect("entry");
+        assert_eq!(stored.input_tokens, 7);
+        let tail = store.transcript_tail("sid-1", 5).expect("tail");
+        assert_eq!(tail.len(), 2);
+    }
+
+    #[test]
+    fn declining_the_update_leaves_the_index_and_still_appends() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Store::open(&dir.path().join("s"), StoreOptions::default()).expect("store");
+        store
+            .put_session("agent:main:main", &SessionEntry::new("new-sid", 9))
+            .expect("put");
+        store
+            .record_turn(
+                "agent:main:main",
+                "old-sid",
+                Some(&entry("assistant", "late")),
+                |_| None,
+            )
+            .expect("record");
+        let stored = store
+            .session("agent:main:main")
+            .expect("read")
+            .expect("entry");
+        assert_eq!(stored.session_id, "new-sid");
+        assert_eq!(store.transcript_tail("old-sid", 5).expect("tail").len(), 1);
+    }
+}
