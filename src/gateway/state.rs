@@ -262,20 +262,9 @@ impl GatewayState {
         self.ready.store(true, Ordering::Release);
     }
 
-    /// The agent's workspace: its own `workspace`, else
-    /// `agents.defaults.workspace`, else `<data dir>/workspace` (`~` expanded).
+    /// The agent's workspace (`memory::workspace_for`'s rule, `~` expanded).
     pub fn workspace_for(&self, config: &Config, agent_id: &str) -> PathBuf {
-        let configured = config
-            .agents
-            .list
-            .iter()
-            .find(|a| a.id == agent_id)
-            .and_then(|a| a.workspace.clone())
-            .or_else(|| config.agents.defaults.workspace.clone());
-        match configured {
-            Some(path) => expand_home(&path),
-            None => self.data_dir.join("workspace"),
-        }
+        crate::memory::workspace_for(config, agent_id, &self.data_dir)
     }
 
     /// Where the LMDB environment lives (shown in session listings).
@@ -342,11 +331,4 @@ fn subagent_lane(config: &Config, board: usize) -> usize {
 /// The LMDB environment's directory inside the data dir.
 pub fn store_dir(data_dir: &std::path::Path) -> PathBuf {
     data_dir.join("store")
-}
-
-fn expand_home(path: &std::path::Path) -> PathBuf {
-    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
-        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => path.to_path_buf(),
-    }
 }

@@ -54,23 +54,30 @@ pub enum MemoryError {
     Disabled,
 }
 
-/// The workspace of `agent_id`: its own `workspace`, else `agents.defaults.workspace`, else
-/// `<data_dir>/workspace` (default agent) or `<data_dir>/workspace-<agentId>`.
+/// The workspace of `agent_id`, by upstream's rule: its own `workspace`; for the default agent
+/// `agents.defaults.workspace`, else `<data_dir>/workspace`; for any other agent
+/// `<agents.defaults.workspace>/<agentId>`, else `<data_dir>/workspace-<agentId>`. The one
+/// answer for the agent's runs, its memory and its heartbeat.
 pub fn workspace_for(config: &Config, agent_id: &str, data_dir: &Path) -> PathBuf {
-    if let Some(path) = config
-        .agents
-        .entry(agent_id)
-        .and_then(|agent| agent.workspace.clone())
-    {
-        return path;
+    let agents = &config.agents;
+    if let Some(path) = agents.entry(agent_id).and_then(|a| a.workspace.as_deref()) {
+        return expand_home(path);
     }
-    if let Some(path) = config.agents.defaults.workspace.clone() {
-        return path;
+    let defaults = agents.defaults.workspace.as_deref().map(expand_home);
+    match defaults {
+        _ if agent_id == agents.default_agent_id() => {
+            defaults.unwrap_or_else(|| data_dir.join("workspace"))
+        }
+        Some(root) => root.join(agent_id),
+        None => data_dir.join(format!("workspace-{agent_id}")),
     }
-    if agent_id == config.agents.default_agent_id() {
-        data_dir.join("workspace")
-    } else {
-        data_dir.join(format!("workspace-{agent_id}"))
+}
+
+/// `~/…` under `$HOME` (config paths are written that way).
+fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
     }
 }
 
@@ -364,5 +371,42 @@ impl MemoryService {
         lines: Option<usize>,
     ) -> Result<(String, usize, usize), MemoryError> {
         tools::read_memory_lines(&self.files(), path, from, lines)
+    }
+}
+
+#[cfg(test)]
+mod workspace_tests {
+    use super::*;
+
+    fn config(json: serde_json::Value) -> Config {
+        serde_json::from_value(json).expect("config")
+    }
+
+    #[test]
+    fn each_agent_gets_upstreams_workspace() {
+        let data = Path::new("/data");
+        let plain = config(serde_json::json!({"agents": {"list": [
+            {"id": "main", "default": true}, {"id": "ops"},
+            {"id": "own", "workspace": "/srv/own"}]}}));
+        assert_eq!(workspace_for(&plain, "main", data), data.join("workspace"));
+        assert_eq!(
+            workspace_for(&plain, "ops", data),
+            data.join("workspace-ops")
+        );
+        assert_eq!(
+            workspace_for(&plain, "own", data),
+            PathBuf::from("/srv/own")
+        );
+        let rooted = config(serde_json::json!({"agents": {
+            "defaults": {"workspace": "/srv/ws"},
+            "list": [{"id": "main", "default": true}, {"id": "ops"}]}}));
+        assert_eq!(
+            workspace_for(&rooted, "main", data),
+            PathBuf::from("/srv/ws")
+        );
+        assert_eq!(
+            workspace_for(&rooted, "ops", data),
+            PathBuf::from("/srv/ws/ops")
+        );
     }
 }

@@ -231,7 +231,10 @@ fn spec_sets_are_built_once_per_tool_set_and_dialect() {
     let some = vec!["read".to_string(), "exec".to_string()];
     let first = registry.specs_for(&some, SchemaDialect::Standard);
     let again = registry.specs_for(&some, SchemaDialect::Standard);
-    assert!(std::sync::Arc::ptr_eq(&first, &again), "shared, not rebuilt");
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &again),
+        "shared, not rebuilt"
+    );
     assert_eq!(
         first.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
         ["exec", "read"]
