@@ -284,6 +284,10 @@ async fn steer_mode_puts_a_message_into_the_running_turn_before_its_next_model_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the_restart() {
     let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Hello.".into()],
+        delay_ms: 0,
+    });
     fake.push_reply(FakeReply::Hang {
         first_chunk: "Let me ".into(),
     });
@@ -291,27 +295,31 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
     let args = ["--port", "0", "--token", TOKEN];
     let mut gateway = GatewayProcess::start(&config, &args);
     let mut first = client(&gateway, 35).await;
+    // A finished turn leaves nothing to replay.
+    send_and_final(&mut first, "dur-0", "hello").await;
     let ack = first.call("chat.send", send("dur-1", "buy oat milk")).await;
     assert_eq!(ack["payload"]["status"], "started", "{ack}");
-    for _ in 0..400 {
-        if !fake.requests().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    assert_eq!(fake.requests().len(), 1, "the run reached the model");
-    drop(first);
-    gateway.crash_and_restart(&config, &args);
-    // The replayed run gets the fake's default echo answer.
     for _ in 0..400 {
         if fake.requests().len() >= 2 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
+    assert_eq!(fake.requests().len(), 2, "the run reached the model");
+    drop(first);
+    gateway.crash_and_restart(&config, &args);
+    // The replayed run gets the fake's default echo answer.
+    for _ in 0..400 {
+        if fake.requests().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // Only the unfinished message runs again, once.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let requests = fake.requests();
-    assert_eq!(requests.len(), 2, "run again once after the restart");
-    assert_eq!(user_text(&fake, 1), "buy oat milk");
+    assert_eq!(requests.len(), 3, "run again once after the restart");
+    assert_eq!(user_text(&fake, 2), "buy oat milk");
     let mut reader = client(&gateway, 36).await;
     let mut history = Value::Null;
     for _ in 0..200 {
@@ -320,7 +328,7 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
             .await;
         let done = history["payload"]["messages"]
             .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant"));
+            .is_some_and(|m| m.iter().filter(|m| m["role"] == "assistant").count() >= 2);
         if done {
             break;
         }
@@ -328,15 +336,13 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
     }
     let messages = history["payload"]["messages"].as_array().expect("messages");
     let users = messages.iter().filter(|m| m["role"] == "user").count();
-    assert_eq!(users, 1, "the user turn is recorded once: {history}");
-    assert!(
-        messages.iter().any(|m| m["role"] == "assistant"),
-        "answered after the restart: {history}"
-    );
+    assert_eq!(users, 2, "each user turn is recorded once: {history}");
+    let answers = messages.iter().filter(|m| m["role"] == "assistant").count();
+    assert_eq!(answers, 2, "answered after the restart: {history}");
     // Nothing is left to replay: a second restart runs nothing.
     drop(reader);
     gateway.crash_and_restart(&config, &args);
     let _ = client(&gateway, 37).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(fake.requests().len(), 3);
 }

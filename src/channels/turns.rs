@@ -152,8 +152,19 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
     });
     let outcome = prepared.execute().await;
     link.abort();
+    // A web chat turn's messages are answered once the run has ended: their
+    // durable records go in the commit that keeps the answer. A channel
+    // turn's wait for its delivery (the origins' drop).
+    let done: Vec<String> = if delivery.is_none() && !keys.is_empty() {
+        origins
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.inbox))
+            .collect()
+    } else {
+        Vec::new()
+    };
     tokio::task::block_in_place(|| {
-        settle(&state, &keys, &outcome);
+        settle(&state, &keys, &outcome, &done);
         if let Some((channel, target)) = &route {
             if let Err(e) =
                 super::deliver::record_last_route(&state, &turn.session_key, channel, target)
@@ -201,13 +212,16 @@ fn link_abort(
 }
 
 /// Settles the web chat's idempotency keys with the run's result.
-fn settle(state: &GatewayState, keys: &[String], outcome: &RunOutcome) {
+/// Settles the turn's idempotency keys; the first one's commit also
+/// removes the `done` records.
+fn settle(state: &GatewayState, keys: &[String], outcome: &RunOutcome, done: &[String]) {
     let (ok, payload, error) = runs::final_payload(outcome);
     let error = error.as_ref().map(ErrorShape::to_json);
-    for key in keys {
+    for (i, key) in keys.iter().enumerate() {
+        let done = if i == 0 { done } else { &[] };
         state
             .idempotency
-            .finish(key, ok, payload.clone(), error.clone(), now_ms());
+            .finish_settling(key, ok, payload.clone(), error.clone(), now_ms(), done);
     }
     if outcome.status == RunStatus::Error {
         log::debug!(

@@ -134,12 +134,27 @@ impl IdempotencyCache {
         error: Option<Value>,
         now_ms: u64,
     ) -> Vec<Waiter> {
+        self.finish_settling(key, ok, payload, error, now_ms, &[])
+    }
+
+    /// [`Idempotency::finish`], removing the `done` store meta keys (the
+    /// durable records of the message this answers) in the same commit.
+    pub fn finish_settling(
+        &self,
+        key: &str,
+        ok: bool,
+        payload: Value,
+        error: Option<Value>,
+        now_ms: u64,
+        done: &[String],
+    ) -> Vec<Waiter> {
         if let Some(store) = &self.store {
             let record = serde_json::json!({"ok": ok, "payload": payload, "error": error});
-            if let Err(e) = store.dedupe_put(
+            if let Err(e) = store.dedupe_put_settling(
                 &store_key(key),
                 now_ms + DEDUPE_TTL_MS,
                 record.to_string().as_bytes(),
+                done,
             ) {
                 log::warn!("could not persist idempotency key {key}: {e}");
             }

@@ -9,8 +9,8 @@ use heed::RwTxn;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::codec::{decode, decode_at, encode, Record, MAX_KEY_BYTES};
-use super::env::{Databases, TxnError, DEDUPE_DB};
+use super::codec::{check_key, decode, decode_at, encode, Record, MAX_KEY_BYTES};
+use super::env::{Databases, TxnError, DEDUPE_DB, META_DB};
 use super::{Store, StoreError};
 
 /// First byte of a hashed key: never the first byte of a UTF-8 string.
@@ -55,6 +55,37 @@ impl Store {
         let bytes = encode(DEDUPE_DB, key, &record)?;
         self.env.write("dedupe_put", |txn, dbs| {
             Ok(dbs.dedupe.put(txn, &stored_key, &bytes)?)
+        })
+    }
+
+    /// [`Store::dedupe_put`] and the removal of the `done` meta keys in one
+    /// commit: a finished turn's answer is kept and the records of the work
+    /// it finished go together (one fsync instead of two).
+    pub fn dedupe_put_settling(
+        &self,
+        key: &str,
+        expires_at_ms: u64,
+        value: &[u8],
+        done: &[String],
+    ) -> Result<(), StoreError> {
+        if done.is_empty() {
+            return self.dedupe_put(key, expires_at_ms, value);
+        }
+        let stored_key = stored_key(key)?;
+        for meta_key in done {
+            check_key(META_DB, meta_key)?;
+        }
+        let record = DedupeRecord {
+            expires_at_ms,
+            value: value.to_vec(),
+        };
+        let bytes = encode(DEDUPE_DB, key, &record)?;
+        self.env.write("dedupe_put_settling", |txn, dbs| {
+            dbs.dedupe.put(txn, &stored_key, &bytes)?;
+            for meta_key in done {
+                dbs.meta.delete(txn, meta_key.as_bytes())?;
+            }
+            Ok(())
         })
     }
 }
