@@ -137,7 +137,7 @@ impl IdempotencyCache {
         self.finish_settling(key, ok, payload, error, now_ms, &[])
     }
 
-    /// [`Idempotency::finish`], removing the `done` store meta keys (the
+    /// [`IdempotencyCache::finish`], removing the `done` store meta keys (the
     /// durable records of the message this answers) in the same commit.
     pub fn finish_settling(
         &self,

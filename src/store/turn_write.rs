@@ -64,25 +64,19 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoreOptions;
+    use crate::store::test_support::temp_store;
 
     fn entry(role: &str, text: &str) -> TranscriptEntry {
         TranscriptEntry {
             role: role.into(),
             text: text.into(),
-            timestamp_ms: 1,
-            run_id: None,
-            stop_reason: None,
-            input_tokens: None,
-            output_tokens: None,
-            extra_json: None,
+            ..TranscriptEntry::default()
         }
     }
 
     #[test]
     fn the_entry_and_the_index_are_written_together() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = Store::open(&dir.path().join("s"), StoreOptions::default()).expect("store");
+        let (_dir, store) = temp_store();
         let seq = store
             .record_turn(
                 "agent:main:main",
@@ -119,8 +113,7 @@ mod tests {
 
     #[test]
     fn declining_the_update_leaves_the_index_and_still_appends() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = Store::open(&dir.path().join("s"), StoreOptions::default()).expect("store");
+        let (_dir, store) = temp_store();
         store
             .put_session("agent:main:main", &SessionEntry::new("new-sid", 9))
             .expect("put");
