@@ -47,6 +47,9 @@ impl Vocabulary {
 
     /// Builds the hash table; a token listed twice keeps its last id (as a JSON map read into a HashMap).
     pub(super) fn index(&mut self) {
+        self.arena.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.ids.shrink_to_fit();
         let capacity = (self.ids.len() * 2).next_power_of_two().max(16);
         self.slots = vec![EMPTY_SLOT; capacity];
         let mask = capacity - 1;
