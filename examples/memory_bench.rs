@@ -9,7 +9,8 @@
 //! - hybrid query latency p50/p95 excluding the query embedding (vector scan + BM25 + merge, with the query
 //!   vectors embedded beforehand), wall clock and the thread's CPU time (they differ on a busy machine),
 //!
-//! and at the end the RSS after the model's idle unload. It reports numbers only; it must not judge them.
+//! and at the start the RSS once the tokenizer is loaded, at the end the RSS after the model's idle unload.
+//! It reports numbers only; it must not judge them.
 //!
 //! `cargo run --release --example memory_bench -- [--sizes 1000,10000] [--queries 200] [--threads 1] [--batch 8]
 //! [--dir DIR]` (with `--dir` the corpora and indexes stay in DIR and a second run only searches).
@@ -298,6 +299,15 @@ fn main() {
         embedder.key(),
         args.threads,
         args.batch
+    );
+    let rss_before_tokenizer = proc_status_kib("VmRSS:");
+    // The first count loads the model's tokenizer (the compact WordPiece one for a BERT tokenizer.json).
+    embedder.count_tokens("warm-up: load the tokenizer");
+    println!(
+        "tokenizer loaded: RSS {:.1} MiB (anon {:.1} MiB), {:.1} MiB before",
+        proc_status_kib("VmRSS:") as f64 / 1024.0,
+        proc_status_kib("RssAnon:") as f64 / 1024.0,
+        rss_before_tokenizer as f64 / 1024.0
     );
     let before = proc_status_kib("VmHWM:");
     embedder

@@ -23,6 +23,8 @@ pub mod search;
 pub mod sessions;
 pub mod tools;
 pub mod watch;
+#[cfg(not(target_arch = "arm"))]
+pub mod wordpiece;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,6 +1,8 @@
 //! The local embedder: a sentence-embedding ONNX model (BERT-style inputs, mean pooling, L2-normalised) on
 //! ONNX Runtime, loaded dynamically with `ort` from a shared library path (an error, never a panic or a
-//! download, when it is missing), tokenized with the model's own `tokenizer.json`.
+//! download, when it is missing), tokenized with the model's own `tokenizer.json`: by the compact
+//! `wordpiece` tokenizer when the file describes a BERT WordPiece one (a few hundred KB instead of the
+//! `tokenizers` crate's ~10 MiB), else by `tokenizers` (e.g. a multilingual SentencePiece model).
 //!
 //! Owns the model's lifecycle and its memory: loaded on first `embed`, dropped by a small reaper thread once
 //! idle for `idle_unload`, reloaded on the next call. The session is built for small boards, measured with
@@ -10,7 +12,7 @@
 //! that batch × sequence² stays within one full-length input (attention activations grow with the square).
 //! This file must not know about chunks, storage or scoring.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -23,6 +25,7 @@ use super::embedder::{
     model_shape, EmbedError, Embedder, EmbedderSettings, DEFAULT_MAX_SEQUENCE_TOKENS,
     SPECIAL_TOKENS_PER_INPUT,
 };
+use super::wordpiece::WordPieceTokenizer;
 
 /// Shortest and longest wait of the idle reaper between checks.
 const REAPER_MIN_TICK: Duration = Duration::from_millis(50);
@@ -74,13 +77,74 @@ struct Encoded {
     type_ids: Vec<i64>,
 }
 
+/// The model's tokenizer, never padding or truncating: the compact WordPiece one when `tokenizer.json`
+/// describes exactly what it implements, else the `tokenizers` crate's.
+pub(crate) enum ModelTokenizer {
+    WordPiece(WordPieceTokenizer),
+    Hugging(Box<tokenizers::Tokenizer>),
+}
+
+impl ModelTokenizer {
+    /// Reads `path`, choosing the tokenizer (see the type comment).
+    pub(crate) fn load(path: &Path) -> Result<ModelTokenizer, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let refused = match WordPieceTokenizer::from_json(&bytes) {
+            Ok(wordpiece) => return Ok(ModelTokenizer::WordPiece(wordpiece)),
+            Err(refused) => refused,
+        };
+        log::info!(
+            "memory: {} read by the tokenizers crate ({refused})",
+            path.display()
+        );
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|e| e.to_string())?;
+        Ok(ModelTokenizer::Hugging(Box::new(tokenizer)))
+    }
+
+    /// Token ids and type ids of `text`, with the special tokens when `add_special_tokens`.
+    fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Encoded, String> {
+        match self {
+            ModelTokenizer::WordPiece(wordpiece) => {
+                let ids: Vec<i64> = wordpiece
+                    .encode(text, add_special_tokens)
+                    .into_iter()
+                    .map(i64::from)
+                    .collect();
+                let type_ids = vec![0; ids.len()];
+                Ok(Encoded { ids, type_ids })
+            }
+            ModelTokenizer::Hugging(tokenizer) => {
+                let encoding = tokenizer
+                    .encode(text, add_special_tokens)
+                    .map_err(|e| e.to_string())?;
+                let widen = |ids: &[u32]| ids.iter().map(|&id| i64::from(id)).collect();
+                Ok(Encoded {
+                    ids: widen(encoding.get_ids()),
+                    type_ids: widen(encoding.get_type_ids()),
+                })
+            }
+        }
+    }
+
+    /// Tokens in `text` without the special tokens (a text refused is counted by its bytes, generously).
+    fn count(&self, text: &str) -> usize {
+        match self {
+            ModelTokenizer::WordPiece(wordpiece) => wordpiece.encode(text, false).len(),
+            ModelTokenizer::Hugging(tokenizer) => tokenizer
+                .encode(text, false)
+                .map_or(text.len(), |encoding| encoding.len()),
+        }
+    }
+}
+
 /// ONNX Runtime session + tokenizer, lazily loaded, dropped when idle.
 pub struct OnnxEmbedder {
     settings: EmbedderSettings,
     key: String,
     dimensions: usize,
     max_sequence_tokens: usize,
-    tokenizer: OnceLock<Result<tokenizers::Tokenizer, String>>,
+    tokenizer: OnceLock<Result<ModelTokenizer, String>>,
     model: Mutex<Option<LoadedModel>>,
     inferences: AtomicU64,
     loads: AtomicU64,
@@ -126,16 +190,10 @@ impl OnnxEmbedder {
     }
 
     /// The model's tokenizer (no padding, no truncation), read on first use and kept.
-    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer, EmbedError> {
+    fn tokenizer(&self) -> Result<&ModelTokenizer, EmbedError> {
         let dir = &self.settings.model_dir;
         self.tokenizer
-            .get_or_init(|| {
-                let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
-                    .map_err(|e| e.to_string())?;
-                tokenizer.with_padding(None);
-                tokenizer.with_truncation(None).map_err(|e| e.to_string())?;
-                Ok(tokenizer)
-            })
+            .get_or_init(|| ModelTokenizer::load(&dir.join("tokenizer.json")))
             .as_ref()
             .map_err(|reason| EmbedError::ModelFile {
                 path: dir.join("tokenizer.json"),
@@ -198,16 +256,13 @@ impl OnnxEmbedder {
 
     /// Token ids of `text` with the special tokens, cut to the model's sequence length (keeping `[SEP]`).
     fn encode(&self, text: &str) -> Result<Encoded, EmbedError> {
-        let encoding = self
+        let Encoded {
+            mut ids,
+            mut type_ids,
+        } = self
             .tokenizer()?
             .encode(text, true)
             .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
-        let mut ids: Vec<i64> = encoding.get_ids().iter().map(|&id| i64::from(id)).collect();
-        let mut type_ids: Vec<i64> = encoding
-            .get_type_ids()
-            .iter()
-            .map(|&id| i64::from(id))
-            .collect();
         let max = self.max_sequence_tokens;
         if ids.len() > max {
             let last = ids[ids.len() - 1];
@@ -392,11 +447,9 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn count_tokens(&self, text: &str) -> usize {
-        match self.tokenizer().map(|t| t.encode(text, false)) {
-            Ok(Ok(encoding)) => encoding.len(),
-            // A text the tokenizer refuses is measured generously so it still gets split.
-            Ok(Err(_)) | Err(_) => text.len(),
-        }
+        // A text the tokenizer refuses is measured generously so it still gets split.
+        self.tokenizer()
+            .map_or(text.len(), |tokenizer| tokenizer.count(text))
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -453,5 +506,38 @@ mod tests {
         // Four inputs of 128 tokens hold as many attention cells as one of 256.
         assert_eq!(attention_batches(&[128; 6], 8), vec![4, 2]);
         assert!(attention_batches(&[], 8).is_empty());
+    }
+
+    #[test]
+    fn a_bert_wordpiece_tokenizer_json_gets_the_compact_tokenizer() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".tools/onnx/all-MiniLM-L6-v2/tokenizer.json");
+        if !path.is_file() {
+            eprintln!(
+                "skipped: {} is missing (run scripts/setup memory)",
+                path.display()
+            );
+            return;
+        }
+        let tokenizer = ModelTokenizer::load(&path).expect("MiniLM tokenizer");
+        assert!(matches!(tokenizer, ModelTokenizer::WordPiece(_)));
+        let encoded = tokenizer.encode("Hello world", true).expect("encode");
+        assert_eq!(encoded.ids, vec![101, 7592, 2088, 102]);
+        assert_eq!(encoded.type_ids, vec![0; 4]);
+        assert_eq!(tokenizer.count("Hello world"), 2);
+    }
+
+    #[test]
+    fn another_tokenizer_json_stays_with_the_tokenizers_crate() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("tokenizer.json");
+        let word_level = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#;
+        std::fs::write(&path, word_level).expect("write");
+        let tokenizer = ModelTokenizer::load(&path).expect("WordLevel tokenizer");
+        assert!(matches!(tokenizer, ModelTokenizer::Hugging(_)));
+        let encoded = tokenizer.encode("hello there world", true).expect("encode");
+        assert_eq!(encoded.ids, vec![1, 0, 2]);
     }
 }
