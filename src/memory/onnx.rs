@@ -57,6 +57,11 @@ fn ort_environment(library: &PathBuf) -> Result<ort::environment::Environment, E
 
 /// Most attention cells (batch × sequence²) one inference may hold: one input of the default maximum length.
 const MAX_ATTENTION_CELLS: usize = DEFAULT_MAX_SEQUENCE_TOKENS * DEFAULT_MAX_SEQUENCE_TOKENS;
+/// Most padded tokens (batch × sequence) one inference may hold. Without a memory arena or plan the runtime
+/// allocates every intermediate per inference, about 45 KiB per token in flight (measured: a batch of 8 notes of
+/// ~30 tokens swung anonymous memory by 11 MiB, one note by 5 MiB); half a maximum-length input's worth keeps that
+/// swing to a few MiB while short notes still share a batch.
+const MAX_BATCH_TOKENS: usize = DEFAULT_MAX_SEQUENCE_TOKENS / 2;
 /// Heap blocks from this size up are mapped and unmapped on their own (glibc), so the freed activations of
 /// one inference leave RSS at once instead of lingering in the heap.
 const MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
@@ -300,13 +305,16 @@ fn small_board_session(
 }
 
 /// Splits `inputs` (in order) into runs of at most `batch` whose padded attention stays within
-/// `MAX_ATTENTION_CELLS`; returns the run lengths.
+/// `MAX_ATTENTION_CELLS` and whose padded tokens stay within `MAX_BATCH_TOKENS` (an input longer than that
+/// runs alone); returns the run lengths.
 fn attention_batches(lengths: &[usize], batch: usize) -> Vec<usize> {
     let mut runs = Vec::new();
     let (mut count, mut longest) = (0usize, 0usize);
     for &len in lengths {
         let widest = longest.max(len);
-        if count > 0 && (count == batch || (count + 1) * widest * widest > MAX_ATTENTION_CELLS) {
+        let too_big = (count + 1) * widest * widest > MAX_ATTENTION_CELLS
+            || (count + 1) * widest > MAX_BATCH_TOKENS;
+        if count > 0 && (count == batch || too_big) {
             runs.push(count);
             (count, longest) = (0, 0);
         }
@@ -501,10 +509,11 @@ mod tests {
 
     #[test]
     fn long_inputs_get_their_own_batch_and_short_ones_share() {
-        assert_eq!(attention_batches(&[30; 20], 8), vec![8, 8, 4]);
+        // Short inputs share a batch up to the token budget (128 padded tokens).
+        assert_eq!(attention_batches(&[30; 10], 8), vec![4, 4, 2]);
+        assert_eq!(attention_batches(&[10; 20], 8), vec![8, 8, 4]);
         assert_eq!(attention_batches(&[256, 256, 20], 8), vec![1, 1, 1]);
-        // Four inputs of 128 tokens hold as many attention cells as one of 256.
-        assert_eq!(attention_batches(&[128; 6], 8), vec![4, 2]);
+        assert_eq!(attention_batches(&[64; 5], 8), vec![2, 2, 1]);
         assert!(attention_batches(&[], 8).is_empty());
     }
 
