@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::store::{SessionEntry, Store, TranscriptEntry};
 
 use super::failover::ThinkingLevel;
-use super::models::resolve_chain;
+use super::models::{resolve_chain, ResolvedModel};
 use super::provider::{ChatMessage, Role, Usage};
 use super::reasoning::ReasoningLevel;
 use super::runs::{RunEvent, RunOutcome, RunStatus};
@@ -101,52 +101,24 @@ pub async fn run_turn(
         stop_reason: None,
     };
     let _ = events.send(RunEvent::Started { started_at_ms }).await;
-    // Store commits wait for fsync: keep them off the async workers.
-    let prepared = tokio::task::block_in_place(|| prepare(env, spec, started_at_ms));
-    let (session, first_run) = match prepared {
-        Ok(p) => p,
-        Err(message) => return fail(outcome, message),
+    // Store commits wait for fsync and the prompt reads files: keep that off
+    // the async workers, in one hand-off.
+    let start = tokio::task::block_in_place(|| start_turn(env, spec, started_at_ms));
+    let TurnStart {
+        session,
+        models,
+        window,
+        allowed_tools,
+        system_prompt,
+        history,
+    } = match start {
+        Ok(start) => start,
+        Err((session_id, message)) => {
+            outcome.session_id = session_id;
+            return fail(outcome, message);
+        }
     };
     outcome.session_id = session.session_id.clone();
-    let mut models = match resolve_chain(
-        &env.config,
-        &spec.agent_id,
-        spec.model_override.as_deref(),
-        &env.http,
-    ) {
-        Ok(models) => models,
-        Err(e) => return fail(outcome, e.to_string()),
-    };
-    // A session's thinking level (`sessions.patch`, `/think`) beats the default.
-    if let Some(level) = session
-        .thinking_level
-        .as_deref()
-        .and_then(ThinkingLevel::parse)
-    {
-        models = models.iter().map(|m| m.with_profile(0, level)).collect();
-    }
-    let primary = &models[0];
-    let window = context::resolve_window(&env.config, primary.context_window);
-    let model_ref = format!("{}/{}", primary.provider_id, primary.model_id);
-    if let Err(e) = context::guard_window(&model_ref, window) {
-        return fail(outcome, e.to_string());
-    }
-    let allowed_tools = crate::tools::policy::restrict_for_depth(
-        &env.config,
-        session.spawn_depth.unwrap_or(0),
-        super::subagents::max_spawn_depth(&env.config),
-        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names()),
-    );
-    let system_prompt = tokio::task::block_in_place(|| {
-        system_prompt(env, spec, &model_ref, &allowed_tools, first_run)
-    });
-    let history = tokio::task::block_in_place(|| {
-        prompt_messages(env, &session.session_id, &system_prompt, window)
-    });
-    let history = match history {
-        Ok(history) => history,
-        Err(e) => return fail(outcome, format!("session store: {e}")),
-    };
     // Near auto-compaction, one silent turn lets the agent save durable notes first.
     let flush = crate::memory::compaction_flush::FlushTurn {
         env,
@@ -211,6 +183,64 @@ pub async fn run_turn(
         }
     }
     outcome
+}
+
+/// What a turn starts from: its session (the user's message recorded), the
+/// model chain, the context window, the tools it may use and its prompt.
+struct TurnStart {
+    session: SessionEntry,
+    models: Vec<ResolvedModel>,
+    window: context::ContextWindow,
+    allowed_tools: Vec<String>,
+    system_prompt: String,
+    history: PromptHistory,
+}
+
+/// Records the user's message and builds the prompt (blocks on the store and
+/// the workspace files). A failure carries the session id known so far.
+fn start_turn(
+    env: &TurnEnv,
+    spec: &TurnSpec,
+    started_at_ms: u64,
+) -> Result<TurnStart, (String, String)> {
+    let (session, first_run) = prepare(env, spec, started_at_ms).map_err(|e| (String::new(), e))?;
+    let failed = |message: String| (session.session_id.clone(), message);
+    let mut models = resolve_chain(
+        &env.config,
+        &spec.agent_id,
+        spec.model_override.as_deref(),
+        &env.http,
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    // A session's thinking level (`sessions.patch`, `/think`) beats the default.
+    if let Some(level) = session
+        .thinking_level
+        .as_deref()
+        .and_then(ThinkingLevel::parse)
+    {
+        models = models.iter().map(|m| m.with_profile(0, level)).collect();
+    }
+    let primary = &models[0];
+    let window = context::resolve_window(&env.config, primary.context_window);
+    let model_ref = format!("{}/{}", primary.provider_id, primary.model_id);
+    context::guard_window(&model_ref, window).map_err(|e| failed(e.to_string()))?;
+    let allowed_tools = crate::tools::policy::restrict_for_depth(
+        &env.config,
+        session.spawn_depth.unwrap_or(0),
+        super::subagents::max_spawn_depth(&env.config),
+        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names()),
+    );
+    let system_prompt = system_prompt(env, spec, &model_ref, &allowed_tools, first_run);
+    let history = prompt_messages(env, &session.session_id, &system_prompt, window)
+        .map_err(|e| failed(format!("session store: {e}")))?;
+    Ok(TurnStart {
+        session,
+        models,
+        window,
+        allowed_tools,
+        system_prompt,
+        history,
+    })
 }
 
 fn fail(mut outcome: RunOutcome, message: String) -> RunOutcome {
