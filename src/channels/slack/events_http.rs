@@ -172,6 +172,10 @@ async fn answer(
         log::warn!("slack[{id}]: events request refused: {refusal}");
         return reply(StatusCode::UNAUTHORIZED, "unauthorized");
     }
+    if is_ssl_check(&body) {
+        // Slack checking the certificate (form-encoded, not an event).
+        return reply(StatusCode::OK, "");
+    }
     let Ok(payload) = serde_json::from_slice::<Value>(&body) else {
         return reply(StatusCode::BAD_REQUEST, "not json");
     };
@@ -185,6 +189,12 @@ async fn answer(
         }
         _ => reply(StatusCode::OK, ""),
     }
+}
+
+/// Slack's form-encoded certificate check (`ssl_check=1&token=…`).
+fn is_ssl_check(body: &[u8]) -> bool {
+    body.split(|&b| b == b'&')
+        .any(|pair| pair == b"ssl_check=1")
 }
 
 /// `url_verification`: the `challenge` back, as JSON.
@@ -279,6 +289,16 @@ mod tests {
     const DOC_BODY: &str = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
     const DOC_SIGNATURE: &str =
         "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+
+    #[test]
+    fn the_form_encoded_certificate_check_is_recognised() {
+        assert!(is_ssl_check(b"ssl_check=1&token=abc"));
+        assert!(is_ssl_check(b"token=abc&ssl_check=1"));
+        assert!(!is_ssl_check(b"ssl_check=0"));
+        assert!(!is_ssl_check(
+            br#"{"type":"event_callback","ssl_check=1":1}"#
+        ));
+    }
 
     #[test]
     fn signature_matches_slacks_documented_example() {
