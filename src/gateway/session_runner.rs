@@ -93,28 +93,11 @@ impl SessionRunner for GatewaySessionRunner {
     }
 }
 
-/// The chat a group or channel session's key names
-/// (`agent:<id>:<channel>:group|channel:<peer>[:topic|thread:<n>]`).
+/// The chat a group or channel session's key names.
 fn destination_of_key(session_key: &str) -> Option<ChannelDestination> {
-    let parts: Vec<&str> = session_key.split(':').collect();
-    let rest = match parts.as_slice() {
-        ["agent", _agent, rest @ ..] => rest,
-        rest => rest,
-    };
-    let [channel, kind, peer @ ..] = rest else {
-        return None;
-    };
-    if !matches!(*kind, "group" | "channel") || peer.is_empty() {
-        return None;
-    }
-    let (peer, thread) = match peer {
-        [head @ .., "topic" | "thread", n] if !head.is_empty() => {
-            (head.join(":"), Some(n.to_string()))
-        }
-        _ => (peer.join(":"), None),
-    };
-    let mut destination = ChannelDestination::new(Some(channel), Some(&peer), None)?;
-    destination.thread_id = thread;
+    let chat = crate::routing::session_key::chat_of_key(session_key)?;
+    let mut destination = ChannelDestination::new(Some(&chat.channel), Some(&chat.peer), None)?;
+    destination.thread_id = chat.thread;
     Some(destination)
 }
 

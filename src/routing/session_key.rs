@@ -135,6 +135,48 @@ pub fn hook_session_key(hook_uuid: &str) -> String {
     format!("hook:{}", hook_uuid.trim())
 }
 
+/// The agent of an `agent:<id>:…` key (`None` for `global`, `cron:…`, …).
+pub fn agent_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix("agent:")?.split(':').next()
+}
+
+/// The chat a group or channel session key names (the inverse of
+/// [`peer_session_key`] for groups and channels, with
+/// [`thread_session_key`] / [`telegram_topic_session_key`] suffixes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedChat {
+    pub channel: String,
+    pub peer: String,
+    pub thread: Option<String>,
+}
+
+/// The group or channel chat of `key`, if it names one
+/// (`agent:<id>:<channel>:group|channel:<peer>[:topic|thread:<n>]`).
+pub fn chat_of_key(key: &str) -> Option<KeyedChat> {
+    let parts: Vec<&str> = key.split(':').collect();
+    let rest = match parts.as_slice() {
+        ["agent", _agent, rest @ ..] => rest,
+        rest => rest,
+    };
+    let [channel, kind, peer @ ..] = rest else {
+        return None;
+    };
+    if !matches!(*kind, "group" | "channel") || peer.is_empty() {
+        return None;
+    }
+    let (peer, thread) = match peer {
+        [head @ .., "topic" | "thread", n] if !head.is_empty() => {
+            (head.join(":"), Some(n.to_string()))
+        }
+        _ => (peer.join(":"), None),
+    };
+    Some(KeyedChat {
+        channel: channel.to_string(),
+        peer,
+        thread,
+    })
+}
+
 /// The wire name of a peer kind in session keys.
 pub fn peer_kind_name(kind: PeerKind) -> &'static str {
     match kind {

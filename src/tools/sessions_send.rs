@@ -22,6 +22,7 @@ use super::{arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::agent::provider::BoxFuture;
 use crate::agent::runs::{RunOutcome, RunStatus};
 use crate::config::{Config, SessionsVisibility};
+use crate::routing::session_key::agent_of_key;
 
 /// How long the tool waits for the reply when the model does not say.
 pub const DEFAULT_SEND_TIMEOUT_SECONDS: u64 = 30;
@@ -71,11 +72,6 @@ impl SessionRunner for NoSessionRunner {
     fn wait<'a>(&'a self, _run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<RunOutcome>> {
         Box::pin(async { None })
     }
-}
-
-/// The agent id of an `agent:<id>:…` session key.
-pub fn agent_of_key(key: &str) -> Option<&str> {
-    key.strip_prefix("agent:")?.split(':').next()
 }
 
 /// The canonical key for what the model wrote: `main` is the agent's main

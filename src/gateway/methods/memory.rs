@@ -48,9 +48,7 @@ pub fn flush_closing_session(state: &GatewayState, key: &str, closing: &SessionE
         return;
     };
     let config = state.config();
-    let agent_id = key
-        .strip_prefix("agent:")
-        .and_then(|rest| rest.split(':').next())
+    let agent_id = crate::routing::session_key::agent_of_key(key)
         .map_or_else(|| config.agents.default_agent_id(), str::to_string);
     let service = state.memory.service(&config, &agent_id);
     if !service.settings().enabled {

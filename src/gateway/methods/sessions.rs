@@ -293,11 +293,8 @@ pub async fn compact_session(
             json!({"ok": true, "key": key, "compacted": false, "reason": "no such session"}),
         );
     };
-    let agent_id = key
-        .strip_prefix("agent:")
-        .and_then(|rest| rest.split(':').next())
-        .map(str::to_string)
-        .unwrap_or_else(|| config.agents.default_agent_id());
+    let agent_id = crate::routing::session_key::agent_of_key(key)
+        .map_or_else(|| config.agents.default_agent_id(), str::to_string);
     let chain = models::resolve_chain(&config, &agent_id, None, &state.http())
         .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
     let model = &chain[0];
