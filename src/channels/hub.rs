@@ -106,32 +106,6 @@ pub fn pipeline_of(state: &Arc<GatewayState>) -> Arc<InboundPipeline> {
     hub_of(state).pipeline.clone()
 }
 
-/// Where a reply to `event` goes: the conversation id the adapter set
-/// (`conversation_id`), else the routing peer, else `to`; the same thread;
-/// group replies quote the message they answer.
-pub fn reply_target(event: &InboundEvent) -> OutboundTarget {
-    let message = &event.message;
-    let to = message
-        .conversation_id
-        .clone()
-        .or_else(|| event.route.peer.as_ref().map(|p| p.id.clone()))
-        .unwrap_or_else(|| message.to.clone());
-    let is_group = message.group_id.is_some()
-        || message
-            .chat_type
-            .is_some_and(crate::pipeline::context::ChatType::is_group);
-    OutboundTarget {
-        account_id: event.account_id.clone(),
-        to,
-        thread_id: message.thread_id.clone(),
-        reply_to_message_id: if is_group {
-            message.message_id.clone()
-        } else {
-            None
-        },
-    }
-}
-
 /// The run timeout from `agents.defaults.timeoutSeconds`.
 pub fn run_timeout_ms(config: &Config) -> u64 {
     config
@@ -245,7 +219,7 @@ impl ChannelHub {
         } = dest;
         let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
             .map(|typing| TypingGuard::start(Arc::new(typing)));
-        let run_id = channel_run_id(&route.channel, &route.session_key, &inbox);
+        let run_id = super::inbox::run_id_for(&route.channel, &route.session_key, &inbox);
         let origin = TurnOrigin {
             agent_id: route.agent_id.clone(),
             channel: route.channel.clone(),
@@ -386,7 +360,7 @@ impl ChannelHub {
             return Err(format!("no adapter registered for {}", event.channel));
         };
         let settings = ChannelSettings::resolve(&config, &event.channel, &event.account_id);
-        let target = reply_target(&event);
+        let target = event.reply_target();
         let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
         let route = self.router.resolve(&event.route);
         let (mut broadcast, _strategy) = self.router.resolve_all(&event.route);
@@ -609,25 +583,4 @@ impl InboundSink for HubSink {
     fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(self.0.clone().accept(event))
     }
-}
-
-/// The run id of a channel message's turn. A message kept in the inbox gets
-/// the same id each time it runs (after a crash, the replayed run finds the
-/// user turn its first run recorded and does not record it twice); one
-/// inbox record answered in several sessions (broadcast groups) gets one id
-/// per session.
-fn channel_run_id(channel: &str, session_key: &str, inbox: &[String]) -> String {
-    use sha2::{Digest, Sha256};
-    if inbox.is_empty() {
-        return format!("{channel}-{}", uuid::Uuid::new_v4());
-    }
-    let mut hash = Sha256::new();
-    for key in inbox {
-        hash.update(key.as_bytes());
-        hash.update([0]);
-    }
-    hash.update(session_key.as_bytes());
-    let digest = hash.finalize();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{channel}-{hex}")
 }

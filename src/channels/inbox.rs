@@ -76,6 +76,27 @@ pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<S
     Ok(key)
 }
 
+/// The run id of a channel message's turn. A message kept in the inbox gets
+/// the same id each time it runs (after a crash, the replayed run finds the
+/// user turn its first run recorded and does not record it twice); one
+/// record answered in several sessions (broadcast groups) gets one id per
+/// session.
+pub fn run_id_for(channel: &str, session_key: &str, records: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    if records.is_empty() {
+        return format!("{channel}-{}", uuid::Uuid::new_v4());
+    }
+    let mut hash = Sha256::new();
+    for key in records {
+        hash.update(key.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(session_key.as_bytes());
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{channel}-{hex}")
+}
+
 /// Removes records and their messages' downloaded files (in the
 /// background: callers may be in a `Drop`).
 pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {

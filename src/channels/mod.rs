@@ -45,7 +45,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Where an outbound message goes, in the platform's own identifiers.
 /// Replies to an inbound message go to its `conversation_id` (adapters set
 /// it to the chat / channel id replies must be sent to), else to the routing
-/// peer's id, in the message's `thread_id` (see `hub::reply_target`).
+/// peer's id, in the message's `thread_id` (see `InboundEvent::reply_target`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutboundTarget {
     pub account_id: String,
@@ -123,6 +123,34 @@ pub struct InboundEvent {
     pub bot_mentioned: bool,
     /// The bot's username on this account, for `/cmd@BotName` stripping.
     pub bot_username: Option<String>,
+}
+
+impl InboundEvent {
+    /// Where a reply to this event goes: the conversation id the adapter set
+    /// (`conversation_id`), else the routing peer, else `to`; the same
+    /// thread; group replies quote the message they answer.
+    pub fn reply_target(&self) -> OutboundTarget {
+        let message = &self.message;
+        let to = message
+            .conversation_id
+            .clone()
+            .or_else(|| self.route.peer.as_ref().map(|p| p.id.clone()))
+            .unwrap_or_else(|| message.to.clone());
+        let is_group = message.group_id.is_some()
+            || message
+                .chat_type
+                .is_some_and(crate::pipeline::context::ChatType::is_group);
+        OutboundTarget {
+            account_id: self.account_id.clone(),
+            to,
+            thread_id: message.thread_id.clone(),
+            reply_to_message_id: if is_group {
+                message.message_id.clone()
+            } else {
+                None
+            },
+        }
+    }
 }
 
 /// Where adapters deliver inbound events. Returning means the event is
