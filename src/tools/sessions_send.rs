@@ -284,7 +284,7 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
     let mut flow = AgentToAgentFlow {
         requester_key: ctx.session_key.clone(),
         requester_agent: ctx.agent_id.clone(),
-        requester_channel: requester_channel(ctx),
+        requester_channel: None,
         target_key: target.clone(),
         target_agent: send_agent,
         message: sent_message,
@@ -330,8 +330,10 @@ fn requester_channel(ctx: &ToolContext) -> Option<String> {
     entry.last_channel.or(entry.channel)
 }
 
-/// Starts the agent-to-agent flow after the tool has answered.
-fn start_flow(ctx: &ToolContext, flow: AgentToAgentFlow) {
+/// Starts the agent-to-agent flow after the tool has answered (only then is
+/// the requester's channel looked up).
+fn start_flow(ctx: &ToolContext, mut flow: AgentToAgentFlow) {
+    flow.requester_channel = requester_channel(ctx);
     let runner = ctx.services.sessions.clone();
     let task = flow.run(runner.clone());
     runner.spawn_flow(Box::pin(async move {
