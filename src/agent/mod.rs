@@ -18,6 +18,7 @@ pub mod reasoning;
 pub mod runs;
 pub mod skills;
 pub mod subagents;
+pub mod subagents_config;
 pub mod subagents_control;
 pub mod subagents_prompt;
 pub mod subagents_steer;

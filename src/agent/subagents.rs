@@ -16,9 +16,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::runs::{RunOutcome, RunStatus};
+pub use super::subagents_config::max_spawn_depth;
+use super::subagents_config::{check_target_agent, child_model, child_timeout_ms, max_children};
 use super::subagents_prompt::{announce_message, child_system_prompt, ChildPromptParts};
 use super::subagents_steer::LiveTurns;
-use super::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::store::{SessionEntry, Store, StoreError};
@@ -189,103 +191,11 @@ pub(crate) fn run_json(run: &SubagentRun) -> String {
     serde_json::to_string(run).expect("a SubagentRun always serialises")
 }
 
-/// `maxSpawnDepth` in force (1–5).
-pub fn max_spawn_depth(config: &Config) -> u32 {
-    config
-        .agents
-        .defaults
-        .subagents
-        .as_ref()
-        .map_or(1, |s| s.effective_max_spawn_depth())
-        .clamp(1, MAX_SPAWN_DEPTH_LIMIT)
-}
-
-fn max_children(config: &Config) -> usize {
-    config
-        .agents
-        .defaults
-        .subagents
-        .as_ref()
-        .map_or(5, |s| s.effective_max_children_per_agent())
-        .max(1) as usize
-}
-
 /// The depth of a session: its entry's `spawnDepth`, else 1 for a sub-agent key, else 0.
 pub fn session_depth(entry: Option<&SessionEntry>, session_key: &str) -> u32 {
     entry
         .and_then(|e| e.spawn_depth)
         .unwrap_or(u32::from(session_key.contains(SUBAGENT_KEY_MARKER)))
-}
-
-/// Checks `allowAgents` for a spawn into another agent.
-fn check_target_agent(config: &Config, requester: &str, target: &str) -> Result<(), SubagentError> {
-    if target == requester {
-        return Ok(());
-    }
-    let allowed = config
-        .agents
-        .entry(requester)
-        .and_then(|a| a.subagents.as_ref())
-        .and_then(|s| s.allow_agents.clone())
-        .or_else(|| {
-            config
-                .agents
-                .defaults
-                .subagents
-                .as_ref()
-                .map(|s| s.allow_agents.clone())
-        })
-        .unwrap_or_default();
-    let known = config.agents.entry(target).is_some() || target == config.agents.default_agent_id();
-    if known && allowed.iter().any(|a| a == "*" || a == target) {
-        return Ok(());
-    }
-    Err(SubagentError::AgentNotAllowed {
-        agent: target.to_string(),
-        requester: requester.to_string(),
-        allowed: if allowed.is_empty() {
-            "only its own agent".into()
-        } else {
-            allowed.join(", ")
-        },
-    })
-}
-
-/// The child's model: the request's, else the agent's or the defaults' `subagents.model`.
-fn child_model(config: &Config, agent_id: &str, requested: Option<&str>) -> Option<String> {
-    let configured = config
-        .agents
-        .entry(agent_id)
-        .and_then(|a| a.subagents.as_ref())
-        .and_then(|s| s.model.as_ref())
-        .or_else(|| {
-            config
-                .agents
-                .defaults
-                .subagents
-                .as_ref()
-                .and_then(|s| s.model.as_ref())
-        })
-        .and_then(|m| m.primary().map(str::to_string));
-    requested.map(str::to_string).or(configured)
-}
-
-fn child_timeout_ms(config: &Config, requested: Option<u64>) -> u64 {
-    let configured = config
-        .agents
-        .defaults
-        .subagents
-        .as_ref()
-        .and_then(|s| s.run_timeout_seconds)
-        .map(u64::from);
-    match requested.or(configured) {
-        Some(seconds) if seconds > 0 => seconds.saturating_mul(1_000),
-        _ => config
-            .agents
-            .defaults
-            .timeout_seconds
-            .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1_000),
-    }
 }
 
 /// A new running record for a child of `requester` at `depth`.

@@ -1,0 +1,108 @@
+//! What the config allows a sub-agent spawn: the depth and children limits,
+//! which agents a requester may spawn into (`allowAgents`), and the child's
+//! model and run timeout. Read-only over the config; the registry
+//! (`subagents.rs`) applies the answers.
+
+use super::subagents::{SubagentError, MAX_SPAWN_DEPTH_LIMIT};
+use super::turn::DEFAULT_RUN_TIMEOUT_MS;
+use crate::config::Config;
+
+/// `maxSpawnDepth` in force (1–5).
+pub fn max_spawn_depth(config: &Config) -> u32 {
+    config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .map_or(1, |s| s.effective_max_spawn_depth())
+        .clamp(1, MAX_SPAWN_DEPTH_LIMIT)
+}
+
+pub(super) fn max_children(config: &Config) -> usize {
+    config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .map_or(5, |s| s.effective_max_children_per_agent())
+        .max(1) as usize
+}
+
+/// Checks `allowAgents` for a spawn into another agent.
+pub(super) fn check_target_agent(
+    config: &Config,
+    requester: &str,
+    target: &str,
+) -> Result<(), SubagentError> {
+    if target == requester {
+        return Ok(());
+    }
+    let allowed = config
+        .agents
+        .entry(requester)
+        .and_then(|a| a.subagents.as_ref())
+        .and_then(|s| s.allow_agents.clone())
+        .or_else(|| {
+            config
+                .agents
+                .defaults
+                .subagents
+                .as_ref()
+                .map(|s| s.allow_agents.clone())
+        })
+        .unwrap_or_default();
+    let known = config.agents.entry(target).is_some() || target == config.agents.default_agent_id();
+    if known && allowed.iter().any(|a| a == "*" || a == target) {
+        return Ok(());
+    }
+    Err(SubagentError::AgentNotAllowed {
+        agent: target.to_string(),
+        requester: requester.to_string(),
+        allowed: if allowed.is_empty() {
+            "only its own agent".into()
+        } else {
+            allowed.join(", ")
+        },
+    })
+}
+
+/// The child's model: the request's, else the agent's or the defaults' `subagents.model`.
+pub(super) fn child_model(
+    config: &Config,
+    agent_id: &str,
+    requested: Option<&str>,
+) -> Option<String> {
+    let configured = config
+        .agents
+        .entry(agent_id)
+        .and_then(|a| a.subagents.as_ref())
+        .and_then(|s| s.model.as_ref())
+        .or_else(|| {
+            config
+                .agents
+                .defaults
+                .subagents
+                .as_ref()
+                .and_then(|s| s.model.as_ref())
+        })
+        .and_then(|m| m.primary().map(str::to_string));
+    requested.map(str::to_string).or(configured)
+}
+
+pub(super) fn child_timeout_ms(config: &Config, requested: Option<u64>) -> u64 {
+    let configured = config
+        .agents
+        .defaults
+        .subagents
+        .as_ref()
+        .and_then(|s| s.run_timeout_seconds)
+        .map(u64::from);
+    match requested.or(configured) {
+        Some(seconds) if seconds > 0 => seconds.saturating_mul(1_000),
+        _ => config
+            .agents
+            .defaults
+            .timeout_seconds
+            .map_or(DEFAULT_RUN_TIMEOUT_MS, |s| u64::from(s) * 1_000),
+    }
+}
