@@ -1,5 +1,7 @@
 //! Memory search benchmarks, run by `scripts/bench`: real embeddings (ONNX Runtime + the int8
-//! all-MiniLM-L6-v2 from `scripts/setup memory`) over generated notes, one chunk each.
+//! all-MiniLM-L6-v2 from `scripts/setup memory`) over generated notes, one chunk each: a sentence about a
+//! few topic words (which the queries ask for) and five words drawn from the whole vocabulary, so the
+//! model's token-embedding table is read across as real notes read it.
 //!
 //! For each corpus size it reports:
 //! - indexing throughput in chunks/s (chunking, embedding, LMDB writes, one sync),
@@ -76,16 +78,42 @@ const WORDS: [&str; 48] = [
     "orchard",
 ];
 
-fn note(i: usize) -> String {
+/// Whole words of the model's vocabulary (from `tokenizer.json`), so the notes reach across the token
+/// embedding table as real notes do, instead of the few rows of the 48 topic words.
+fn vocabulary(model_dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(model_dir.join("tokenizer.json")).expect("tokenizer.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("tokenizer.json is JSON");
+    let mut words: Vec<String> = json["model"]["vocab"]
+        .as_object()
+        .expect("a WordPiece vocabulary")
+        .keys()
+        .filter(|w| w.len() >= 4 && w.chars().all(|c| c.is_ascii_lowercase()))
+        .cloned()
+        .collect();
+    words.sort();
+    words
+}
+
+/// Note `i`: a sentence about topic words (what the queries ask for) plus five words drawn from `vocabulary`.
+fn note(i: usize, vocabulary: &[String]) -> String {
     let w = |k: usize| WORDS[(i * 7 + k * 13 + i / 48) % WORDS.len()];
+    let v = |k: u64| {
+        let mixed = (i as u64 * 5 + k).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 17;
+        &vocabulary[mixed as usize % vocabulary.len()]
+    };
     format!(
-        "Note {i}: on day {} I dealt with the {} and the {}, then talked about the {} near the {} before {}.",
+        "Note {i}: on day {} I dealt with the {} and the {}, then talked about the {} near the {} before {}. Also: {} {} {} {} {}.",
         i % 365,
         w(1),
         w(2),
         w(3),
         w(4),
-        w(5)
+        w(5),
+        v(0),
+        v(1),
+        v(2),
+        v(3),
+        v(4)
     )
 }
 
@@ -222,10 +250,11 @@ fn bench_size(embedder: &Arc<OnnxEmbedder>, size: usize, args: &Args) {
     };
     let workspace = root.join("workspace");
     std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
+    let vocabulary = vocabulary(&settings(args).model_dir);
     for i in 0..size {
         let path = workspace.join(format!("memory/n{i:05}.md"));
         if !path.exists() {
-            std::fs::write(path, note(i)).expect("note");
+            std::fs::write(path, note(i, &vocabulary)).expect("note");
         }
     }
     let store = Store::open(&root.join("store"), StoreOptions::default()).expect("store");

@@ -21,9 +21,11 @@ fn kib(field: &str) -> u64 {
 
 fn report(label: &str) {
     println!(
-        "{label:<28} RSS {:>7.1} MiB  peak {:>7.1} MiB",
+        "{label:<28} RSS {:>7.1} MiB  peak {:>7.1} MiB  (anon {:>5.1}, file {:>5.1})",
         kib("VmRSS:") as f64 / 1024.0,
-        kib("VmHWM:") as f64 / 1024.0
+        kib("VmHWM:") as f64 / 1024.0,
+        kib("RssAnon:") as f64 / 1024.0,
+        kib("RssFile:") as f64 / 1024.0
     );
 }
 

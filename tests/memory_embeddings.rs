@@ -177,3 +177,17 @@ fn without_a_model_search_is_keyword_only_and_says_so() {
     assert!(outcome.fallback_reason.is_some());
     assert_eq!(outcome.results[0].path, "MEMORY.md");
 }
+
+#[test]
+fn the_runtime_code_only_loading_needs_is_handed_back_after_the_first_inference() {
+    let embedder = open_embedder(Duration::from_secs(300));
+    embedder.embed(&["warm up the model"]).expect("embed");
+    let library = memory_support::embedder_settings(Duration::from_secs(300)).runtime_library;
+    let file_kib = std::fs::metadata(&library).expect("runtime library").len() / 1024;
+    let resident = pincer::system::mapped_files::resident_kib(&library).expect("smaps");
+    // Loading maps about 63 % of the library (every kernel registers itself); inference runs far less.
+    assert!(
+        resident * 100 < file_kib * 40,
+        "{resident} KiB of the {file_kib} KiB runtime library stay resident"
+    );
+}

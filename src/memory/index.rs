@@ -527,6 +527,53 @@ mod tests {
     }
 
     #[test]
+    fn a_large_sync_does_not_leave_the_store_map_resident() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("db");
+        let store = Store::open(&db, StoreOptions::default()).expect("store");
+        // Many distinct terms per note put postings all over the file.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let files: Vec<MemoryFile> = (0..600)
+            .map(|n| {
+                let words: Vec<String> = (0..150)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        format!("term{}", seed % 40_000)
+                    })
+                    .collect();
+                workspace_file(dir.path(), &format!("n{n}.md"), &words.join(" "))
+            })
+            .collect();
+        let indexer = Indexer {
+            store: &store,
+            scope: "main",
+            embedder: None,
+            limits: ChunkLimits::for_model(400, 80, None),
+            sessions: &[],
+            session_deltas: SessionDeltas {
+                bytes: 100_000,
+                messages: 50,
+            },
+            cache_enabled: true,
+            cache_max_entries: None,
+        };
+        let report = indexer.sync(&files, false, &mut |_| {}).expect("sync");
+        assert_eq!(report.files_indexed, 600);
+        let file_kib = std::fs::metadata(db.join("data.mdb")).expect("db").len() / 1024;
+        let resident = crate::store::resident_map_kib(&db);
+        assert!(
+            file_kib > 4096,
+            "the index is large enough to tell: {file_kib} KiB"
+        );
+        assert!(
+            resident < file_kib / 4,
+            "{resident} KiB of the {file_kib} KiB store stay resident after the sync"
+        );
+    }
+
+    #[test]
     fn chunk_limits_are_clamped_to_the_model() {
         let limits = ChunkLimits::for_model(400, 80, None);
         assert_eq!(

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{decode_at, encode, key_text, Record};
 use super::env::{Databases, TxnError, MEMORY_CHUNKS_DB, MEMORY_FILES_DB};
+use super::map_pages::PageRelease;
 pub(super) use super::memory_cache::raw_vector;
 pub use super::memory_cache::QuantizedVector;
 use super::{Store, StoreError};
@@ -225,6 +226,7 @@ fn remove_file_chunks(
     scope: &str,
     file: &MemoryFileRecord,
     mut stats: MemoryIndexStats,
+    pages: &mut PageRelease<'_>,
 ) -> Result<MemoryIndexStats, TxnError> {
     for &id in &file.chunk_ids {
         let key = scoped(scope, &id.to_be_bytes());
@@ -238,6 +240,7 @@ fn remove_file_chunks(
             if dbs.memory_terms.delete(txn, &posting)? {
                 add_df(txn, dbs, scope, term, -1)?;
             }
+            pages.count(2);
         }
         dbs.memory_chunks.delete(txn, &key)?;
         if dbs.memory_vectors.delete(txn, &key)? {
@@ -269,20 +272,21 @@ fn write_file_chunks(
     scope: &str,
     write: &MemoryFileWrite,
     mut stats: MemoryIndexStats,
+    pages: &mut PageRelease<'_>,
 ) -> Result<MemoryIndexStats, TxnError> {
     let key = scoped(scope, write.path.as_bytes());
     let mut chunk_ids = Vec::new();
     if let Some(bytes) = dbs.memory_files.get(txn, &key)? {
         let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, &write.path, bytes)?;
         if write.replace {
-            stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
+            stats = remove_file_chunks(txn, dbs, scope, &old, stats, pages)?;
         } else {
             chunk_ids = old.chunk_ids;
         }
         stats.files = stats.files.saturating_sub(1);
     }
     for chunk in &write.chunks {
-        chunk_ids.push(insert_chunk(txn, dbs, scope, &write.path, chunk)?);
+        chunk_ids.push(insert_chunk(txn, dbs, scope, &write.path, chunk, pages)?);
         stats.chunks += 1;
         stats.vectors += u64::from(chunk.vector.is_some());
         stats.total_tokens += u64::from(chunk.token_count);
@@ -303,6 +307,7 @@ fn insert_chunk(
     scope: &str,
     path: &str,
     chunk: &NewMemoryChunk,
+    pages: &mut PageRelease<'_>,
 ) -> Result<u64, TxnError> {
     let id = next_chunk_id(txn, dbs)?;
     let key = scoped(scope, &id.to_be_bytes());
@@ -328,6 +333,7 @@ fn insert_chunk(
         value.extend_from_slice(&chunk.token_count.to_le_bytes());
         dbs.memory_terms.put(txn, &posting, &value)?;
         add_df(txn, dbs, scope, term, 1)?;
+        pages.count(2);
     }
     Ok(id)
 }
@@ -387,10 +393,12 @@ impl Store {
         if !cache_entries.is_empty() {
             check_scope(cache_model_key)?;
         }
+        let dir = self.env.path();
         self.env.write("memory_write_batch", |txn, dbs| {
+            let mut pages = PageRelease::new(dir);
             let mut stats = read_stats(txn, dbs, scope)?;
             for write in writes {
-                stats = write_file_chunks(txn, dbs, scope, write, stats)?;
+                stats = write_file_chunks(txn, dbs, scope, write, stats, &mut pages)?;
             }
             write_stats(txn, dbs, scope, &stats)?;
             super::memory_cache::put_cache_entries(
@@ -400,7 +408,9 @@ impl Store {
                 cache_entries,
                 cache.max_entries,
             )
-        })
+        })?;
+        self.release_after_memory_write();
+        Ok(())
     }
 
     /// Writes one batch of `path`'s chunks in one transaction (see `MemoryFileWrite`).
@@ -425,18 +435,30 @@ impl Store {
     pub fn memory_remove_file(&self, scope: &str, path: &str) -> Result<bool, StoreError> {
         check_scope(scope)?;
         let key = scoped(scope, path.as_bytes());
-        self.env.delete("memory_remove_file", |txn, dbs| {
+        let dir = self.env.path();
+        let removed = self.env.delete("memory_remove_file", |txn, dbs| {
             let Some(bytes) = dbs.memory_files.get(txn, &key)? else {
                 return Ok(false);
             };
             let old: MemoryFileRecord = decode_at(MEMORY_FILES_DB, path, bytes)?;
             let mut stats = read_stats(txn, dbs, scope)?;
-            stats = remove_file_chunks(txn, dbs, scope, &old, stats)?;
+            let mut pages = PageRelease::new(dir);
+            stats = remove_file_chunks(txn, dbs, scope, &old, stats, &mut pages)?;
             stats.files = stats.files.saturating_sub(1);
             dbs.memory_files.delete(txn, &key)?;
             write_stats(txn, dbs, scope, &stats)?;
             Ok(true)
-        })
+        })?;
+        self.release_after_memory_write();
+        Ok(removed)
+    }
+
+    /// Postings land all over the file: after a memory write, none of the map's pages stay resident (see
+    /// `map_pages.rs`).
+    fn release_after_memory_write(&self) {
+        if let Err(e) = self.release_mapped_pages() {
+            log::debug!("store: could not release the map's pages: {e}");
+        }
     }
 
     /// The chunk with `id` in `scope`.

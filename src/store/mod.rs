@@ -18,6 +18,9 @@ mod dm_pairing;
 mod env;
 mod maintenance;
 mod map;
+mod map_pages;
+#[cfg(test)]
+pub(crate) use map_pages::resident_map_kib;
 mod memory;
 mod memory_cache;
 mod memory_dot;
@@ -212,6 +215,12 @@ impl Store {
     /// The directory this store lives in.
     pub fn path(&self) -> &Path {
         self.env.path()
+    }
+
+    /// Drops this process's resident pages of the memory map (see `map_pages.rs`): bulk writers call it after
+    /// each batch so touched pages do not pile up in RSS. Returns the bytes of mapping advised.
+    pub fn release_mapped_pages(&self) -> std::io::Result<usize> {
+        self.env.release_mapped_pages(self.env.path())
     }
 
     /// The options this store was opened with.

@@ -4,6 +4,7 @@
 pub mod board;
 pub mod clock;
 pub mod logging;
+pub mod mapped_files;
 pub mod memory;
 pub mod notify;
 
