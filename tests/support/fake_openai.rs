@@ -13,7 +13,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -99,6 +99,8 @@ struct FakeState {
     /// Replies kept for requests whose system prompt contains the text.
     replies_for_system: Mutex<Vec<(String, FakeReply)>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// For each streamed text reply: from the request's arrival to its last SSE event queued.
+    serve_times: Mutex<Vec<Duration>>,
     disconnects: watch::Sender<usize>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
@@ -118,6 +120,7 @@ impl FakeOpenAi {
             replies: Mutex::new(VecDeque::new()),
             replies_for_system: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
+            serve_times: Mutex::new(Vec::new()),
             disconnects: watch::Sender::new(0),
             next_id: AtomicU64::new(1),
             shutdown: shutdown.clone(),
@@ -152,6 +155,16 @@ impl FakeOpenAi {
             .lock()
             .expect("replies lock")
             .push((needle.to_string(), reply));
+    }
+
+    /// How long the fake itself took over each streamed text reply so far (request arrival to the last
+    /// event queued for sending), oldest first: the provider's share of a turn's time.
+    pub fn serve_times(&self) -> Vec<Duration> {
+        self.state
+            .serve_times
+            .lock()
+            .expect("serve times lock")
+            .clone()
     }
 
     /// Every request seen so far, in arrival order.
@@ -208,6 +221,7 @@ async fn handle(
     state: Arc<FakeState>,
     request: Request<Incoming>,
 ) -> Result<Response<FakeBody>, Infallible> {
+    let arrived = Instant::now();
     let recorded = record(request).await;
     state
         .requests
@@ -245,10 +259,10 @@ async fn handle(
             chunks,
         } => raw_response(&state, status, headers, chunks),
         FakeReply::Text { chunks, delay_ms } if streaming => {
-            stream_text(&state, &recorded.body, &[], chunks, delay_ms)
+            stream_text(&state, &recorded.body, &[], chunks, delay_ms, arrived)
         }
         FakeReply::Reasoning { thinking, chunks } => {
-            stream_text(&state, &recorded.body, &thinking, chunks, 0)
+            stream_text(&state, &recorded.body, &thinking, chunks, 0, arrived)
         }
         FakeReply::Text { chunks, .. } => completion_response(&state, &recorded.body, &chunks),
         FakeReply::ToolCalls { calls } => stream_tool_calls(&state, &recorded.body, calls),
@@ -414,6 +428,7 @@ fn stream_text(
     thinking: &[String],
     chunks: Vec<String>,
     delay_ms: u64,
+    arrived: Instant,
 ) -> Response<FakeBody> {
     let identity = ReplyIdentity::new(state, body);
     let with_usage = wants_usage(body);
@@ -446,6 +461,12 @@ fn stream_text(
                 return;
             }
         }
+        let served = arrived.elapsed();
+        state
+            .serve_times
+            .lock()
+            .expect("serve times lock")
+            .push(served);
     });
     response
 }
