@@ -7,6 +7,7 @@
 //! buffers more than one bounded SSE event at a time, and never outlives its
 //! cancellation token: cancelling drops the response and so the connection.
 
+mod body;
 mod sse;
 
 use std::collections::BTreeMap;
@@ -20,15 +21,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::failover::ThinkingLevel;
 use super::provider::{
-    BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
-    ToolCall, Usage,
+    BoxFuture, Completion, Provider, ProviderError, ProviderRequest, StreamEvent, ToolCall, Usage,
 };
-use super::reasoning::reasoning_effort;
 pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
 
 use super::http::{configured_headers, describe_reqwest_error, error_from_response, idle_error};
 #[cfg(test)]
 use super::http::{error_message, retry_after_ms};
+use body::request_body;
 
 /// How long a stream may go without a single byte before it is given up.
 pub const STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
@@ -426,55 +426,6 @@ impl ErrorWire {
 
 /// The request body: streaming on, usage requested in the final chunk,
 /// `reasoning_effort` from the thinking level.
-fn request_body(request: &ProviderRequest, thinking: ThinkingLevel) -> serde_json::Value {
-    let messages: Vec<serde_json::Value> = request.messages.iter().map(message_json).collect();
-    let mut body = serde_json::json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if let Some(max_tokens) = request.max_tokens {
-        body["max_tokens"] = serde_json::Value::from(max_tokens);
-    }
-    if let Some(effort) = reasoning_effort(thinking, &request.model) {
-        body["reasoning_effort"] = serde_json::Value::from(effort);
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<serde_json::Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                serde_json::json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        body["tools"] = serde_json::Value::Array(tools);
-    }
-    body
-}
-
-/// One prompt message in chat-completions form (tool calls and results included).
-fn message_json(message: &ChatMessage) -> serde_json::Value {
-    let mut json = serde_json::json!({ "role": message.role.as_str(), "content": message.content });
-    if !message.tool_calls.is_empty() {
-        let calls: Vec<serde_json::Value> = message
-            .tool_calls
-            .iter()
-            .map(|c| serde_json::json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-            .collect();
-        json["tool_calls"] = serde_json::Value::Array(calls);
-        if message.content.is_empty() {
-            json["content"] = serde_json::Value::Null;
-        }
-    }
-    if let Some(id) = &message.tool_call_id {
-        json["tool_call_id"] = serde_json::Value::from(id.clone());
-    }
-    json
-}
-
 fn build_headers(
     api_key: Option<&str>,
     configured: &BTreeMap<String, String>,

@@ -75,11 +75,70 @@ fn request_body_asks_for_a_stream_with_usage() {
         max_tokens: None,
         tools: Vec::new().into(),
     };
-    let body = request_body(&request, ThinkingLevel::Off);
+    let body = serde_json::to_value(request_body(&request, ThinkingLevel::Off)).expect("json");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
     assert_eq!(body["messages"][0]["role"], "user");
     assert!(body.get("max_tokens").is_none());
+}
+
+#[test]
+fn request_body_carries_tools_calls_and_results_in_openai_form() {
+    use super::super::provider::{ChatMessage, Role, ToolCall, ToolSpec};
+    let call = ToolCall {
+        id: "call_1".into(),
+        name: "read".into(),
+        arguments: r#"{"path":"a.md"}"#.into(),
+    };
+    let request = ProviderRequest {
+        model: "o3-mini".to_string(),
+        messages: vec![
+            ChatMessage::system("be brief"),
+            ChatMessage::user("read a.md"),
+            ChatMessage {
+                role: Role::Assistant,
+                content: String::new(),
+                tool_calls: vec![call],
+                tool_call_id: None,
+            },
+            ChatMessage {
+                role: Role::Tool,
+                content: "hello".into(),
+                tool_calls: Vec::new(),
+                tool_call_id: Some("call_1".into()),
+            },
+        ],
+        max_tokens: Some(256),
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read a file".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }]
+        .into(),
+    };
+    let body = serde_json::to_value(request_body(&request, ThinkingLevel::High)).expect("json");
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "model": "o3-mini",
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "read a.md"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.md\"}"}}
+                ]},
+                {"role": "tool", "content": "hello", "tool_call_id": "call_1"},
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "max_tokens": 256,
+            "reasoning_effort": "high",
+            "tools": [{"type": "function", "function": {
+                "name": "read", "description": "Read a file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            }}],
+        })
+    );
 }
 
 #[test]
