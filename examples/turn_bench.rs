@@ -311,6 +311,28 @@ fn rss_kib(pid: u32) -> Result<Rss, BenchError> {
     })
 }
 
+/// CPU time the process has used (user + system, all threads), from `/proc/<pid>/stat`.
+fn cpu_time(pid: u32) -> Result<Duration, BenchError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of those.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| BenchError::Protocol("malformed /proc stat".into()))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(Duration::from_micros(
+        (ticks(11) + ticks(12)) * 1_000_000 / per_second,
+    ))
+}
+
 /// Starts `count` turns whose streams the fake holds open; returns how many
 /// provider streams were open once the lane had admitted what it would.
 async fn hold_concurrent(
@@ -370,15 +392,18 @@ async fn run(options: Options) -> Result<(), BenchError> {
     let mut overheads = Vec::with_capacity(options.turns);
     let mut served = Vec::with_capacity(options.turns);
     let started = Instant::now();
+    let cpu_before = cpu_time(pid)?;
     for n in 0..options.turns {
         let turn = one_turn(&mut socket, &fake, options.warmup + n).await?;
         // The fake answered this turn's one model call: its own time is the provider's, not the gateway's.
         let provider = fake.serve_times().last().copied().unwrap_or_default();
+        fake.forget_requests();
         samples.push(turn);
         overheads.push(turn.saturating_sub(provider));
         served.push(provider);
     }
     let wall = started.elapsed();
+    let cpu = cpu_time(pid)?.saturating_sub(cpu_before);
     for list in [&mut samples, &mut overheads, &mut served] {
         list.sort();
     }
@@ -412,6 +437,10 @@ async fn run(options: Options) -> Result<(), BenchError> {
         "turns per second (one at a time, {} cores): {:.0}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         samples.len() as f64 / wall.as_secs_f64()
+    );
+    println!(
+        "gateway CPU time per turn (user + system, all threads): {:.3} ms",
+        millis(cpu) / options.turns as f64
     );
     let open = hold_concurrent(&mut socket, &fake, options.concurrent).await?;
     let held_rss = rss_kib(pid)?;

@@ -61,6 +61,17 @@ pub struct TurnEnv {
     pub steer: Option<crate::queue::SteerInbox>,
     /// What this run does differently from an ordinary turn (heartbeats).
     pub overrides: TurnOverrides,
+    /// Writes the run's owner commits together with the reply.
+    pub settlement: Option<Arc<dyn ReplySettlement>>,
+}
+
+/// Writes a run's owner wants in the commit of the reply (the web chat's idempotency answers and the removal
+/// of its messages' durable records), so a turn ends with one commit instead of two.
+pub trait ReplySettlement: Send + Sync {
+    /// The writes for `outcome`, the run's result as it will be reported.
+    fn settlements(&self, outcome: &RunOutcome) -> Vec<crate::store::Settlement>;
+    /// Called once they are committed with the reply; a run whose reply was not recorded never calls it.
+    fn committed(&self);
 }
 
 /// Per-run departures from an ordinary turn.
@@ -499,21 +510,30 @@ fn record_reply(
         entry.aborted_last_run = outcome.status == RunStatus::Aborted;
         entry
     };
-    // The reply and the session's totals in one commit; the entry is read in
-    // the same transaction, so a patch landed meanwhile is kept.
-    env.store
-        .record_turn(
-            &spec.session_key,
-            &session.session_id,
-            reply.as_ref(),
-            |current| match current {
-                Some(current) if current.session_id == session.session_id => Some(settle(current)),
-                // The session was reset meanwhile; leave the new one alone.
-                Some(_) => None,
-                None => Some(settle(session.clone())),
-            },
-        )
-        .map(|_| ())
+    let settlements = env
+        .settlement
+        .as_ref()
+        .map(|owner| owner.settlements(outcome))
+        .unwrap_or_default();
+    // The reply, the session's totals and the owner's settlements in one
+    // commit; the entry is read in the same transaction, so a patch landed
+    // meanwhile is kept.
+    env.store.record_turn_settling(
+        &spec.session_key,
+        &session.session_id,
+        reply.as_ref(),
+        |current| match current {
+            Some(current) if current.session_id == session.session_id => Some(settle(current)),
+            // The session was reset meanwhile; leave the new one alone.
+            Some(_) => None,
+            None => Some(settle(session.clone())),
+        },
+        &settlements,
+    )?;
+    if let Some(owner) = &env.settlement {
+        owner.committed();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,18 +13,21 @@
 //! This file must not decide whether a message is answered (the pipeline
 //! and the queue do) nor format replies (the reply layer does).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunOutcome, RunStatus};
-use crate::agent::turn::TurnSpec;
+use crate::agent::turn::{ReplySettlement, TurnSpec};
 use crate::gateway::frames::ErrorShape;
+use crate::gateway::idempotency;
 use crate::gateway::runs::{self, RunOrigin};
 use crate::gateway::state::GatewayState;
 use crate::pipeline::TypingGuard;
 use crate::queue::{Turn, TurnContext, TurnRunner};
+use crate::store::Settlement;
 use crate::system::clock::now_ms;
 
 use super::stream::{deliver_run, ReplyRoute};
@@ -141,6 +144,27 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
         }
     };
     prepared.set_steer(ctx.steer.clone());
+    // A web chat turn's messages are answered once the run has ended: their
+    // durable records go in the commit that keeps the answer (the reply's,
+    // when it is recorded). A channel turn's wait for its delivery (the
+    // origins' drop).
+    let done: Vec<String> = if reply.is_none() && !keys.is_empty() {
+        origins
+            .iter_mut()
+            .flat_map(|o| std::mem::take(&mut o.inbox))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let settlement = (!keys.is_empty()).then(|| {
+        let owner = Arc::new(WebchatSettlement {
+            keys: keys.clone(),
+            done: done.clone(),
+            committed: AtomicBool::new(false),
+        });
+        prepared.set_settlement(owner.clone());
+        owner
+    });
     let run_id = prepared.run_id().to_string();
     let route = reply
         .as_ref()
@@ -152,27 +176,29 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
     });
     let outcome = prepared.execute().await;
     link.abort();
-    // A web chat turn's messages are answered once the run has ended: their
-    // durable records go in the commit that keeps the answer. A channel
-    // turn's wait for its delivery (the origins' drop).
-    let done: Vec<String> = if delivery.is_none() && !keys.is_empty() {
-        origins
-            .iter_mut()
-            .flat_map(|o| std::mem::take(&mut o.inbox))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    tokio::task::block_in_place(|| {
-        settle(&state, &keys, &outcome, &done);
-        if let Some((channel, target)) = &route {
-            if let Err(e) =
-                super::deliver::record_last_route(&state, &turn.session_key, channel, target)
-            {
-                log::warn!("cannot record the last route of {}: {e}", turn.session_key);
+    let committed = settlement
+        .as_ref()
+        .is_some_and(|owner| owner.committed.load(Ordering::Acquire));
+    if committed {
+        settle_in_memory(&state, &keys, &outcome);
+    }
+    // Store writes left to make (none for a web chat turn whose answer went
+    // with its reply) block: off the async workers.
+    let unsettled = !committed && !keys.is_empty();
+    if unsettled || route.is_some() {
+        tokio::task::block_in_place(|| {
+            if unsettled {
+                settle(&state, &keys, &outcome, &done);
             }
-        }
-    });
+            if let Some((channel, target)) = &route {
+                if let Err(e) =
+                    super::deliver::record_last_route(&state, &turn.session_key, channel, target)
+                {
+                    log::warn!("cannot record the last route of {}: {e}", turn.session_key);
+                }
+            }
+        });
+    }
     if let Some(delivery) = delivery {
         match delivery.await {
             Ok(report) => {
@@ -211,9 +237,48 @@ fn link_abort(
     })
 }
 
-/// Settles the web chat's idempotency keys with the run's result.
+/// The web chat's idempotency answers and the removal of its messages'
+/// records, committed with the run's reply.
+struct WebchatSettlement {
+    keys: Vec<String>,
+    done: Vec<String>,
+    committed: AtomicBool,
+}
+
+impl ReplySettlement for WebchatSettlement {
+    fn settlements(&self, outcome: &RunOutcome) -> Vec<Settlement> {
+        let (ok, payload, error) = runs::final_payload(outcome);
+        let error = error.as_ref().map(ErrorShape::to_json);
+        let now = now_ms();
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let done = if i == 0 { self.done.as_slice() } else { &[] };
+                idempotency::settlement(key, ok, &payload, error.as_ref(), now, done)
+            })
+            .collect()
+    }
+
+    fn committed(&self) {
+        self.committed.store(true, Ordering::Release);
+    }
+}
+
+/// Settles the turn's idempotency keys in memory, their answers already in
+/// the store (committed with the reply).
+fn settle_in_memory(state: &GatewayState, keys: &[String], outcome: &RunOutcome) {
+    let (ok, payload, error) = runs::final_payload(outcome);
+    let error = error.as_ref().map(ErrorShape::to_json);
+    for key in keys {
+        state
+            .idempotency
+            .finish_persisted(key, ok, payload.clone(), error.clone(), now_ms());
+    }
+}
+
 /// Settles the turn's idempotency keys; the first one's commit also
-/// removes the `done` records.
+/// removes the `done` records (a run whose reply was never recorded).
 fn settle(state: &GatewayState, keys: &[String], outcome: &RunOutcome, done: &[String]) {
     let (ok, payload, error) = runs::final_payload(outcome);
     let error = error.as_ref().map(ErrorShape::to_json);

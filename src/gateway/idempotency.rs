@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::store::Store;
+use crate::store::{Settlement, Store};
 
 /// How long an answer is remembered.
 pub const DEDUPE_TTL_MS: u64 = 5 * 60 * 1000;
@@ -43,23 +43,60 @@ struct Entry {
     expires_at_ms: u64,
     seen: Seen,
     waiters: Vec<Waiter>,
+    /// Matches the key's latest place in `Entries::order`.
+    stamp: u64,
+}
+
+/// The keys, and their insertion order for eviction. A key that finishes or is forgotten leaves its old place
+/// in `order` behind (skipped when it comes up: its stamp no longer matches) instead of a linear search; the
+/// leftovers are swept once they outnumber the live keys.
+#[derive(Default)]
+struct Entries {
+    map: HashMap<String, Entry>,
+    order: VecDeque<(String, u64)>,
+    next_stamp: u64,
+}
+
+impl Entries {
+    /// Puts `key` at the back of the order; returns the stamp its entry must carry.
+    fn touch(&mut self, key: &str) -> u64 {
+        self.next_stamp += 1;
+        self.order.push_back((key.to_string(), self.next_stamp));
+        if self.order.len() > 2 * DEDUPE_MAX.max(self.map.len()) {
+            let map = &self.map;
+            self.order
+                .retain(|(k, stamp)| map.get(k).is_some_and(|e| e.stamp == *stamp));
+        }
+        self.next_stamp
+    }
+
+    /// Drops the oldest live key; `false` when none is left.
+    fn evict_oldest(&mut self) -> bool {
+        while let Some((key, stamp)) = self.order.pop_front() {
+            if self.map.get(&key).is_some_and(|e| e.stamp == stamp) {
+                self.map.remove(&key);
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// The cache itself.
 pub struct IdempotencyCache {
-    entries: Mutex<(HashMap<String, Entry>, VecDeque<String>)>,
+    entries: Mutex<Entries>,
     store: Option<Store>,
 }
 
 impl IdempotencyCache {
     pub fn new(store: Option<Store>) -> Self {
         IdempotencyCache {
-            entries: Mutex::new((HashMap::new(), VecDeque::new())),
+            entries: Mutex::new(Entries::default()),
             store,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<String, Entry>, VecDeque<String>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -67,7 +104,7 @@ impl IdempotencyCache {
     pub fn get(&self, key: &str, now_ms: u64) -> Option<Seen> {
         {
             let guard = self.lock();
-            if let Some(entry) = guard.0.get(key) {
+            if let Some(entry) = guard.map.get(key) {
                 if entry.expires_at_ms > now_ms {
                     return Some(entry.seen.clone());
                 }
@@ -88,23 +125,16 @@ impl IdempotencyCache {
         if self.get(key, now_ms).is_some() {
             return false;
         }
-        let mut guard = self.lock();
-        let (map, order) = &mut *guard;
-        while map.len() >= DEDUPE_MAX {
-            match order.pop_front() {
-                Some(old) => {
-                    map.remove(&old);
-                }
-                None => break,
-            }
-        }
-        order.push_back(key.to_string());
-        map.insert(
+        let mut entries = self.lock();
+        while entries.map.len() >= DEDUPE_MAX && entries.evict_oldest() {}
+        let stamp = entries.touch(key);
+        entries.map.insert(
             key.to_string(),
             Entry {
                 expires_at_ms: now_ms + DEDUPE_TTL_MS,
                 seen: Seen::InFlight { ack },
                 waiters: Vec::new(),
+                stamp,
             },
         );
         true
@@ -113,7 +143,7 @@ impl IdempotencyCache {
     /// Adds a waiter for an in-flight key; `false` when full or not in flight.
     pub fn add_waiter(&self, key: &str, waiter: Waiter) -> bool {
         let mut guard = self.lock();
-        match guard.0.get_mut(key) {
+        match guard.map.get_mut(key) {
             Some(entry)
                 if matches!(entry.seen, Seen::InFlight { .. })
                     && entry.waiters.len() < MAX_WAITERS_PER_KEY =>
@@ -149,27 +179,41 @@ impl IdempotencyCache {
         done: &[String],
     ) -> Vec<Waiter> {
         if let Some(store) = &self.store {
-            let record = serde_json::json!({"ok": ok, "payload": payload, "error": error});
-            if let Err(e) = store.dedupe_put_settling(
-                &store_key(key),
-                now_ms + DEDUPE_TTL_MS,
-                record.to_string().as_bytes(),
-                done,
-            ) {
+            let settle = settlement(key, ok, &payload, error.as_ref(), now_ms, done);
+            if let Err(e) =
+                store.dedupe_put_settling(&settle.key, settle.expires_at_ms, &settle.value, done)
+            {
                 log::warn!("could not persist idempotency key {key}: {e}");
             }
         }
-        let mut guard = self.lock();
-        let (map, order) = &mut *guard;
-        let waiters = map.remove(key).map(|e| e.waiters).unwrap_or_default();
-        order.retain(|k| k != key);
-        order.push_back(key.to_string());
-        map.insert(
+        self.finish_persisted(key, ok, payload, error, now_ms)
+    }
+
+    /// [`IdempotencyCache::finish`] for an answer already in the store (its [`settlement`] went into the
+    /// commit of the turn's reply): the memory side only.
+    pub fn finish_persisted(
+        &self,
+        key: &str,
+        ok: bool,
+        payload: Value,
+        error: Option<Value>,
+        now_ms: u64,
+    ) -> Vec<Waiter> {
+        let mut entries = self.lock();
+        let waiters = entries
+            .map
+            .remove(key)
+            .map(|e| e.waiters)
+            .unwrap_or_default();
+        while entries.map.len() >= DEDUPE_MAX && entries.evict_oldest() {}
+        let stamp = entries.touch(key);
+        entries.map.insert(
             key.to_string(),
             Entry {
                 expires_at_ms: now_ms + DEDUPE_TTL_MS,
                 seen: Seen::Done { ok, payload, error },
                 waiters: Vec::new(),
+                stamp,
             },
         );
         waiters
@@ -177,14 +221,31 @@ impl IdempotencyCache {
 
     /// Forgets a key (the request failed before anything ran).
     pub fn forget(&self, key: &str) {
-        let mut guard = self.lock();
-        guard.0.remove(key);
-        guard.1.retain(|k| k != key);
+        self.lock().map.remove(key);
     }
 }
 
 fn store_key(key: &str) -> String {
     format!("idem:{key}")
+}
+
+/// The store's copy of a final answer for `key` and the removal of the `done` records, to commit with the
+/// turn's reply (`Store::record_turn_settling`) or on its own.
+pub fn settlement(
+    key: &str,
+    ok: bool,
+    payload: &Value,
+    error: Option<&Value>,
+    now_ms: u64,
+    done: &[String],
+) -> Settlement {
+    let record = serde_json::json!({"ok": ok, "payload": payload, "error": error});
+    Settlement {
+        key: store_key(key),
+        expires_at_ms: now_ms + DEDUPE_TTL_MS,
+        value: record.to_string().into_bytes(),
+        done: done.to_vec(),
+    }
 }
 
 #[cfg(test)]
@@ -228,7 +289,36 @@ mod tests {
         for i in 0..(DEDUPE_MAX + 10) {
             cache.begin(&format!("k{i}"), json!(i), 0);
         }
-        assert!(cache.lock().0.len() <= DEDUPE_MAX);
+        assert!(cache.lock().map.len() <= DEDUPE_MAX);
         assert!(cache.get("k0", 1).is_none());
+    }
+
+    #[test]
+    fn finished_keys_move_to_the_back_and_leftover_places_stay_bounded() {
+        let cache = IdempotencyCache::new(None);
+        cache.begin("first", json!(0), 0);
+        for i in 0..(DEDUPE_MAX - 1) {
+            cache.begin(&format!("k{i}"), json!(i), 0);
+        }
+        // Finishing `first` makes it the newest: the next key evicts k0 instead.
+        cache.finish("first", true, json!({}), None, 1);
+        cache.begin("one-more", json!(0), 2);
+        assert!(cache.get("first", 3).is_some());
+        assert!(cache.get("k0", 3).is_none());
+        assert!(cache.get("k1", 3).is_some());
+        // Many finishes and forgets leave old places behind; they are swept.
+        for round in 0..5 {
+            for i in 2..(DEDUPE_MAX - 1) {
+                cache.finish(&format!("k{i}"), true, json!(round), None, 4);
+            }
+        }
+        cache.forget("k1");
+        let entries = cache.lock();
+        assert!(entries.map.len() <= DEDUPE_MAX);
+        assert!(
+            entries.order.len() <= 2 * DEDUPE_MAX + 1,
+            "{} places",
+            entries.order.len()
+        );
     }
 }

@@ -133,6 +133,7 @@ pub fn prepare(
         services: state.tool_services.clone(),
         steer: None,
         overrides: Default::default(),
+        settlement: None,
     };
     Ok(PreparedRun {
         state: state.clone(),
@@ -161,6 +162,11 @@ impl PreparedRun {
     /// Per-run departures from an ordinary turn (heartbeat `lightContext`, `includeReasoning`).
     pub fn set_overrides(&mut self, overrides: crate::agent::turn::TurnOverrides) {
         self.env.overrides = overrides;
+    }
+
+    /// Writes to commit with the run's reply (the web chat's idempotency answers).
+    pub fn set_settlement(&mut self, owner: Arc<dyn crate::agent::turn::ReplySettlement>) {
+        self.env.settlement = Some(owner);
     }
 
     /// Where the run executes and whether readers see it (default: main lane, visible).
@@ -206,7 +212,9 @@ impl PreparedRun {
         drop(tx);
         let reasoning = forwarder.await.ok().flatten();
         let settled = outcome.clone();
-        tokio::task::block_in_place(|| {
+        // Only an idempotency key writes to the store; the rest is memory.
+        let writes = idempotency_key.is_some();
+        let finish_run = || {
             finish(
                 &state,
                 ticket,
@@ -215,7 +223,12 @@ impl PreparedRun {
                 final_reply,
                 idempotency_key,
             )
-        });
+        };
+        if writes {
+            tokio::task::block_in_place(finish_run);
+        } else {
+            finish_run();
+        }
         outcome
     }
 }

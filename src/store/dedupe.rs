@@ -68,25 +68,58 @@ impl Store {
         value: &[u8],
         done: &[String],
     ) -> Result<(), StoreError> {
-        if done.is_empty() {
-            return self.dedupe_put(key, expires_at_ms, value);
-        }
-        let stored_key = stored_key(key)?;
-        for meta_key in done {
+        let settle = Settlement {
+            key: key.to_string(),
+            expires_at_ms,
+            value: value.to_vec(),
+            done: done.to_vec(),
+        };
+        let encoded = EncodedSettlement::new(&settle)?;
+        self.env
+            .write("dedupe_put_settling", |txn, dbs| encoded.apply(txn, dbs))
+    }
+}
+
+/// A finished piece of work's writes: its answer kept under a dedupe `key` until `expires_at_ms`, and the
+/// `done` meta keys (the durable records of what it answered) removed. Made on its own
+/// ([`Store::dedupe_put_settling`]) or in the commit of a turn's reply ([`Store::record_turn_settling`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settlement {
+    pub key: String,
+    pub expires_at_ms: u64,
+    pub value: Vec<u8>,
+    pub done: Vec<String>,
+}
+
+/// A [`Settlement`] checked and encoded outside the transaction.
+pub(super) struct EncodedSettlement<'a> {
+    stored_key: Vec<u8>,
+    bytes: Vec<u8>,
+    done: &'a [String],
+}
+
+impl<'a> EncodedSettlement<'a> {
+    pub(super) fn new(settle: &'a Settlement) -> Result<Self, StoreError> {
+        for meta_key in &settle.done {
             check_key(META_DB, meta_key)?;
         }
         let record = DedupeRecord {
-            expires_at_ms,
-            value: value.to_vec(),
+            expires_at_ms: settle.expires_at_ms,
+            value: settle.value.clone(),
         };
-        let bytes = encode(DEDUPE_DB, key, &record)?;
-        self.env.write("dedupe_put_settling", |txn, dbs| {
-            dbs.dedupe.put(txn, &stored_key, &bytes)?;
-            for meta_key in done {
-                dbs.meta.delete(txn, meta_key.as_bytes())?;
-            }
-            Ok(())
+        Ok(EncodedSettlement {
+            stored_key: stored_key(&settle.key)?,
+            bytes: encode(DEDUPE_DB, &settle.key, &record)?,
+            done: &settle.done,
         })
+    }
+
+    pub(super) fn apply(&self, txn: &mut RwTxn<'_>, dbs: &Databases) -> Result<(), TxnError> {
+        dbs.dedupe.put(txn, &self.stored_key, &self.bytes)?;
+        for meta_key in self.done {
+            dbs.meta.delete(txn, meta_key.as_bytes())?;
+        }
+        Ok(())
     }
 }
 

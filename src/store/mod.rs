@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use cron::MAX_CRON_RUN_LOG_ENTRIES;
+pub use dedupe::Settlement;
 pub use devices::{DeviceRecord, DeviceToken, PairRequest, PAIR_REQUEST_TTL_MS};
 pub use dm_pairing::{
     ApprovedDmSender, DmApproval, DmPairingLimits, DmPairingRequest, PendingDmPairing,

@@ -8,6 +8,7 @@
 //! This file must not decide what the entries say; the agent does.
 
 use super::codec::{check_key, encode};
+use super::dedupe::{EncodedSettlement, Settlement};
 use super::env::{SESSIONS_DB, TRANSCRIPTS_DB};
 use super::sessions::{read_session, SessionEntry};
 use super::transcripts::{check_session_id, entry_key, last_seq, TranscriptEntry};
@@ -24,8 +25,26 @@ impl Store {
         session_key: &str,
         session_id: &str,
         entry: Option<&TranscriptEntry>,
-        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+        update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
     ) -> Result<Option<u64>, StoreError> {
+        self.record_turn_settling(session_key, session_id, entry, update, &[])
+    }
+
+    /// [`Store::record_turn`] plus `settle` in the same commit: the turn's
+    /// answer kept for its idempotency keys and the records of the messages
+    /// it answered removed, with the reply itself (one fsync for all).
+    pub fn record_turn_settling(
+        &self,
+        session_key: &str,
+        session_id: &str,
+        entry: Option<&TranscriptEntry>,
+        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+        settle: &[Settlement],
+    ) -> Result<Option<u64>, StoreError> {
+        let settle = settle
+            .iter()
+            .map(EncodedSettlement::new)
+            .collect::<Result<Vec<_>, _>>()?;
         check_key(SESSIONS_DB, session_key)?;
         check_session_id(session_id)?;
         let value = entry
@@ -51,6 +70,9 @@ impl Store {
                         return Ok(None);
                     }
                 }
+            }
+            for settlement in &settle {
+                settlement.apply(txn, dbs)?;
             }
             Ok(seq)
         })?;
@@ -109,6 +131,45 @@ mod tests {
         assert_eq!(stored.input_tokens, 7);
         let tail = store.transcript_tail("sid-1", 5).expect("tail");
         assert_eq!(tail.len(), 2);
+    }
+
+    #[test]
+    fn settlements_are_committed_with_the_reply() {
+        let (_dir, store) = temp_store();
+        store
+            .env
+            .write("test record", |txn, dbs| {
+                dbs.meta.put(txn, b"webchat-inbox/run-1", b"message")?;
+                Ok(())
+            })
+            .expect("inbox record");
+        let settle = Settlement {
+            key: "idem:chat:run-1".into(),
+            expires_at_ms: 10_000,
+            value: br#"{"ok":true}"#.to_vec(),
+            done: vec!["webchat-inbox/run-1".into()],
+        };
+        store
+            .record_turn_settling(
+                "agent:main:main",
+                "sid-1",
+                Some(&entry("assistant", "done")),
+                |_| Some(SessionEntry::new("sid-1", 5)),
+                &[settle],
+            )
+            .expect("record");
+        assert_eq!(
+            store.dedupe_get("idem:chat:run-1", 1).expect("dedupe"),
+            Some(br#"{"ok":true}"#.to_vec())
+        );
+        let record = store
+            .env
+            .read("test read", |txn, dbs| {
+                Ok(dbs.meta.get(txn, b"webchat-inbox/run-1")?.is_some())
+            })
+            .expect("read");
+        assert!(!record, "the answered message's record went with the reply");
+        assert_eq!(store.transcript_tail("sid-1", 5).expect("tail").len(), 1);
     }
 
     #[test]

@@ -57,6 +57,7 @@ impl LoopHarness {
             services: Default::default(),
             steer: None,
             overrides: Default::default(),
+            settlement: None,
         };
         LoopHarness {
             env,

@@ -167,6 +167,11 @@ impl FakeOpenAi {
             .clone()
     }
 
+    /// Forgets the requests seen so far (a long benchmark keeps no history).
+    pub fn forget_requests(&self) {
+        self.state.requests.lock().expect("requests lock").clear();
+    }
+
     /// Every request seen so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().expect("requests lock").clone()

@@ -47,6 +47,7 @@ impl Harness {
             services: Default::default(),
             steer: None,
             overrides: Default::default(),
+            settlement: None,
         };
         Harness {
             fake,
