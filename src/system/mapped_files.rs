@@ -4,8 +4,9 @@
 //! A file's mappings are found by its device and inode in `/proc/self/maps`, so a path that reaches the file
 //! through a symlink or a relative directory still matches. Two kinds of advice:
 //! - [`Advice::Unmap`] (`MADV_DONTNEED`) drops the pages from this process only; the kernel keeps them as
-//!   page cache and the next access maps them again with a minor fault. Only for shared mappings nobody
-//!   writes through (LMDB's map): on a private mapping it would discard copy-on-write changes.
+//!   page cache and the next access maps them again with a minor fault. For shared mappings nobody writes
+//!   through (LMDB's map); a private writable mapping may hold copy-on-write changes it would discard, so
+//!   such mappings are skipped.
 //! - [`Advice::Reclaim`] (`MADV_PAGEOUT`, Linux 5.4+) asks the kernel to reclaim the pages as it would under
 //!   memory pressure: clean file pages are dropped and read back from the file when touched, anything else is
 //!   left alone. Safe on any mapping; the caller pays a read from disk for each page it uses again.
@@ -23,11 +24,13 @@ pub enum Advice {
     Reclaim,
 }
 
-/// One mapping: start address and length in bytes.
+/// One mapping: start address, length in bytes, and whether it is private and writable (may hold
+/// copy-on-write changes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Mapping {
     start: usize,
     len: usize,
+    private_writable: bool,
 }
 
 /// The mappings in `maps` (the text of `/proc/self/maps`) of the file with `inode` on device `dev`
@@ -37,7 +40,7 @@ fn mappings_of(maps: &str, dev: &str, inode: u64) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut fields = line.split_ascii_whitespace();
             let range = fields.next()?;
-            let (_perms, _offset) = (fields.next()?, fields.next()?);
+            let (perms, _offset) = (fields.next()?, fields.next()?);
             let (line_dev, line_inode) = (fields.next()?, fields.next()?);
             if line_dev != dev || line_inode.parse::<u64>().ok()? != inode {
                 return None;
@@ -48,6 +51,7 @@ fn mappings_of(maps: &str, dev: &str, inode: u64) -> Vec<Mapping> {
             Some(Mapping {
                 start,
                 len: end.checked_sub(start)?,
+                private_writable: perms.contains('w') && perms.contains('p'),
             })
         })
         .collect()
@@ -72,9 +76,13 @@ pub fn advise(path: &Path, advice: Advice) -> std::io::Result<usize> {
     };
     let mut advised = 0;
     for mapping in mappings_of(&maps, &dev, metadata.ino()) {
+        if advice == Advice::Unmap && mapping.private_writable {
+            continue;
+        }
         // SAFETY: the range is a live mapping of `path` (the caller keeps it mapped). MADV_PAGEOUT never
-        // loses data. MADV_DONTNEED is only asked for shared mappings nobody writes through, where it just
-        // unmaps pages whose content stays in the file, so pointers into the mapping stay valid.
+        // loses data. MADV_DONTNEED is never given to a private writable mapping (skipped above); on a
+        // shared mapping nobody writes through or a read-only one it just unmaps pages whose content stays
+        // in the file, so pointers into the mapping stay valid.
         let result =
             unsafe { libc::madvise(mapping.start as *mut libc::c_void, mapping.len, flag) };
         if result != 0 {
@@ -131,10 +139,13 @@ mod tests {
             mappings_of(maps, "08:01", 4242),
             vec![Mapping {
                 start: 0x7f00_0000_0000,
-                len: 0x200_0000
+                len: 0x200_0000,
+                private_writable: false,
             }]
         );
         assert!(mappings_of(maps, "08:01", 9).is_empty());
+        let data = "7f0005000000-7f0005001000 rw-p 00001000 08:01 77 /usr/lib/libx.so\n";
+        assert!(mappings_of(data, "08:01", 77)[0].private_writable);
     }
 
     #[test]
