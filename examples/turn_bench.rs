@@ -174,18 +174,26 @@ fn free_port() -> Result<u16, BenchError> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// The next text frame parsed as JSON.
-async fn next_json(socket: &mut Socket) -> Result<Value, BenchError> {
+/// The next text frame.
+async fn next_text(socket: &mut Socket) -> Result<String, BenchError> {
     loop {
         let frame = tokio::time::timeout(REPLY_TIMEOUT, socket.next())
             .await
             .map_err(|_| BenchError::Protocol("no frame within the reply timeout".into()))?
             .ok_or_else(|| BenchError::Protocol("socket closed".into()))??;
         if let Message::Text(text) = frame {
-            return serde_json::from_str(text.as_str())
-                .map_err(|e| BenchError::Protocol(format!("frame is not JSON: {e}")));
+            return Ok(text.as_str().to_string());
         }
     }
+}
+
+fn parse(text: &str) -> Result<Value, BenchError> {
+    serde_json::from_str(text).map_err(|e| BenchError::Protocol(format!("frame is not JSON: {e}")))
+}
+
+/// The next text frame parsed as JSON.
+async fn next_json(socket: &mut Socket) -> Result<Value, BenchError> {
+    parse(&next_text(socket).await?)
 }
 
 /// Opens a socket and completes the handshake as a local operator client.
@@ -256,7 +264,16 @@ async fn one_turn(
     let sent = Instant::now();
     send_chat(socket, &run_id, &format!("bench-{n}")).await?;
     loop {
-        let frame = next_json(socket).await?;
+        // Only the frames that can end the turn are parsed: the client's own
+        // work stays out of the measured time as far as it can.
+        let text = next_text(socket).await?;
+        if !text.contains("\"type\":\"res\"") && !text.contains(run_id.as_str()) {
+            continue;
+        }
+        if text.contains("\"event\":\"agent\"") {
+            continue;
+        }
+        let frame = parse(&text)?;
         let payload = &frame["payload"];
         if frame["type"] == "res" && frame["ok"] != true {
             return Err(BenchError::Protocol(format!("chat.send refused: {frame}")));
