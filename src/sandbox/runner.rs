@@ -160,14 +160,22 @@ pub(crate) async fn run_prepared(mut prepared: Prepared) -> Result<Outcome, Sand
     let mut confinement = prepared.confinement;
     confinement.landlock = child_report.landlock;
     confinement.pid_max = child_report.pid_max;
-    drop(prepared.run_tmp.take());
+    // Removing the run's temp dir and its cgroup may wait for killed
+    // stragglers to leave (rmdir EBUSY): off the async worker.
+    let (run_tmp, cgroup) = (prepared.run_tmp.take(), prepared.cgroup.take());
+    let oom_killed = tokio::task::spawn_blocking(move || {
+        drop(run_tmp);
+        cgroup.is_some_and(RunCgroup::finish)
+    })
+    .await
+    .unwrap_or(false);
     Ok(Outcome {
         termination: termination(&child_report, backstop_fired, relay_status),
         stdout,
         stderr,
         duration,
         confinement,
-        oom_killed: prepared.cgroup.take().is_some_and(RunCgroup::finish),
+        oom_killed,
         output_incomplete: stdout_cut || stderr_cut,
     })
 }
