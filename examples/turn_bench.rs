@@ -413,7 +413,7 @@ async fn run(options: Options) -> Result<(), BenchError> {
     for n in 0..options.turns {
         let turn = one_turn(&mut socket, &fake, options.warmup + n).await?;
         // The fake answered this turn's one model call: its own time is the provider's, not the gateway's.
-        let provider = fake.serve_times().last().copied().unwrap_or_default();
+        let provider = fake.last_serve_time().unwrap_or_default();
         fake.forget_requests();
         samples.push(turn);
         overheads.push(turn.saturating_sub(provider));

@@ -14,9 +14,10 @@
 //! and the queue do) nor format replies (the reply layer does).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::agent::runs::{RunOutcome, RunStatus};
@@ -161,6 +162,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
             keys: keys.clone(),
             done: done.clone(),
             committed: AtomicBool::new(false),
+            answer: Mutex::new(None),
         });
         prepared.set_settlement(owner.clone());
         owner
@@ -176,11 +178,20 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
     });
     let outcome = prepared.execute().await;
     link.abort();
-    let committed = settlement
+    // The answer the reply's commit kept, when it was committed.
+    let kept = settlement
         .as_ref()
-        .is_some_and(|owner| owner.committed.load(Ordering::Acquire));
-    if committed {
-        settle_in_memory(&state, &keys, &outcome);
+        .filter(|owner| owner.committed.load(Ordering::Acquire))
+        .and_then(|owner| {
+            owner
+                .answer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        });
+    let committed = kept.is_some();
+    if let Some(answer) = kept {
+        settle_in_memory(&state, &keys, answer);
     }
     // Store writes left to make (none for a web chat turn whose answer went
     // with its reply) block: off the async workers.
@@ -243,21 +254,34 @@ struct WebchatSettlement {
     keys: Vec<String>,
     done: Vec<String>,
     committed: AtomicBool,
+    /// The answer the settlements carry, for the cache in memory afterwards.
+    answer: Mutex<Option<Answer>>,
+}
+
+/// A run's final answer for the idempotency cache: `ok`, the `res` payload
+/// and the error as JSON.
+type Answer = (bool, Value, Option<Value>);
+
+fn answer_of(outcome: &RunOutcome) -> Answer {
+    let (ok, payload, error) = runs::final_payload(outcome);
+    (ok, payload, error.as_ref().map(ErrorShape::to_json))
 }
 
 impl ReplySettlement for WebchatSettlement {
     fn settlements(&self, outcome: &RunOutcome) -> Vec<Settlement> {
-        let (ok, payload, error) = runs::final_payload(outcome);
-        let error = error.as_ref().map(ErrorShape::to_json);
+        let (ok, payload, error) = answer_of(outcome);
         let now = now_ms();
-        self.keys
+        let settlements = self
+            .keys
             .iter()
             .enumerate()
             .map(|(i, key)| {
                 let done = if i == 0 { self.done.as_slice() } else { &[] };
                 idempotency::settlement(key, ok, &payload, error.as_ref(), now, done)
             })
-            .collect()
+            .collect();
+        *self.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some((ok, payload, error));
+        settlements
     }
 
     fn committed(&self) {
@@ -267,9 +291,7 @@ impl ReplySettlement for WebchatSettlement {
 
 /// Settles the turn's idempotency keys in memory, their answers already in
 /// the store (committed with the reply).
-fn settle_in_memory(state: &GatewayState, keys: &[String], outcome: &RunOutcome) {
-    let (ok, payload, error) = runs::final_payload(outcome);
-    let error = error.as_ref().map(ErrorShape::to_json);
+fn settle_in_memory(state: &GatewayState, keys: &[String], (ok, payload, error): Answer) {
     for key in keys {
         state
             .idempotency
@@ -280,8 +302,7 @@ fn settle_in_memory(state: &GatewayState, keys: &[String], outcome: &RunOutcome)
 /// Settles the turn's idempotency keys; the first one's commit also
 /// removes the `done` records (a run whose reply was never recorded).
 fn settle(state: &GatewayState, keys: &[String], outcome: &RunOutcome, done: &[String]) {
-    let (ok, payload, error) = runs::final_payload(outcome);
-    let error = error.as_ref().map(ErrorShape::to_json);
+    let (ok, payload, error) = answer_of(outcome);
     for (i, key) in keys.iter().enumerate() {
         let done = if i == 0 { done } else { &[] };
         state

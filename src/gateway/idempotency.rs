@@ -180,9 +180,7 @@ impl IdempotencyCache {
     ) -> Vec<Waiter> {
         if let Some(store) = &self.store {
             let settle = settlement(key, ok, &payload, error.as_ref(), now_ms, done);
-            if let Err(e) =
-                store.dedupe_put_settling(&settle.key, settle.expires_at_ms, &settle.value, done)
-            {
+            if let Err(e) = store.settle(&settle) {
                 log::warn!("could not persist idempotency key {key}: {e}");
             }
         }

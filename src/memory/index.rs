@@ -489,14 +489,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn keyword_only_sync_indexes_skips_unchanged_and_removes_missing() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = Store::open(&dir.path().join("db"), StoreOptions::default()).expect("store");
-        let a = workspace_file(dir.path(), "a.md", "# A\nThe heron fishes at dawn.\n");
-        let b = workspace_file(dir.path(), "b.md", "Another note about tea.\n");
-        let indexer = Indexer {
-            store: &store,
+    /// An indexer of scope `main` without a model (keyword-only).
+    fn keyword_indexer(store: &Store) -> Indexer<'_> {
+        Indexer {
+            store,
             scope: "main",
             embedder: None,
             limits: ChunkLimits::for_model(400, 80, None),
@@ -507,7 +503,16 @@ mod tests {
             },
             cache_enabled: true,
             cache_max_entries: None,
-        };
+        }
+    }
+
+    #[test]
+    fn keyword_only_sync_indexes_skips_unchanged_and_removes_missing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Store::open(&dir.path().join("db"), StoreOptions::default()).expect("store");
+        let a = workspace_file(dir.path(), "a.md", "# A\nThe heron fishes at dawn.\n");
+        let b = workspace_file(dir.path(), "b.md", "Another note about tea.\n");
+        let indexer = keyword_indexer(&store);
         let first = indexer
             .sync(&[a.clone(), b.clone()], false, &mut |_| {})
             .expect("sync");
@@ -546,19 +551,7 @@ mod tests {
                 workspace_file(dir.path(), &format!("n{n}.md"), &words.join(" "))
             })
             .collect();
-        let indexer = Indexer {
-            store: &store,
-            scope: "main",
-            embedder: None,
-            limits: ChunkLimits::for_model(400, 80, None),
-            sessions: &[],
-            session_deltas: SessionDeltas {
-                bytes: 100_000,
-                messages: 50,
-            },
-            cache_enabled: true,
-            cache_max_entries: None,
-        };
+        let indexer = keyword_indexer(&store);
         let report = indexer.sync(&files, false, &mut |_| {}).expect("sync");
         assert_eq!(report.files_indexed, 600);
         let file_kib = std::fs::metadata(db.join("data.mdb")).expect("db").len() / 1024;

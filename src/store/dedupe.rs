@@ -58,31 +58,17 @@ impl Store {
         })
     }
 
-    /// [`Store::dedupe_put`] and the removal of the `done` meta keys in one
-    /// commit: a finished turn's answer is kept and the records of the work
-    /// it finished go together (one fsync instead of two).
-    pub fn dedupe_put_settling(
-        &self,
-        key: &str,
-        expires_at_ms: u64,
-        value: &[u8],
-        done: &[String],
-    ) -> Result<(), StoreError> {
-        let settle = Settlement {
-            key: key.to_string(),
-            expires_at_ms,
-            value: value.to_vec(),
-            done: done.to_vec(),
-        };
-        let encoded = EncodedSettlement::new(&settle)?;
-        self.env
-            .write("dedupe_put_settling", |txn, dbs| encoded.apply(txn, dbs))
+    /// Commits `settle` on its own: a finished turn's answer is kept and the
+    /// records of the work it finished go together (one fsync instead of two).
+    pub fn settle(&self, settle: &Settlement) -> Result<(), StoreError> {
+        let encoded = EncodedSettlement::new(settle)?;
+        self.env.write("settle", |txn, dbs| encoded.apply(txn, dbs))
     }
 }
 
 /// A finished piece of work's writes: its answer kept under a dedupe `key` until `expires_at_ms`, and the
 /// `done` meta keys (the durable records of what it answered) removed. Made on its own
-/// ([`Store::dedupe_put_settling`]) or in the commit of a turn's reply ([`Store::record_turn_settling`]).
+/// ([`Store::settle`]) or in the commit of a turn's reply ([`Store::record_turn_settling`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settlement {
     pub key: String,

@@ -22,13 +22,13 @@ const RELEASE_EVERY_PUTS: usize = 64;
 
 impl LmdbEnv {
     /// Drops this process's resident pages of the map; returns the bytes of mapping advised.
-    pub(super) fn release_mapped_pages(&self, dir: &Path) -> std::io::Result<usize> {
+    pub(super) fn release_mapped_pages(&self) -> std::io::Result<usize> {
         // No resize may move the map between reading its address and advising it.
         let _gate = self
             .resize_gate
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        advise_unmap(dir)
+        advise_unmap(self.path())
     }
 }
 

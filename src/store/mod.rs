@@ -221,7 +221,7 @@ impl Store {
     /// Drops this process's resident pages of the memory map (see `map_pages.rs`): bulk writers call it after
     /// each batch so touched pages do not pile up in RSS. Returns the bytes of mapping advised.
     pub fn release_mapped_pages(&self) -> std::io::Result<usize> {
-        self.env.release_mapped_pages(self.env.path())
+        self.env.release_mapped_pages()
     }
 
     /// The options this store was opened with.

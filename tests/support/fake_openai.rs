@@ -99,8 +99,8 @@ struct FakeState {
     /// Replies kept for requests whose system prompt contains the text.
     replies_for_system: Mutex<Vec<(String, FakeReply)>>,
     requests: Mutex<Vec<RecordedRequest>>,
-    /// For each streamed text reply: from the request's arrival to its last SSE event queued.
-    serve_times: Mutex<Vec<Duration>>,
+    /// The latest streamed text reply's time from the request's arrival to its last SSE event queued.
+    last_serve: Mutex<Option<Duration>>,
     disconnects: watch::Sender<usize>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
@@ -120,7 +120,7 @@ impl FakeOpenAi {
             replies: Mutex::new(VecDeque::new()),
             replies_for_system: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
-            serve_times: Mutex::new(Vec::new()),
+            last_serve: Mutex::new(None),
             disconnects: watch::Sender::new(0),
             next_id: AtomicU64::new(1),
             shutdown: shutdown.clone(),
@@ -157,14 +157,10 @@ impl FakeOpenAi {
             .push((needle.to_string(), reply));
     }
 
-    /// How long the fake itself took over each streamed text reply so far (request arrival to the last
-    /// event queued for sending), oldest first: the provider's share of a turn's time.
-    pub fn serve_times(&self) -> Vec<Duration> {
-        self.state
-            .serve_times
-            .lock()
-            .expect("serve times lock")
-            .clone()
+    /// How long the fake itself took over its latest streamed text reply (request arrival to the last event
+    /// queued for sending): the provider's share of a turn's time.
+    pub fn last_serve_time(&self) -> Option<Duration> {
+        *self.state.last_serve.lock().expect("serve time lock")
     }
 
     /// Forgets the requests seen so far (a long benchmark keeps no history).
@@ -466,12 +462,7 @@ fn stream_text(
                 return;
             }
         }
-        let served = arrived.elapsed();
-        state
-            .serve_times
-            .lock()
-            .expect("serve times lock")
-            .push(served);
+        *state.last_serve.lock().expect("serve time lock") = Some(arrived.elapsed());
     });
     response
 }
