@@ -13,6 +13,7 @@ pub mod models;
 pub mod ollama;
 pub mod openai;
 pub mod prompt;
+pub mod prompt_files;
 pub mod provider;
 pub mod reasoning;
 pub mod runs;

@@ -27,11 +27,26 @@ pub struct Skill {
     pub location: PathBuf,
 }
 
+/// The folder of a workspace that holds the skills.
+pub const SKILLS_DIR: &str = "skills";
+/// The file in a skill's folder that describes it.
+pub const SKILL_FILE: &str = "SKILL.md";
+
 /// Skills under `<workspace>/skills`, sorted by name; `allow` (the agent's
 /// `skills` list) keeps only the named ones.
 pub fn discover(workspace: &Path, allow: Option<&[String]>) -> Vec<Skill> {
-    let dir = workspace.join("skills");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let mut skills: Vec<Skill> = folders(&workspace.join(SKILLS_DIR))
+        .iter()
+        .filter_map(|folder| read_skill(workspace, folder))
+        .filter(|s| permitted(s, allow))
+        .collect();
+    skills.sort_by(|a, b| a.name.cmp(&b.name));
+    skills
+}
+
+/// The skill folders looked at: at most [`MAX_SKILLS`] subfolders of `dir`, sorted.
+pub fn folders(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut folders: Vec<PathBuf> = entries
@@ -41,17 +56,24 @@ pub fn discover(workspace: &Path, allow: Option<&[String]>) -> Vec<Skill> {
         .take(MAX_SKILLS)
         .collect();
     folders.sort();
-    let mut skills: Vec<Skill> = folders
-        .iter()
-        .filter_map(|folder| read_skill(workspace, folder))
-        .filter(|s| allow.is_none_or(|names| names.iter().any(|n| n == &s.name)))
-        .collect();
-    skills.sort_by(|a, b| a.name.cmp(&b.name));
+    folders
+}
+
+/// Only the named skills (the agent's `skills` list), or all without a list.
+pub fn allowed(skills: &[Skill], allow: Option<&[String]>) -> Vec<Skill> {
     skills
+        .iter()
+        .filter(|s| permitted(s, allow))
+        .cloned()
+        .collect()
+}
+
+fn permitted(skill: &Skill, allow: Option<&[String]>) -> bool {
+    allow.is_none_or(|names| names.iter().any(|n| n == &skill.name))
 }
 
 fn read_skill(workspace: &Path, folder: &Path) -> Option<Skill> {
-    let path = folder.join("SKILL.md");
+    let path = folder.join(SKILL_FILE);
     let file = std::fs::File::open(&path).ok()?;
     let mut head = String::new();
     file.take(MAX_SKILL_HEADER_BYTES)

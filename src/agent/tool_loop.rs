@@ -229,7 +229,7 @@ async fn compact_and_rebuild(
         );
         return None;
     }
-    let rebuilt = tokio::task::block_in_place(|| {
+    let rebuilt = input.env.store.run_blocking(|| {
         prompt_messages(
             input.env,
             input.session_id,
@@ -269,8 +269,10 @@ fn record(input: &LoopInput<'_>, role: &str, text: &str, extra: Value) {
         output_tokens: None,
         extra_json: Some(extra.to_string()),
     };
-    let stored =
-        tokio::task::block_in_place(|| input.env.store.append_transcript(input.session_id, &entry));
+    let stored = input
+        .env
+        .store
+        .run_blocking(|| input.env.store.append_transcript(input.session_id, &entry));
     if let Err(e) = stored {
         log::error!(
             "run {}: could not record a {role} step: {e}",

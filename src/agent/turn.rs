@@ -19,7 +19,7 @@ use super::provider::{ChatMessage, Role, Usage};
 use super::reasoning::ReasoningLevel;
 use super::runs::{RunEvent, RunOutcome, RunStatus};
 use super::tool_loop::{self, LoopInput, LoopResult};
-use super::{compaction, context, prompt, skills};
+use super::{compaction, context, prompt, prompt_files, skills};
 
 /// How many transcript messages go into the prompt at most.
 pub const MAX_HISTORY_MESSAGES: usize = compaction::MAX_HISTORY_SCAN_ENTRIES;
@@ -114,7 +114,9 @@ pub async fn run_turn(
     let _ = events.send(RunEvent::Started { started_at_ms }).await;
     // Store commits wait for fsync and the prompt reads files: keep that off
     // the async workers, in one hand-off.
-    let start = tokio::task::block_in_place(|| start_turn(env, spec, started_at_ms));
+    let start = env
+        .store
+        .run_blocking(|| start_turn(env, spec, started_at_ms));
     let TurnStart {
         session,
         models,
@@ -187,7 +189,10 @@ pub async fn run_turn(
             outcome.error = Some(message);
         }
     }
-    if let Err(e) = tokio::task::block_in_place(|| record_reply(env, spec, session, &outcome)) {
+    if let Err(e) = env
+        .store
+        .run_blocking(|| record_reply(env, spec, session, &outcome))
+    {
         log::error!("run {}: could not record the reply: {e}", spec.run_id);
         if outcome.status == RunStatus::Ok {
             return fail(outcome, format!("could not record the reply: {e}"));
@@ -318,12 +323,16 @@ fn system_prompt(
     first_run: bool,
 ) -> String {
     let limits = prompt::BootstrapLimits::from_config(&env.config);
-    let mut bootstrap = prompt::load_bootstrap(&env.workspace, first_run, limits);
-    if env.overrides.light_context {
-        bootstrap.retain(|file| file.name == LIGHT_CONTEXT_FILE);
-    }
-    let skills = skills::discover(
-        &env.workspace,
+    let files = prompt_files::PROMPT_FILES.load(&env.workspace, first_run, limits);
+    let light = env.overrides.light_context;
+    let bootstrap: Vec<prompt::BootstrapFile> = files
+        .bootstrap
+        .iter()
+        .filter(|file| !light || file.name == LIGHT_CONTEXT_FILE)
+        .cloned()
+        .collect();
+    let skills = skills::allowed(
+        &files.skills,
         prompt::skill_allowlist(&env.config, &spec.agent_id),
     );
     let runtime = prompt::RuntimeInfo {

@@ -67,7 +67,9 @@ pub fn is_owner(state: &GatewayState, channel: &str, sender_id: &str) -> bool {
     {
         return true;
     }
-    tokio::task::block_in_place(|| state.store.dm_pairing_owner())
+    state
+        .store
+        .run_blocking(|| state.store.dm_pairing_owner())
         .ok()
         .flatten()
         .is_some_and(|owner| owner == qualified)

@@ -197,7 +197,7 @@ async fn run_turn(state: Arc<GatewayState>, mut turn: Turn, ctx: TurnContext) {
     // with its reply) block: off the async workers.
     let unsettled = !committed && !keys.is_empty();
     if unsettled || route.is_some() {
-        tokio::task::block_in_place(|| {
+        state.store.run_blocking(|| {
             if unsettled {
                 settle(&state, &keys, &outcome, &done);
             }

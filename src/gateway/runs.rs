@@ -225,7 +225,7 @@ impl PreparedRun {
             )
         };
         if writes {
-            tokio::task::block_in_place(finish_run);
+            state.store.run_blocking(finish_run);
         } else {
             finish_run();
         }

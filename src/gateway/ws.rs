@@ -27,6 +27,9 @@ use super::state::{GatewayState, MAX_IN_FLIGHT_REQUESTS, MAX_PREAUTH_PAYLOAD_BYT
 use super::{connect_params, handshake, methods};
 use crate::system::clock::now_ms;
 
+/// Frames written before one flush at most (the writer takes what is
+/// queued, up to this, per socket write).
+const MAX_FRAMES_PER_WRITE: usize = 64;
 /// Bytes read from a socket before `hello-ok` (frames plus WebSocket framing).
 pub const PREAUTH_READ_BUDGET_BYTES: usize = MAX_PREAUTH_PAYLOAD_BYTES + 1024;
 
@@ -77,24 +80,39 @@ async fn write_loop<W>(
 ) where
     W: futures_util::Sink<Message> + Unpin,
 {
-    while let Some(item) = rx.recv().await {
-        match item {
-            Outbound::Text(text) => {
-                let len = text.len();
-                let sent = sink.send(Message::text(text)).await;
-                queued.fetch_sub(len, Ordering::AcqRel);
-                if sent.is_err() {
+    while let Some(first) = rx.recv().await {
+        // Frames queued meanwhile (a turn's last events come together) go
+        // out in one write: the buffer is flushed once per batch.
+        let mut next = Some(first);
+        let (mut frames, mut bytes, mut close) = (0, 0, None);
+        let mut fed = Ok(());
+        while let Some(item) = next.take() {
+            match item {
+                Outbound::Text(text) => {
+                    bytes += text.len();
+                    fed = sink.feed(Message::text(text)).await;
+                }
+                Outbound::Close { code, reason } => {
+                    close = Some(CloseFrame {
+                        code: CloseCode::from(code),
+                        reason: reason.into(),
+                    });
                     break;
                 }
             }
-            Outbound::Close { code, reason } => {
-                let frame = CloseFrame {
-                    code: CloseCode::from(code),
-                    reason: reason.into(),
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                break;
+            frames += 1;
+            if fed.is_ok() && frames < MAX_FRAMES_PER_WRITE {
+                next = rx.try_recv().ok();
             }
+        }
+        let flushed = sink.flush().await;
+        queued.fetch_sub(bytes, Ordering::AcqRel);
+        if fed.is_err() || flushed.is_err() {
+            break;
+        }
+        if let Some(frame) = close {
+            let _ = sink.send(Message::Close(Some(frame))).await;
+            break;
         }
     }
     let _ = sink.close().await;
@@ -344,4 +362,115 @@ fn spawn_request(
         }
     });
     task.abort_handle()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// What a socket saw: frames and the flushes between them.
+    #[derive(Debug, PartialEq)]
+    enum Seen {
+        Frame(Message),
+        Flush,
+    }
+
+    /// A sink that records what the writer does with it.
+    #[derive(Default)]
+    struct Recorder {
+        seen: Vec<Seen>,
+    }
+
+    impl futures_util::Sink<Message> for Recorder {
+        type Error = std::io::Error;
+        fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn start_send(mut self: Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
+            self.seen.push(Seen::Frame(item));
+            Ok(())
+        }
+        fn poll_flush(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Result<(), Self::Error>> {
+            if !matches!(self.seen.last(), None | Some(Seen::Flush)) {
+                self.seen.push(Seen::Flush);
+            }
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_queued_together_go_out_in_order_in_one_write() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        for text in ["a", "bb", "ccc"] {
+            queued.fetch_add(text.len(), Ordering::AcqRel);
+            tx.send(Outbound::Text(text.into())).expect("queue");
+        }
+        tx.send(Outbound::Close {
+            code: 1000,
+            reason: "bye".into(),
+        })
+        .expect("queue close");
+        let mut recorder = Recorder::default();
+        write_loop(&mut recorder, rx, queued.clone()).await;
+        let close = Message::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "bye".into(),
+        }));
+        assert_eq!(
+            recorder.seen,
+            vec![
+                Seen::Frame(Message::text("a")),
+                Seen::Frame(Message::text("bb")),
+                Seen::Frame(Message::text("ccc")),
+                Seen::Flush,
+                Seen::Frame(close),
+                Seen::Flush,
+            ]
+        );
+        assert_eq!(
+            queued.load(Ordering::Acquire),
+            0,
+            "every byte is accounted for"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_queue_is_written_in_bounded_batches() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let total = MAX_FRAMES_PER_WRITE * 2 + 1;
+        for n in 0..total {
+            let text = n.to_string();
+            queued.fetch_add(text.len(), Ordering::AcqRel);
+            tx.send(Outbound::Text(text)).expect("queue");
+        }
+        drop(tx);
+        let mut recorder = Recorder::default();
+        write_loop(&mut recorder, rx, queued.clone()).await;
+        let flushes = recorder.seen.iter().filter(|s| **s == Seen::Flush).count();
+        assert_eq!(
+            flushes, 3,
+            "{total} frames in batches of {MAX_FRAMES_PER_WRITE}"
+        );
+        let frames: Vec<String> = recorder
+            .seen
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Frame(Message::Text(text)) => Some(text.to_string()),
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<String> = (0..total).map(|n| n.to_string()).collect();
+        assert_eq!(frames, expected);
+        assert_eq!(queued.load(Ordering::Acquire), 0);
+    }
 }

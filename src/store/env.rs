@@ -18,12 +18,14 @@
 
 use std::path::Path;
 use std::sync::{PoisonError, RwLock};
+use std::time::Instant;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
 
 use super::map::{os_page_size, round_up, to_usize, MapLimits, Room};
 use super::meta;
+use super::pace::CommitPace;
 use super::StoreError;
 
 /// A named database: raw byte keys, versioned postcard values (see `codec`).
@@ -154,6 +156,8 @@ pub(super) struct LmdbEnv {
     dbs: Databases,
     pub(super) resize_gate: RwLock<()>,
     pub(super) limits: MapLimits,
+    /// How long commits take and which writes are open (`pace.rs`).
+    pub(super) pace: CommitPace,
 }
 
 impl LmdbEnv {
@@ -191,6 +195,7 @@ impl LmdbEnv {
             dbs,
             resize_gate: RwLock::new(()),
             limits,
+            pace: CommitPace::default(),
         })
     }
 
@@ -282,10 +287,13 @@ impl LmdbEnv {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         let observed_map = self.env.info().map_size;
+        let _writing = self.pace.writing();
         let outcome = (|| {
             let mut txn = self.env.write_txn()?;
             let value = body(&mut txn, &self.dbs)?;
+            let committing = Instant::now();
             txn.commit()?;
+            self.pace.commit_took(committing.elapsed());
             Ok(value)
         })();
         (outcome, observed_map)

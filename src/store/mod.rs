@@ -7,8 +7,9 @@
 //! only `Store`, the value types and `StoreError`. Every write is one transaction committed (and synced, no
 //! `NO_SYNC`) before the method returns; reads are single short read transactions.
 //!
-//! Every method blocks (a write waits for its fsync): call the store from a blocking context such as
-//! `tokio::task::spawn_blocking`, never directly on an async worker thread.
+//! Every method blocks (a write waits for its fsync): async code calls the store through `Store::run_blocking`
+//! (or from a blocking context such as `tokio::task::spawn_blocking`), never directly on an async worker
+//! thread. `run_blocking` stays on the calling thread only while commits are quick (`pace.rs`).
 
 mod codec;
 mod cron;
@@ -27,6 +28,8 @@ mod memory_dot;
 mod memory_search;
 mod memory_sessions;
 mod meta;
+mod pace;
+pub use pace::{QUICK_COMMIT_MICROS, QUICK_STREAK};
 mod sessions;
 mod subagents;
 mod telegram_offsets;
@@ -224,6 +227,18 @@ impl Store {
         self.env.release_mapped_pages()
     }
 
+    /// Runs store work for async code: on the calling thread while the store's commits are quick and no other
+    /// write is open, else on a blocking thread through `block_in_place`, which keeps the event loop going while
+    /// `work` waits for fsync (see `pace.rs`). Call it on a multi-threaded runtime; `work` should touch only the
+    /// store, besides CPU work.
+    pub fn run_blocking<R>(&self, work: impl FnOnce() -> R) -> R {
+        if self.env.pace.inline_ok() {
+            work()
+        } else {
+            tokio::task::block_in_place(work)
+        }
+    }
+
     /// The options this store was opened with.
     pub fn options(&self) -> &StoreOptions {
         &self.options
@@ -323,6 +338,29 @@ mod tests {
             matches!(second, Err(StoreError::AlreadyOpen { .. })),
             "{second:?}"
         );
+    }
+
+    #[test]
+    fn an_open_write_keeps_store_work_off_the_async_thread() {
+        let (_dir, store) = temp_store();
+        let quick_streak = || {
+            for _ in 0..QUICK_STREAK {
+                store
+                    .env
+                    .pace
+                    .commit_took(std::time::Duration::from_micros(QUICK_COMMIT_MICROS));
+            }
+        };
+        quick_streak();
+        assert!(store.env.pace.inline_ok());
+        let during = store
+            .env
+            .write("probe", |_, _| Ok(store.env.pace.inline_ok()))
+            .expect("write");
+        assert!(!during, "a caller would queue behind the open write");
+        // The probe's own commit may have been slow (this disk's fsync); the write is closed either way.
+        quick_streak();
+        assert!(store.env.pace.inline_ok(), "no write is left open");
     }
 
     #[test]

@@ -229,7 +229,9 @@ fn resolve_target(args: &Value, ctx: &ToolContext) -> Result<Result<String, Valu
             None,
         )));
     };
-    let sessions = tokio::task::block_in_place(|| ctx.store.sessions())
+    let sessions = ctx
+        .store
+        .run_blocking(|| ctx.store.sessions())
         .map_err(|e| ToolError::Failed(format!("session store: {e}")))?;
     let found = sessions.into_iter().find(|(key, entry)| {
         entry.label.as_deref() == Some(label.trim()) && agent_of_key(key).unwrap_or(agent) == agent
@@ -253,7 +255,9 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
         Ok(target) => target,
         Err(refusal) => return Ok(refusal),
     };
-    let entry = tokio::task::block_in_place(|| ctx.store.session(&target))
+    let entry = ctx
+        .store
+        .run_blocking(|| ctx.store.session(&target))
         .map_err(|e| ToolError::Failed(format!("session store: {e}")))?;
     let spawned_by = entry.as_ref().and_then(|e| e.spawned_by.as_deref());
     if let Err((status, error)) = check_send_allowed(
@@ -324,7 +328,9 @@ const FLOW_STEP_TIMEOUT_SECONDS_WHEN_NOT_WAITING: u64 = 30;
 
 /// The channel of the requester's conversation, for the flow's notes.
 fn requester_channel(ctx: &ToolContext) -> Option<String> {
-    let entry = tokio::task::block_in_place(|| ctx.store.session(&ctx.session_key))
+    let entry = ctx
+        .store
+        .run_blocking(|| ctx.store.session(&ctx.session_key))
         .ok()
         .flatten()?;
     entry.last_channel.or(entry.channel)

@@ -172,9 +172,31 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
         return chat::compact(state, &params).await.into();
     }
     // Handlers read and write the store, whose commits wait for fsync: keep
-    // that off the async workers' backs.
-    tokio::task::block_in_place(|| dispatch_sync(state, info, method, &request.id, &params))
+    // that off the async workers' backs. Those that touch nothing but the
+    // store stay on this thread while its commits are quick (`Store::run_blocking`).
+    let handle = || dispatch_sync(state, info, method, &request.id, &params);
+    if STORE_ONLY_METHODS.contains(&method) {
+        state.store.run_blocking(handle)
+    } else {
+        tokio::task::block_in_place(handle)
+    }
 }
+
+/// Methods whose handlers block on nothing but the store (no other files, no
+/// embeddings, no network).
+const STORE_ONLY_METHODS: [&str; 11] = [
+    "health",
+    "status",
+    "system-presence",
+    "sessions.list",
+    "sessions.patch",
+    "sessions.reset",
+    "sessions.delete",
+    "chat.history",
+    "chat.abort",
+    "chat.send",
+    "agent",
+];
 
 fn dispatch_sync(
     state: &Arc<GatewayState>,

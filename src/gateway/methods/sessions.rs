@@ -287,7 +287,10 @@ pub async fn compact_session(
 ) -> Result<Value, ErrorShape> {
     let config = state.config();
     let _lane = state.runs.admit(key).await;
-    let entry = tokio::task::block_in_place(|| state.store.session(key)).map_err(store_error)?;
+    let entry = state
+        .store
+        .run_blocking(|| state.store.session(key))
+        .map_err(store_error)?;
     let Some(entry) = entry else {
         return Ok(
             json!({"ok": true, "key": key, "compacted": false, "reason": "no such session"}),
