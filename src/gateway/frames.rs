@@ -186,16 +186,24 @@ fn frame_error(message: &str, id: Option<String>) -> FrameError {
 
 /// A successful `res` frame.
 pub fn response_ok(id: &str, payload: Value) -> String {
-    json!({"type": "res", "id": id, "ok": true, "payload": payload}).to_string()
+    encode(&ResponseFrame {
+        kind: "res",
+        id,
+        ok: true,
+        error: None,
+        payload: Some(&payload),
+    })
 }
 
 /// A failed `res` frame, optionally with a payload (upstream's `agent` sends one).
 pub fn response_err(id: &str, error: &ErrorShape, payload: Option<Value>) -> String {
-    let mut frame = json!({"type": "res", "id": id, "ok": false, "error": error.to_json()});
-    if let Some(payload) = payload {
-        frame["payload"] = payload;
-    }
-    frame.to_string()
+    encode(&ResponseFrame {
+        kind: "res",
+        id,
+        ok: false,
+        error: Some(&error.to_json()),
+        payload: payload.as_ref(),
+    })
 }
 
 /// The `stateVersion` counters attached to presence and health events.
@@ -212,14 +220,45 @@ pub fn event_frame(
     seq: Option<u64>,
     state_version: Option<StateVersion>,
 ) -> String {
-    let mut frame = json!({"type": "event", "event": event, "payload": payload});
-    if let Some(seq) = seq {
-        frame["seq"] = json!(seq);
-    }
-    if let Some(sv) = state_version {
-        frame["stateVersion"] = json!(sv);
-    }
-    frame.to_string()
+    encode(&EventFrame {
+        kind: "event",
+        event,
+        payload,
+        seq,
+        state_version,
+    })
+}
+
+/// A `res` frame as written (borrowed: the payload is not copied).
+#[derive(Serialize)]
+struct ResponseFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a Value>,
+}
+
+/// An `event` frame as written.
+#[derive(Serialize)]
+struct EventFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    event: &'a str,
+    payload: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(rename = "stateVersion", skip_serializing_if = "Option::is_none")]
+    state_version: Option<StateVersion>,
+}
+
+/// A frame's JSON text. Serializing a `Value` or these structs cannot fail
+/// (string keys only).
+fn encode(frame: &impl Serialize) -> String {
+    serde_json::to_string(frame).expect("frames serialize: string keys, no failing Serialize")
 }
 
 #[cfg(test)]
@@ -263,6 +302,37 @@ mod tests {
         assert_eq!(
             parse_client_frame(r#"{"type":"cancel","id":"9"}"#).expect("cancel"),
             ClientFrame::Cancel { id: "9".into() }
+        );
+    }
+
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).expect("a frame is JSON")
+    }
+
+    #[test]
+    fn frames_carry_exactly_their_fields() {
+        let payload = json!({"runId": "r1", "text": "a \"quoted\" line\n"});
+        assert_eq!(
+            parsed(&response_ok("7", payload.clone())),
+            json!({"type": "res", "id": "7", "ok": true, "payload": payload})
+        );
+        let err = ErrorShape::invalid("bad");
+        assert_eq!(
+            parsed(&response_err("8", &err, Some(payload.clone()))),
+            json!({"type": "res", "id": "8", "ok": false, "error": err.to_json(), "payload": payload})
+        );
+        assert_eq!(
+            parsed(&event_frame("chat", &payload, None, None)),
+            json!({"type": "event", "event": "chat", "payload": payload})
+        );
+        let sv = StateVersion {
+            presence: 2,
+            health: 3,
+        };
+        assert_eq!(
+            parsed(&event_frame("presence", &payload, Some(9), Some(sv))),
+            json!({"type": "event", "event": "presence", "payload": payload, "seq": 9,
+                "stateVersion": {"presence": 2, "health": 3}})
         );
     }
 

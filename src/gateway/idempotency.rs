@@ -237,13 +237,21 @@ pub fn settlement(
     now_ms: u64,
     done: &[String],
 ) -> Settlement {
-    let record = serde_json::json!({"ok": ok, "payload": payload, "error": error});
+    let record = StoredAnswer { ok, payload, error };
     Settlement {
         key: store_key(key),
         expires_at_ms: now_ms + DEDUPE_TTL_MS,
-        value: record.to_string().into_bytes(),
+        value: serde_json::to_vec(&record).expect("a JSON value always serializes"),
         done: done.to_vec(),
     }
+}
+
+/// An answer as the store keeps it (`{"ok", "payload", "error"}`).
+#[derive(serde::Serialize)]
+struct StoredAnswer<'a> {
+    ok: bool,
+    payload: &'a Value,
+    error: Option<&'a Value>,
 }
 
 #[cfg(test)]
