@@ -4,8 +4,15 @@
 //!
 //! Field order and values are OpenAI's: `model`, `messages`, `stream: true` with
 //! `stream_options.include_usage`, then `max_tokens`, `reasoning_effort` and `tools` when set.
+//!
+//! The `tools` array is the same for every call with the same tool set (the registry shares one
+//! `Arc<[ToolSpec]>` per set), so it is written once per set and kept (`MAX_TOOL_SETS`): writing the
+//! schemas was ~6 % of the gateway's CPU per turn.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::super::failover::ThinkingLevel;
 use super::super::provider::{ChatMessage, ProviderRequest, ToolCall, ToolSpec};
@@ -21,8 +28,52 @@ pub(super) struct RequestBody<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<ToolsJson>,
+}
+
+/// Tool sets whose `tools` array is kept written.
+const MAX_TOOL_SETS: usize = 16;
+
+/// A tool set's `tools` array, already JSON.
+struct ToolsJson(Arc<RawValue>);
+
+impl Serialize for ToolsJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// A tool set (held weakly: a set no longer in use is not kept alive, and its place is taken first) and its
+/// written `tools` array.
+type KeptToolSet = (Weak<[ToolSpec]>, Arc<RawValue>);
+
+/// Written `tools` arrays by tool set.
+static TOOL_SETS: Mutex<Vec<KeptToolSet>> = Mutex::new(Vec::new());
+
+/// The `tools` array of `specs`, written once per set; `None` for no tools.
+fn tools_json(specs: &Arc<[ToolSpec]>) -> Option<ToolsJson> {
+    if specs.is_empty() {
+        return None;
+    }
+    let mut sets = TOOL_SETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let kept = sets.iter().find_map(|(set, json)| {
+        let alive = set.upgrade()?;
+        Arc::ptr_eq(&alive, specs).then(|| json.clone())
+    });
+    if let Some(json) = kept {
+        return Some(ToolsJson(json));
+    }
+    let tools: Vec<Tool<'_>> = specs.iter().map(tool).collect();
+    let json: Arc<RawValue> = serde_json::value::to_raw_value(&tools)
+        .expect("tool specs serialize: JSON values with string keys")
+        .into();
+    sets.retain(|(set, _)| set.strong_count() > 0);
+    if sets.len() >= MAX_TOOL_SETS {
+        sets.remove(0);
+    }
+    sets.push((Arc::downgrade(specs), json.clone()));
+    Some(ToolsJson(json))
 }
 
 #[derive(Serialize)]
@@ -80,7 +131,7 @@ pub(super) fn request_body(request: &ProviderRequest, thinking: ThinkingLevel) -
         },
         max_tokens: request.max_tokens,
         reasoning_effort: reasoning_effort(thinking, &request.model),
-        tools: request.tools.iter().map(tool).collect(),
+        tools: tools_json(&request.tools),
     }
 }
 
@@ -113,5 +164,49 @@ fn tool(tool: &ToolSpec) -> Tool<'_> {
             description: &tool.description,
             parameters: &tool.parameters,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> Arc<[ToolSpec]> {
+        names
+            .iter()
+            .map(|name| ToolSpec {
+                name: name.to_string(),
+                description: format!("the {name} tool"),
+                parameters: serde_json::json!({"type": "object", "properties": {}}),
+            })
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    fn written(specs: &Arc<[ToolSpec]>) -> Arc<RawValue> {
+        tools_json(specs).expect("a set with tools").0
+    }
+
+    #[test]
+    fn a_tool_set_is_written_once_and_each_set_gets_its_own_array() {
+        let read_write = set(&["read", "write"]);
+        let first = written(&read_write);
+        assert!(Arc::ptr_eq(&first, &written(&read_write)), "kept");
+        let parsed: serde_json::Value = serde_json::from_str(first.get()).expect("JSON");
+        assert_eq!(parsed[1]["function"]["name"], "write");
+        assert_eq!(parsed[0]["type"], "function");
+        let exec = set(&["exec"]);
+        let other: serde_json::Value = serde_json::from_str(written(&exec).get()).expect("JSON");
+        assert_eq!(other[0]["function"]["name"], "exec");
+        assert!(tools_json(&set(&[])).is_none());
+    }
+
+    #[test]
+    fn a_kept_array_does_not_keep_its_tool_set_alive() {
+        let specs = set(&["cron"]);
+        let weak = Arc::downgrade(&specs);
+        written(&specs);
+        drop(specs);
+        assert_eq!(weak.strong_count(), 0);
     }
 }
