@@ -112,8 +112,8 @@ pub async fn run_turn(
         stop_reason: None,
     };
     let _ = events.send(RunEvent::Started { started_at_ms }).await;
-    // Store commits wait for fsync and the prompt reads files: keep that off
-    // the async workers, in one hand-off.
+    // Store commits wait for fsync and the prompt reads files: one hand-off
+    // to a blocking thread, unless the store's commits are quick (`run_blocking`).
     let start = env
         .store
         .run_blocking(|| start_turn(env, spec, started_at_ms));
