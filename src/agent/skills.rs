@@ -6,6 +6,7 @@
 //! only the first [`MAX_SKILL_HEADER_BYTES`] of each file are read. This file
 //! never runs a skill and never reads outside the workspace's `skills/`.
 
+use std::borrow::Cow;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -59,13 +60,16 @@ pub fn folders(dir: &Path) -> Vec<PathBuf> {
     folders
 }
 
-/// Only the named skills (the agent's `skills` list), or all without a list.
-pub fn allowed(skills: &[Skill], allow: Option<&[String]>) -> Vec<Skill> {
-    skills
-        .iter()
-        .filter(|s| permitted(s, allow))
-        .cloned()
-        .collect()
+/// Only the named skills (the agent's `skills` list), or all (borrowed) without a list.
+pub fn allowed<'a>(skills: &'a [Skill], allow: Option<&[String]>) -> Cow<'a, [Skill]> {
+    match allow {
+        None => Cow::Borrowed(skills),
+        Some(_) => skills
+            .iter()
+            .filter(|s| permitted(s, allow))
+            .cloned()
+            .collect(),
+    }
 }
 
 fn permitted(skill: &Skill, allow: Option<&[String]>) -> bool {

@@ -5,6 +5,7 @@
 //! store; it never touches gateway connections. Every path ends in exactly one
 //! [`RunOutcome`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -324,13 +325,17 @@ fn system_prompt(
 ) -> String {
     let limits = prompt::BootstrapLimits::from_config(&env.config);
     let files = prompt_files::PROMPT_FILES.load(&env.workspace, first_run, limits);
-    let light = env.overrides.light_context;
-    let bootstrap: Vec<prompt::BootstrapFile> = files
-        .bootstrap
-        .iter()
-        .filter(|file| !light || file.name == LIGHT_CONTEXT_FILE)
-        .cloned()
-        .collect();
+    // The kept files are borrowed; only a light-context run copies its one file.
+    let bootstrap: Cow<'_, [prompt::BootstrapFile]> = if env.overrides.light_context {
+        files
+            .bootstrap
+            .iter()
+            .filter(|file| file.name == LIGHT_CONTEXT_FILE)
+            .cloned()
+            .collect()
+    } else {
+        Cow::Borrowed(&files.bootstrap)
+    };
     let skills = skills::allowed(
         &files.skills,
         prompt::skill_allowlist(&env.config, &spec.agent_id),

@@ -70,9 +70,9 @@ pub fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// One async worker: the gateway's async work is I/O multiplexing and small
-/// frames, while store commits, file reads, embeddings and the sandbox run
-/// on blocking threads (`block_in_place` hands the worker's queue to a fresh
-/// thread meanwhile). A second worker mostly woke up to steal one task and
+/// frames, while slow store commits, file reads, embeddings and the sandbox
+/// run on blocking threads (`block_in_place` hands the worker's queue to a
+/// fresh thread meanwhile; quick commits stay, see `Store::run_blocking`). A second worker mostly woke up to steal one task and
 /// parked again: in alternating `turn_bench` runs, one worker used 10–17 %
 /// less CPU per turn and cut the overhead's p99 from 1.20–1.51 to 0.98–1.05 ms.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -70,6 +70,22 @@ impl Entries {
         self.next_stamp
     }
 
+    /// Keeps `seen` under `key` (room made by evicting the oldest keys); the
+    /// key's old entry, if any, must be gone.
+    fn insert(&mut self, key: &str, seen: Seen, now_ms: u64) {
+        while self.map.len() >= DEDUPE_MAX && self.evict_oldest() {}
+        let stamp = self.touch(key);
+        self.map.insert(
+            key.to_string(),
+            Entry {
+                expires_at_ms: now_ms + DEDUPE_TTL_MS,
+                seen,
+                waiters: Vec::new(),
+                stamp,
+            },
+        );
+    }
+
     /// Drops the oldest live key; `false` when none is left.
     fn evict_oldest(&mut self) -> bool {
         while let Some((key, stamp)) = self.order.pop_front() {
@@ -125,18 +141,7 @@ impl IdempotencyCache {
         if self.get(key, now_ms).is_some() {
             return false;
         }
-        let mut entries = self.lock();
-        while entries.map.len() >= DEDUPE_MAX && entries.evict_oldest() {}
-        let stamp = entries.touch(key);
-        entries.map.insert(
-            key.to_string(),
-            Entry {
-                expires_at_ms: now_ms + DEDUPE_TTL_MS,
-                seen: Seen::InFlight { ack },
-                waiters: Vec::new(),
-                stamp,
-            },
-        );
+        self.lock().insert(key, Seen::InFlight { ack }, now_ms);
         true
     }
 
@@ -203,17 +208,7 @@ impl IdempotencyCache {
             .remove(key)
             .map(|e| e.waiters)
             .unwrap_or_default();
-        while entries.map.len() >= DEDUPE_MAX && entries.evict_oldest() {}
-        let stamp = entries.touch(key);
-        entries.map.insert(
-            key.to_string(),
-            Entry {
-                expires_at_ms: now_ms + DEDUPE_TTL_MS,
-                seen: Seen::Done { ok, payload, error },
-                waiters: Vec::new(),
-                stamp,
-            },
-        );
+        entries.insert(key, Seen::Done { ok, payload, error }, now_ms);
         waiters
     }
 

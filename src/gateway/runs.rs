@@ -259,15 +259,49 @@ fn finish(
     final_reply: Option<FinalReply>,
     idempotency_key: Option<String>,
 ) {
-    let (ok, mut payload, error) = final_payload(&outcome);
+    // The answer is built only for a request that waits on it (`agent`, or
+    // its idempotency key); a queued turn's owner settles its own.
+    let answer = (idempotency_key.is_some() || final_reply.is_some())
+        .then(|| final_answer(&outcome, reasoning));
+    state.runs.finish(ticket, outcome, now_ms());
+    if let Some(answer) = answer {
+        answer_waiters(state, answer, final_reply, idempotency_key);
+    }
+    state.clients.broadcast(
+        "sessions.changed",
+        &json!({"ts": now_ms()}),
+        BroadcastOptions {
+            drop_if_slow: true,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
+}
+
+/// [`final_payload`] with the run's reasoning block (reasoning level `on`)
+/// after the answer.
+fn final_answer(
+    outcome: &RunOutcome,
+    reasoning: Option<String>,
+) -> (bool, Value, Option<ErrorShape>) {
+    let (ok, mut payload, error) = final_payload(outcome);
     if let (Some(text), Some(payloads)) = (reasoning, payload["result"]["payloads"].as_array_mut())
     {
-        // Reasoning level `on`: a separate block after the answer.
         payloads.push(
             json!({"text": format_reasoning_block(&text), "mediaUrl": null, "isReasoning": true}),
         );
     }
-    state.runs.finish(ticket, outcome, now_ms());
+    (ok, payload, error)
+}
+
+/// Sends the run's final answer to the request that started it and to the
+/// requests waiting on its idempotency key.
+fn answer_waiters(
+    state: &GatewayState,
+    (ok, payload, error): (bool, Value, Option<ErrorShape>),
+    final_reply: Option<FinalReply>,
+    idempotency_key: Option<String>,
+) {
     let mut waiters = Vec::new();
     if let Some(key) = idempotency_key {
         waiters = state.idempotency.finish(
@@ -294,15 +328,6 @@ fn finish(
         };
         state.clients.send_raw(&waiter.conn_id, frame);
     }
-    state.clients.broadcast(
-        "sessions.changed",
-        &json!({"ts": now_ms()}),
-        BroadcastOptions {
-            drop_if_slow: true,
-            scope: Some(scopes::READ),
-            state_version: None,
-        },
-    );
 }
 
 /// The final `agent` answer: `(ok, payload, error)`.

@@ -72,12 +72,11 @@ pub(crate) fn resident_map_kib(dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::temp_store;
 
     #[test]
     fn releasing_drops_the_maps_resident_pages_and_keeps_the_data() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = crate::store::Store::open(dir.path(), crate::store::StoreOptions::default())
-            .expect("store");
+        let (dir, store) = temp_store();
         let value = vec![7_u8; 1024];
         let keys: Vec<String> = (0..4096).map(|i| format!("release-{i:05}")).collect();
         for batch in keys.chunks(512) {
@@ -105,20 +104,18 @@ mod tests {
                 .expect("read")
         };
         assert_eq!(read_all(), 7 * 1024 * 4096);
-        let before = resident_kib_of(dir.path());
+        let before = resident_map_kib(dir.path());
         assert!(before >= 2048, "a full read maps the file: {before} KiB");
         let advised = store.release_mapped_pages().expect("release");
         assert!(advised > 0);
-        let after = resident_kib_of(dir.path());
+        let after = resident_map_kib(dir.path());
         assert!(after < before / 4, "resident {before} KiB -> {after} KiB");
         assert_eq!(read_all(), 7 * 1024 * 4096, "the data reads back unchanged");
     }
 
     #[test]
     fn a_write_transaction_releases_pages_as_it_goes_and_commits_intact() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = crate::store::Store::open(dir.path(), crate::store::StoreOptions::default())
-            .expect("store");
+        let (dir, store) = temp_store();
         let value = vec![3_u8; 1024];
         store
             .env
@@ -137,14 +134,14 @@ mod tests {
                 for i in 0..4096 {
                     dbs.meta.get(txn, format!("k{i:05}").as_bytes())?;
                 }
-                let before = resident_kib_of(dir.path());
+                let before = resident_map_kib(dir.path());
                 let mut pages = PageRelease::new(dir.path());
                 for i in (0..4096).step_by(64) {
                     dbs.meta
                         .put(txn, format!("k{i:05}").as_bytes(), b"changed")?;
                     pages.count(1);
                 }
-                inside = (before, resident_kib_of(dir.path()));
+                inside = (before, resident_map_kib(dir.path()));
                 Ok(())
             })
             .expect("spread write");
@@ -166,9 +163,5 @@ mod tests {
             .expect("read");
         assert_eq!(changed.as_deref(), Some(&b"changed"[..]));
         assert_eq!(kept, Some(1024));
-    }
-
-    fn resident_kib_of(dir: &Path) -> u64 {
-        resident_map_kib(dir)
     }
 }
