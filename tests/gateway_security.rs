@@ -12,7 +12,8 @@ use ed25519_dalek::{Signer, SigningKey};
 use pincer::config::LoadedConfig;
 use pincer::gateway::device_auth::{device_id_for, payload_v3, DeviceProof, SignedContext};
 use pincer::gateway::handshake::{self, Peer};
-use pincer::gateway::state::{GatewayLimits, GatewayState, StateParts};
+use pincer::gateway::state::{GatewayState, StateParts};
+use pincer::system::board::BoardLimits;
 use pincer::gateway::{auth::SharedSecret, connect_params, methods};
 use pincer::store::{Store, StoreOptions};
 use serde_json::{json, Value};
@@ -200,7 +201,7 @@ fn state(dir: &std::path::Path) -> std::sync::Arc<GatewayState> {
         store,
         data_dir: dir.to_path_buf(),
         secret: SharedSecret::Token(TOKEN.into()),
-        limits: GatewayLimits::default(),
+        limits: BoardLimits::default(),
         tls_fingerprint: None,
     });
     state.set_ready();

@@ -5,8 +5,6 @@
 //! cancellation token by dropping the HTTP request, so an aborted run stops
 //! costing tokens at once.
 
-use std::future::Future;
-use std::pin::Pin;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -43,13 +41,7 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// A tool the model may call: name, description and JSON-schema parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: serde_json::Value,
-}
+pub use crate::tools::ToolSpec;
 
 /// One message of the prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -155,7 +147,7 @@ pub enum ProviderError {
 }
 
 /// A boxed future, so providers can sit behind `dyn Provider`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures_util::future::BoxFuture;
 
 /// A model backend that streams chat completions.
 pub trait Provider: Send + Sync {

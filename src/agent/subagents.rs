@@ -12,8 +12,6 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::runs::{RunOutcome, RunStatus};
 pub use super::subagents_config::max_spawn_depth;
@@ -24,6 +22,9 @@ use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::store::{SessionEntry, Store, StoreError};
+pub use crate::tools::subagent_control::{
+    Cleanup, Requester, SpawnRequest, SubagentError, SubagentRun, SubagentStatus,
+};
 
 /// The part of a child's session key between the agent id and the uuid.
 pub const SUBAGENT_KEY_MARKER: &str = ":subagent:";
@@ -31,105 +32,6 @@ pub const SUBAGENT_KEY_MARKER: &str = ":subagent:";
 pub const MAX_SPAWN_DEPTH_LIMIT: u32 = 5;
 /// How many ancestors an announcement climbs looking for a living session.
 const MAX_ANNOUNCE_HOPS: usize = 8;
-
-/// What happens to a child's session after its result is announced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Cleanup {
-    Delete,
-    #[default]
-    Keep,
-}
-
-/// A sub-agent run's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SubagentStatus {
-    Running,
-    Done,
-    Failed,
-    Timeout,
-    Killed,
-}
-
-impl SubagentStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SubagentStatus::Running => "running",
-            SubagentStatus::Done => "done",
-            SubagentStatus::Failed => "failed",
-            SubagentStatus::Timeout => "timeout",
-            SubagentStatus::Killed => "killed",
-        }
-    }
-}
-
-/// One spawned run, as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubagentRun {
-    /// Registry id (stays the same when the child is steered).
-    pub id: String,
-    /// The agent run currently executing (or last executed) in the child session.
-    pub run_id: String,
-    pub child_session_key: String,
-    pub requester_session_key: String,
-    pub requester_agent_id: String,
-    pub agent_id: String,
-    pub task: String,
-    pub label: Option<String>,
-    pub cleanup: Cleanup,
-    /// The child's depth: 1 for a child of a main session.
-    pub depth: u32,
-    pub model: Option<String>,
-    pub timeout_ms: u64,
-    pub created_at_ms: u64,
-    pub ended_at_ms: Option<u64>,
-    pub status: SubagentStatus,
-    pub error: Option<String>,
-    pub result: Option<String>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub announced: bool,
-}
-
-impl SubagentRun {
-    /// The record as tools and clients see it.
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-/// Why a spawn, kill or steer was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SubagentError {
-    #[error("invalid arguments: {0}")]
-    Invalid(String),
-    #[error("sessions_spawn is not allowed at this depth: this session is at depth {depth} and agents.defaults.subagents.maxSpawnDepth is {max}")]
-    DepthLimit { depth: u32, max: u32 },
-    #[error("this session already has {active} active sub-agents (agents.defaults.subagents.maxChildrenPerAgent is {max}); wait for one to finish or kill one")]
-    TooManyChildren { active: usize, max: usize },
-    #[error("agentId {agent:?} is not allowed for sessions_spawn from agent {requester:?} (allowed: {allowed}); set subagents.allowAgents")]
-    AgentNotAllowed {
-        agent: String,
-        requester: String,
-        allowed: String,
-    },
-    #[error("no sub-agent run matches {0:?} among this session's children")]
-    NotFound(String),
-    #[error("sub-agent run {0} is not running (it already finished)")]
-    NotRunning(String),
-    #[error("steer message is {chars} characters; the limit is {max} (MAX_STEER_MESSAGE_CHARS)")]
-    SteerTooLong { chars: usize, max: usize },
-    #[error("steer rate limit: one steer per {limit} ms to a sub-agent (STEER_RATE_LIMIT_MS); try again in {wait_ms} ms", limit = super::subagents_steer::STEER_RATE_LIMIT_MS)]
-    SteerRateLimited { wait_ms: u64 },
-    #[error("could not start the sub-agent run: {0}")]
-    Launch(String),
-    #[error("corrupt sub-agent record: {0}")]
-    Corrupt(String),
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
-}
 
 /// A boxed future resolving to a run's outcome.
 pub type OutcomeFuture = BoxFuture<'static, RunOutcome>;
@@ -148,25 +50,6 @@ pub trait RunLauncher: Send + Sync {
     fn abort_run(&self, run_id: &str) -> bool;
     /// Delivers an announcement into a session as a new user-visible turn of its agent.
     fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String>;
-}
-
-/// The spawn arguments (`sessions_spawn`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SpawnRequest {
-    pub task: String,
-    pub label: Option<String>,
-    pub agent_id: Option<String>,
-    pub model: Option<String>,
-    pub thinking: Option<String>,
-    pub run_timeout_seconds: Option<u64>,
-    pub cleanup: Cleanup,
-}
-
-/// Who asks for a spawn.
-#[derive(Debug, Clone)]
-pub struct Requester {
-    pub agent_id: String,
-    pub session_key: String,
 }
 
 /// Runs a store call off the async workers' backs when the runtime allows it.

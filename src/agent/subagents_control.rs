@@ -5,10 +5,13 @@
 //!
 //! Like `subagents.rs`, this file never starts a run itself: it goes through the registry's launcher.
 
+use std::sync::Arc;
+
 use super::subagents::{
-    blocking, now_ms, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
-    SubagentStatus, SUBAGENT_KEY_MARKER,
+    blocking, now_ms, parse_run, run_json, Requester, SpawnRequest, SubagentError,
+    SubagentRegistry, SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
 };
+use super::subagents_steer::SteerOutcome;
 use crate::config::Config;
 
 /// The reason recorded for runs a restart interrupted.
@@ -213,5 +216,34 @@ impl SubagentRegistry {
             }
         }
         Ok(pruned)
+    }
+}
+
+impl crate::tools::subagent_control::SubagentControl for SubagentRegistry {
+    fn spawn(
+        self: Arc<Self>,
+        config: &Config,
+        requester: &Requester,
+        request: SpawnRequest,
+    ) -> Result<SubagentRun, SubagentError> {
+        SubagentRegistry::spawn(&self, config, requester, request)
+    }
+
+    fn children_of(&self, requester_key: &str) -> Result<Vec<SubagentRun>, SubagentError> {
+        SubagentRegistry::children_of(self, requester_key)
+    }
+
+    fn kill(&self, requester_key: &str, target: &str) -> Result<Vec<SubagentRun>, SubagentError> {
+        SubagentRegistry::kill(self, requester_key, target)
+    }
+
+    fn steer(
+        self: Arc<Self>,
+        config: &Config,
+        requester_key: &str,
+        target: &str,
+        message: &str,
+    ) -> Result<SteerOutcome, SubagentError> {
+        SubagentRegistry::steer(&self, config, requester_key, target, message)
     }
 }

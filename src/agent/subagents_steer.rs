@@ -16,41 +16,15 @@ use super::subagents::{
     SubagentRun, SubagentStatus,
 };
 use crate::config::Config;
+pub use crate::tools::subagent_control::{
+    SteerMode, SteerOutcome, MAX_STEER_MESSAGE_CHARS, STEER_RATE_LIMIT_MS,
+};
 use crate::queue::{QueuedMessage, SteerInbox};
 
-/// Longest steer message, in characters (upstream's 4,000).
-pub const MAX_STEER_MESSAGE_CHARS: usize = 4_000;
-/// Shortest gap between two steers from one session to one child (upstream's 2 s).
-pub const STEER_RATE_LIMIT_MS: u64 = 2_000;
 /// Steer messages one running turn holds before it takes them.
 const MAX_PENDING_STEERS: usize = 20;
 /// Rate-limit entries older than this are forgotten when a new one is written.
 const RATE_ENTRY_TTL_MS: u64 = 60_000;
-
-/// How a steer reached the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SteerMode {
-    /// Handed to the running turn: it reads the message before its next model call.
-    Injected,
-    /// The running turn was stopped and a new one started with the message.
-    Restarted,
-}
-
-impl SteerMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SteerMode::Injected => "injected",
-            SteerMode::Restarted => "restarted",
-        }
-    }
-}
-
-/// What `steer` did.
-#[derive(Debug, Clone)]
-pub struct SteerOutcome {
-    pub run: SubagentRun,
-    pub mode: SteerMode,
-}
 
 /// One child turn in flight: its agent run and its inbox.
 struct LiveTurn {

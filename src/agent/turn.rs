@@ -134,7 +134,7 @@ pub async fn run_turn(
     };
     outcome.session_id = session.session_id.clone();
     // Near auto-compaction, one silent turn lets the agent save durable notes first.
-    let flush = crate::memory::compaction_flush::FlushTurn {
+    let flush = super::memory_flush::FlushTurn {
         env,
         spec,
         session: &session,
@@ -144,7 +144,7 @@ pub async fn run_turn(
         window,
         system_prompt: &system_prompt,
     };
-    crate::memory::compaction_flush::run_if_due(flush, &history.messages).await;
+    super::memory_flush::run_if_due(flush, &history.messages).await;
     let input = LoopInput {
         env,
         spec,

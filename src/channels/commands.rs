@@ -273,9 +273,7 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_
 /// `/subagents [list]`, `kill <id|label|#n|all>`, `steer <id|label|#n> <message>`, `info <target>` and
 /// `log <target> [count]` for this session's children.
 fn subagents(state: &GatewayState, key: &str, args: &str) -> String {
-    let Some(registry) = &state.tool_services.subagents else {
-        return "Sub-agents are not available in this gateway.".into();
-    };
+    let registry = &state.subagents;
     let (action, rest) = split_word(args);
     match action {
         "" | "list" => subagents_list(registry, key),

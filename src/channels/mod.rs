@@ -31,8 +31,6 @@ pub mod telegram;
 pub mod turns;
 pub mod typing;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 pub use crate::config::schema::common::ChunkMode;
@@ -40,7 +38,7 @@ use crate::pipeline::context::InboundMessage;
 use crate::routing::RouteInput;
 
 /// A boxed future that can cross threads (adapters are `dyn`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures_util::future::BoxFuture;
 
 /// Where an outbound message goes, in the platform's own identifiers.
 /// Replies to an inbound message go to its `conversation_id` (adapters set

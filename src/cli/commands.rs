@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::config::{self, BindMode, LoadedConfig};
-use crate::gateway::state::{store_dir, GatewayLimits};
+use crate::gateway::state::store_dir;
+use crate::system::board::BoardLimits;
 use crate::gateway::{self, ServeOptions};
 use crate::store::{Store, StoreOptions};
 
@@ -250,7 +251,7 @@ fn doctor(global: &GlobalArgs) -> Result<(), String> {
         board.name,
         board.model.as_deref().unwrap_or("model unknown")
     );
-    let limits: GatewayLimits = board.limits();
+    let limits: BoardLimits = board.limits();
     println!(
         "limits: {} connections, {} KiB outbound buffer per client, {} concurrent runs, handshake {} ms",
         limits.max_connections,

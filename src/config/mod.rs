@@ -11,6 +11,7 @@ mod de;
 pub mod duration;
 mod env;
 mod error;
+mod handle;
 mod import;
 mod load;
 pub mod patch;
@@ -25,6 +26,7 @@ mod validate_channels;
 use serde::{Deserialize, Serialize};
 
 pub use error::ConfigError;
+pub use handle::ConfigHandle;
 pub use import::{import_openclaw, ImportReport};
 pub use load::{
     apply_env_overrides, candidate_paths, load, load_from, parse_json5, parse_str,

@@ -9,6 +9,7 @@ pub mod expr;
 pub mod job;
 pub mod schedule;
 pub mod service;
+mod tool_port;
 
 pub use job::{CronJob, Delivery, JobState, Payload, RunResult, RunStatus, SessionTarget};
 pub use schedule::Schedule;

@@ -321,6 +321,13 @@ impl CronService {
     }
 
     /// Claims and runs every due job, waiting for all of them; returns their run-log entries.
+    /// The job `id` (which must exist) claimed now for a manual run (`cron.run`, the tool's `run`):
+    /// `None` when `mode` is due-only and it is not due.
+    pub fn claim_now(&self, id: &str, mode: RunMode) -> Result<Option<CronJob>, CronError> {
+        self.get(id)?;
+        self.claim(id, mode, self.now_ms())
+    }
+
     pub async fn run_due(&self) -> Result<Vec<Value>, CronError> {
         let claimed = self.claim_due()?;
         let runs = claimed.into_iter().map(|job| self.execute(job));

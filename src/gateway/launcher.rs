@@ -151,8 +151,9 @@ pub struct GatewayCron {
 }
 
 impl crate::tools::cron::CronAccess for GatewayCron {
-    fn service(&self) -> Option<Arc<CronService>> {
-        self.state.upgrade()?.cron.get().cloned()
+    fn service(&self) -> Option<Arc<dyn crate::tools::cron::CronControl>> {
+        let service: Arc<CronService> = self.state.upgrade()?.cron.get().cloned()?;
+        Some(service)
     }
 
     fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String> {
@@ -167,9 +168,7 @@ impl crate::tools::cron::CronAccess for GatewayCron {
 
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
 pub fn reconcile_subagents(state: &Arc<GatewayState>) {
-    let Some(registry) = state.tool_services.subagents.clone() else {
-        return;
-    };
+    let registry = state.subagents.clone();
     state.tasks.spawn(async move {
         match tokio::task::block_in_place(|| registry.reconcile()) {
             Ok(report) if report != Default::default() => log::info!(

@@ -46,7 +46,8 @@ use crate::store::{MaintenancePolicy, Store, StoreOptions};
 use crate::system::clock::now_ms;
 
 use self::clients::BroadcastOptions;
-use self::state::{GatewayLimits, GatewayState, StateParts};
+use self::state::{GatewayState, StateParts};
+use crate::system::board::BoardLimits;
 
 /// How long running turns may take to finish once shutdown starts.
 pub const SHUTDOWN_DRAIN_MS: u64 = 15_000;
@@ -81,7 +82,7 @@ pub struct ServeOptions {
     pub bind: Option<BindMode>,
     /// `--token`; overrides `gateway.auth.token`.
     pub token: Option<String>,
-    pub limits: GatewayLimits,
+    pub limits: BoardLimits,
 }
 
 /// Runs the gateway until SIGTERM or SIGINT.

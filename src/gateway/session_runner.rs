@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use crate::agent::runs::RunOutcome;
+use crate::agent::runs::RunStatus;
+use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
 use crate::agent::turn::TurnSpec;
 use crate::queue::LaneKind;
 use crate::tools::sessions_send::{SessionRunner, SessionSend};
@@ -55,12 +56,22 @@ impl SessionRunner for GatewaySessionRunner {
         &'a self,
         run_id: &'a str,
         timeout: Duration,
-    ) -> crate::agent::provider::BoxFuture<'a, Option<RunOutcome>> {
+    ) -> crate::agent::provider::BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async move {
             let state = self.state.upgrade()?;
             let runs = state.runs.clone();
             drop(state);
-            runs.wait(run_id, timeout).await
+            let outcome = runs.wait(run_id, timeout).await?;
+            Some(SessionReply {
+                status: match outcome.status {
+                    RunStatus::Ok => SessionRunStatus::Ok,
+                    RunStatus::Error => SessionRunStatus::Error,
+                    RunStatus::Timeout => SessionRunStatus::Timeout,
+                    RunStatus::Aborted => SessionRunStatus::Aborted,
+                },
+                text: outcome.text,
+                error: outcome.error,
+            })
         })
     }
 

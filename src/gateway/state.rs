@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::agent::runs::RunRegistry;
 use crate::config::{Config, LoadedConfig};
 use crate::store::Store;
+use crate::system::board::BoardLimits;
 
 use super::auth::{AuthRateLimiter, SharedSecret};
 use super::clients::ClientRegistry;
@@ -22,10 +23,6 @@ use super::idempotency::IdempotencyCache;
 pub const MAX_PAYLOAD_BYTES: usize = 25 * 1024 * 1024;
 /// Largest frame before the handshake completes.
 pub const MAX_PREAUTH_PAYLOAD_BYTES: usize = 64 * 1024;
-/// How long a socket may take to complete the handshake.
-pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
-/// How often `tick` events go out.
-pub const TICK_INTERVAL_MS: u64 = 30_000;
 /// Unauthenticated sockets allowed per address.
 pub const MAX_PREAUTH_CONNECTIONS_PER_IP: usize = 32;
 /// Largest HTTP request body the gateway reads.
@@ -34,37 +31,6 @@ pub const MAX_HTTP_BODY_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 /// `config.apply` / `config.patch` allowed per minute.
 pub const CONFIG_WRITES_PER_MINUTE: usize = 3;
-
-/// Limits that come from the board profile (defaults fit a Pi 4).
-#[derive(Debug, Clone)]
-pub struct GatewayLimits {
-    pub max_connections: usize,
-    pub max_buffered_bytes: usize,
-    pub handshake_timeout_ms: u64,
-    pub tick_interval_ms: u64,
-    pub max_concurrent_runs: usize,
-    /// Concurrent sub-agent runs (the subagent lane).
-    pub subagent_lane: usize,
-    /// Concurrent cron runs (the cron lane).
-    pub cron_lane: usize,
-    /// Heartbeats run at most this often on this board (0: no floor).
-    pub heartbeat_min_every_ms: u64,
-}
-
-impl Default for GatewayLimits {
-    fn default() -> Self {
-        GatewayLimits {
-            max_connections: 128,
-            max_buffered_bytes: 8 * 1024 * 1024,
-            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
-            tick_interval_ms: TICK_INTERVAL_MS,
-            max_concurrent_runs: 4,
-            subagent_lane: crate::queue::lanes::DEFAULT_SUBAGENT_LANE,
-            cron_lane: crate::queue::lanes::DEFAULT_CRON_LANE,
-            heartbeat_min_every_ms: 0,
-        }
-    }
-}
 
 /// Everything the connection and method code shares.
 pub struct GatewayState {
@@ -85,6 +51,8 @@ pub struct GatewayState {
     pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
     /// Background processes and the exec approval gate, shared by every run's tools.
     pub tool_services: crate::tools::ToolServices,
+    /// The sub-agent registry (also behind `tool_services.subagents`).
+    pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
     /// Pending exec approvals (`exec.approval.*`).
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     /// The cron service, set once at start (absent in states built without a gateway run).
@@ -99,7 +67,7 @@ pub struct GatewayState {
     pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
     /// Memory search services and their watchers, per agent (kept in line with the config).
     pub memory: crate::memory::registry::MemoryServices,
-    pub limits: GatewayLimits,
+    pub limits: BoardLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
     pub shutdown: CancellationToken,
@@ -118,7 +86,7 @@ pub struct StateParts {
     pub store: Store,
     pub data_dir: PathBuf,
     pub secret: SharedSecret,
-    pub limits: GatewayLimits,
+    pub limits: BoardLimits,
     pub tls_fingerprint: Option<String>,
 }
 
@@ -138,7 +106,14 @@ impl GatewayState {
             cron: parts.limits.cron_lane.max(1),
         };
         let subagent_store = parts.store.clone();
-        Arc::new_cyclic(|state| GatewayState {
+        Arc::new_cyclic(|state| {
+        let subagents = crate::agent::subagents::SubagentRegistry::new(
+            subagent_store,
+            Arc::new(super::launcher::GatewayLauncher {
+                state: state.clone(),
+            }),
+        );
+        GatewayState {
             version: env!("CARGO_PKG_VERSION"),
             config: RwLock::new(Arc::new(parts.loaded.config.clone())),
             loaded: RwLock::new(Arc::new(parts.loaded)),
@@ -162,12 +137,7 @@ impl GatewayState {
                     state.clone(),
                     approvals.clone(),
                 )),
-                subagents: Some(crate::agent::subagents::SubagentRegistry::new(
-                    subagent_store,
-                    Arc::new(super::launcher::GatewayLauncher {
-                        state: state.clone(),
-                    }),
-                )),
+                subagents: Some(subagents.clone()),
                 cron: Some(Arc::new(super::launcher::GatewayCron {
                     state: state.clone(),
                 })),
@@ -201,6 +171,8 @@ impl GatewayState {
             draining: AtomicBool::new(false),
             preauth: Mutex::new(HashMap::new()),
             config_writes: Mutex::new(VecDeque::new()),
+            subagents,
+        }
         })
     }
 

@@ -6,14 +6,13 @@
 //! `Embedder` trait (`embedder`, `onnx`); without a model the service runs keyword-only and says why. Every
 //! method blocks (LMDB, file reads, inference): async callers use `spawn_blocking`.
 //!
-//! `flush` saves a closing session's note on `/new`; `compaction_flush` gives the agent one silent turn to save
-//! notes before auto-compaction; `sessions` indexes session transcripts when `sources` lists `"sessions"`.
+//! `sessions` indexes session transcripts when `sources` lists `"sessions"`. Writing notes with the model's help
+//! (the `/new` session note, the pre-compaction flush turn) belongs to the agent (`agent::session_note`,
+//! `agent::memory_flush`): this module never calls a model.
 
 pub mod chunker;
-pub mod compaction_flush;
 pub mod discovery;
 pub mod embedder;
-pub mod flush;
 pub mod index;
 pub mod keywords;
 #[cfg(not(target_arch = "arm"))]

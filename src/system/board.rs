@@ -3,7 +3,6 @@
 
 use serde::Deserialize;
 
-use crate::gateway::state::GatewayLimits;
 
 const PROFILES: &[&str] = &[
     include_str!("../../board/pi-zero-2w.json5"),
@@ -48,6 +47,47 @@ pub struct SandboxProfile {
     pub pids: u64,
 }
 
+/// How long a socket may take to complete the handshake.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// How often `tick` events go out.
+pub const TICK_INTERVAL_MS: u64 = 30_000;
+/// Concurrent sub-agent runs when neither the board nor the config says.
+pub const DEFAULT_SUBAGENT_LANE: usize = 8;
+/// Concurrent cron runs when neither the board nor the config says.
+pub const DEFAULT_CRON_LANE: usize = 1;
+
+/// The limits a board gives every layer (defaults fit a Pi 4): connections
+/// and buffers for the gateway, lane sizes for the queue, the heartbeat floor.
+#[derive(Debug, Clone)]
+pub struct BoardLimits {
+    pub max_connections: usize,
+    pub max_buffered_bytes: usize,
+    pub handshake_timeout_ms: u64,
+    pub tick_interval_ms: u64,
+    pub max_concurrent_runs: usize,
+    /// Concurrent sub-agent runs (the subagent lane).
+    pub subagent_lane: usize,
+    /// Concurrent cron runs (the cron lane).
+    pub cron_lane: usize,
+    /// Heartbeats run at most this often on this board (0: no floor).
+    pub heartbeat_min_every_ms: u64,
+}
+
+impl Default for BoardLimits {
+    fn default() -> Self {
+        BoardLimits {
+            max_connections: 128,
+            max_buffered_bytes: 8 * 1024 * 1024,
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            tick_interval_ms: TICK_INTERVAL_MS,
+            max_concurrent_runs: 4,
+            subagent_lane: DEFAULT_SUBAGENT_LANE,
+            cron_lane: DEFAULT_CRON_LANE,
+            heartbeat_min_every_ms: 0,
+        }
+    }
+}
+
 /// One board's profile.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -70,16 +110,16 @@ pub struct BoardProfile {
 }
 
 impl BoardProfile {
-    /// The gateway limits this board gets.
-    pub fn limits(&self) -> GatewayLimits {
-        GatewayLimits {
+    /// The limits this board gets.
+    pub fn limits(&self) -> BoardLimits {
+        BoardLimits {
             max_connections: self.gateway.max_connections,
             max_buffered_bytes: self.gateway.max_buffered_bytes,
             max_concurrent_runs: self.lanes.global,
             subagent_lane: self.lanes.subagent,
             cron_lane: self.lanes.cron,
             heartbeat_min_every_ms: self.heartbeat_min_every_minutes.map_or(0, |m| m * 60_000),
-            ..GatewayLimits::default()
+            ..BoardLimits::default()
         }
     }
 }

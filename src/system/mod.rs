@@ -3,6 +3,7 @@
 
 pub mod board;
 pub mod clock;
+pub mod lifecycle;
 pub mod logging;
 pub mod mapped_files;
 pub mod memory;

@@ -3,14 +3,14 @@
 //! without a delivery target is delivered (`announce`) to where this session's last message came from
 //! (channel and recipient of its last route).
 //!
-//! The tool only translates arguments; scheduling and persistence live in `crate::cron`.
+//! The tool only translates arguments; scheduling and persistence live behind [`CronControl`] (the cron
+//! service implements it).
 
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
 use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use crate::cron::{CronError, CronService, RunMode};
 
 /// Run-log entries returned by `runs` when no limit is given.
 pub const DEFAULT_RUNS_LIMIT: u64 = 20;
@@ -29,31 +29,34 @@ const FLAT_JOB_KEYS: &[&str] = &[
     "agentId",
 ];
 
+/// What the tool asks of the cron service; errors already name what was wrong.
+pub trait CronControl: Send + Sync {
+    /// `{enabled, jobs, nextWakeAtMs}`.
+    fn status(&self) -> Result<Value, ToolError>;
+    /// The jobs, sorted by next run.
+    fn list(&self, include_disabled: bool) -> Result<Vec<Value>, ToolError>;
+    /// Adds a job; the stored job.
+    fn add(&self, job: &Value) -> Result<Value, ToolError>;
+    /// Patches a job; the stored job.
+    fn update(&self, id: &str, patch: &Value) -> Result<Value, ToolError>;
+    /// Removes a job; whether it existed.
+    fn remove(&self, id: &str) -> Result<bool, ToolError>;
+    /// Claims the job now and runs it in the background; `false` when `due_only` and it is not due.
+    fn run_now(self: Arc<Self>, id: &str, due_only: bool) -> Result<bool, ToolError>;
+    /// The job's newest run-log entries.
+    fn runs(&self, id: &str, limit: usize) -> Result<Vec<Value>, ToolError>;
+}
+
 /// How the tool reaches the cron service (and the heartbeat, for `wake`).
 pub trait CronAccess: Send + Sync {
     /// The running service, if the gateway started one.
-    fn service(&self) -> Option<Arc<CronService>>;
+    fn service(&self) -> Option<Arc<dyn CronControl>>;
     /// `wake`: `now` runs the heartbeat (and due jobs) at once, else at the next heartbeat; `text` is a
     /// system event for the main session.
-    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String> {
-        let _ = text;
-        if now {
-            if let Some(service) = self.service() {
-                service.wake();
-            }
-        }
-        Ok(())
-    }
+    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String>;
 }
 
 pub struct CronTool;
-
-fn cron_error(error: CronError) -> ToolError {
-    match error {
-        CronError::Invalid(m) => ToolError::InvalidArguments(m),
-        other => ToolError::Failed(other.to_string()),
-    }
-}
 
 fn job_id(args: &Value) -> Result<&str, ToolError> {
     args.get("jobId")
@@ -124,70 +127,55 @@ pub fn complete_job(
     job
 }
 
-fn add(service: &CronService, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-    let session = crate::agent::subagents::blocking(|| ctx.store.session(&ctx.session_key))
+fn add(service: &dyn CronControl, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+    let session = ctx.store.run_blocking(|| ctx.store.session(&ctx.session_key))
         .map_err(|e| ToolError::Failed(format!("session store: {e}")))?;
     let last_route = session.and_then(|s| s.last_channel.map(|c| (c, s.last_to)));
     let job = complete_job(job_object(args)?, &ctx.agent_id, last_route);
-    let job = service.add(&Value::Object(job)).map_err(cron_error)?;
-    Ok(serde_json::to_value(job).unwrap_or(Value::Null))
+    service.add(&Value::Object(job))
 }
 
-fn run(service: &Arc<CronService>, args: &Value) -> Result<Value, ToolError> {
+fn run(service: &Arc<dyn CronControl>, args: &Value) -> Result<Value, ToolError> {
     let id = job_id(args)?;
-    let mode = match args.get("runMode").and_then(Value::as_str) {
-        None | Some("force") => RunMode::Force,
-        Some("due") => RunMode::Due,
+    let due_only = match args.get("runMode").and_then(Value::as_str) {
+        None | Some("force") => false,
+        Some("due") => true,
         Some(other) => {
             return Err(ToolError::InvalidArguments(format!(
                 "runMode {other:?} must be \"due\" or \"force\""
             )))
         }
     };
-    service.get(id).map_err(cron_error)?;
-    let Some(job) = service
-        .claim(id, mode, service.now_ms())
-        .map_err(cron_error)?
-    else {
-        return Ok(json!({"ok": true, "ran": false, "reason": "not-due"}));
-    };
-    let service = service.clone();
-    tokio::spawn(async move {
-        if let Err(e) = service.execute(job).await {
-            log::warn!("cron tool: run failed: {e}");
-        }
-    });
-    Ok(json!({"ok": true, "ran": true}))
+    if service.clone().run_now(id, due_only)? {
+        Ok(json!({"ok": true, "ran": true}))
+    } else {
+        Ok(json!({"ok": true, "ran": false, "reason": "not-due"}))
+    }
 }
 
 fn dispatch(
     access: &dyn CronAccess,
-    service: &Arc<CronService>,
+    service: &Arc<dyn CronControl>,
     args: &Value,
     ctx: &ToolContext,
 ) -> Result<Value, ToolError> {
     match arg_str(args, "action")? {
-        "status" => Ok(json!({
-            "enabled": service.options().enabled,
-            "jobs": service.list(true).map_err(cron_error)?.len(),
-            "nextWakeAtMs": service.next_wake_ms().map_err(cron_error)?,
-        })),
+        "status" => service.status(),
         "list" => {
             let include = args.get("includeDisabled").and_then(Value::as_bool) == Some(true);
-            let jobs = service.list(include).map_err(cron_error)?;
+            let jobs = service.list(include)?;
             Ok(json!({"jobs": jobs}))
         }
-        "add" => add(service, args, ctx),
+        "add" => add(service.as_ref(), args, ctx),
         "update" => {
             let patch = args
                 .get("patch")
                 .filter(|p| p.is_object())
                 .ok_or_else(|| ToolError::InvalidArguments("patch (object) is required".into()))?;
-            let job = service.update(job_id(args)?, patch).map_err(cron_error)?;
-            Ok(serde_json::to_value(job).unwrap_or(Value::Null))
+            service.update(job_id(args)?, patch)
         }
         "remove" => {
-            let removed = service.remove(job_id(args)?).map_err(cron_error)?;
+            let removed = service.remove(job_id(args)?)?;
             Ok(json!({"ok": true, "removed": removed}))
         }
         "run" => run(service, args),
@@ -195,9 +183,7 @@ fn dispatch(
             let limit = arg_u64(args, "limit")?
                 .unwrap_or(DEFAULT_RUNS_LIMIT)
                 .clamp(1, MAX_RUNS_LIMIT);
-            let entries = service
-                .runs(job_id(args)?, limit as usize)
-                .map_err(cron_error)?;
+            let entries = service.runs(job_id(args)?, limit as usize)?;
             Ok(json!({"entries": entries}))
         }
         "wake" => {

@@ -19,6 +19,7 @@ pub mod sessions;
 pub mod sessions_a2a;
 pub mod sessions_send;
 pub mod sessions_spawn;
+pub mod subagent_control;
 pub mod subagents;
 pub mod web_fetch;
 pub mod workspace;
@@ -32,8 +33,15 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::provider::ToolSpec;
 use crate::store::Store;
+
+/// A tool the model may call: name, description and JSON-schema parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
 
 /// The most characters of one tool result given back to the model.
 pub const MAX_TOOL_RESULT_CHARS: usize = 64 * 1024;
@@ -67,7 +75,7 @@ pub struct ToolServices {
     /// Starts and awaits runs in other sessions (`sessions_send`).
     pub sessions: Arc<dyn sessions_send::SessionRunner>,
     /// The sub-agent registry (`sessions_spawn`, `subagents`); absent outside a gateway.
-    pub subagents: Option<Arc<crate::agent::subagents::SubagentRegistry>>,
+    pub subagents: Option<Arc<dyn subagent_control::SubagentControl>>,
     /// The cron service (`cron`); absent outside a gateway.
     pub cron: Option<Arc<dyn cron::CronAccess>>,
     /// Outbound chat delivery for the `message` tool (the gateway's channels).

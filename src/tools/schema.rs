@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::provider::ToolSpec;
+use super::ToolSpec;
 
 /// Keywords Gemini's schema subset rejects (upstream's list).
 pub const GEMINI_UNSUPPORTED_KEYWORDS: [&str; 23] = [

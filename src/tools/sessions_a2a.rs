@@ -15,8 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::sessions_send::{SessionRunner, SessionSend};
-use crate::agent::runs::RunStatus;
+use super::sessions_send::{SessionRunStatus, SessionRunner, SessionSend};
 
 /// The answer that ends the reply rounds.
 pub const REPLY_SKIP: &str = "REPLY_SKIP";
@@ -95,7 +94,7 @@ impl AgentToAgentFlow {
         let run_id = self.wait_run_id.as_deref()?;
         let wait = self.step_timeout.min(MAX_FIRST_REPLY_WAIT);
         let outcome = runner.wait(run_id, wait).await?;
-        (outcome.status == RunStatus::Ok).then_some(outcome.text)
+        (outcome.status == SessionRunStatus::Ok).then_some(outcome.text)
     }
 
     /// The rounds; returns the latest reply.
@@ -148,7 +147,7 @@ impl AgentToAgentFlow {
             }
         };
         let outcome = runner.wait(&run_id, self.step_timeout).await?;
-        (outcome.status == RunStatus::Ok).then_some(outcome.text)
+        (outcome.status == SessionRunStatus::Ok).then_some(outcome.text)
     }
 
     fn sessions_lines(&self) -> Vec<String> {

@@ -19,8 +19,7 @@ use serde_json::{json, Value};
 
 use super::sessions_a2a::AgentToAgentFlow;
 use super::{arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use crate::agent::provider::BoxFuture;
-use crate::agent::runs::{RunOutcome, RunStatus};
+use futures_util::future::BoxFuture;
 use crate::config::{Config, SessionsVisibility};
 use crate::routing::session_key::agent_of_key;
 
@@ -41,12 +40,40 @@ pub struct SessionSend {
     pub extra_system_prompt: String,
 }
 
+/// How a run in another session ended, as the session tools see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionRunStatus {
+    Ok,
+    Error,
+    Timeout,
+    Aborted,
+}
+
+impl SessionRunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionRunStatus::Ok => "ok",
+            SessionRunStatus::Error => "error",
+            SessionRunStatus::Timeout => "timeout",
+            SessionRunStatus::Aborted => "aborted",
+        }
+    }
+}
+
+/// The end of a run in another session: its status, answer and error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionReply {
+    pub status: SessionRunStatus,
+    pub text: String,
+    pub error: Option<String>,
+}
+
 /// Starts and awaits runs in other sessions (the gateway's run registry).
 pub trait SessionRunner: Send + Sync {
     /// Starts the run and returns its id.
     fn start(&self, send: SessionSend) -> Result<String, String>;
     /// The run's outcome, or `None` when `timeout` passes first.
-    fn wait<'a>(&'a self, run_id: &'a str, timeout: Duration) -> BoxFuture<'a, Option<RunOutcome>>;
+    fn wait<'a>(&'a self, run_id: &'a str, timeout: Duration) -> BoxFuture<'a, Option<SessionReply>>;
     /// Posts `text` to the chat of `session_key` (its last route, or the
     /// group/channel its key names); `Ok(false)` when it has none.
     fn announce<'a>(
@@ -69,7 +96,7 @@ impl SessionRunner for NoSessionRunner {
     fn start(&self, _send: SessionSend) -> Result<String, String> {
         Err("sessions_send needs a running gateway".into())
     }
-    fn wait<'a>(&'a self, _run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<RunOutcome>> {
+    fn wait<'a>(&'a self, _run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async { None })
     }
 }
@@ -311,13 +338,13 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
     Ok(match waited {
         None => json!({"runId": run_id, "status": "timeout", "sessionKey": target,
                        "error": format!("no reply within {timeout_s} s; the run goes on")}),
-        Some(outcome) if outcome.status == RunStatus::Ok => {
+        Some(outcome) if outcome.status == SessionRunStatus::Ok => {
             flow.first_reply = Some(outcome.text.clone());
             start_flow(ctx, flow);
             json!({"runId": run_id, "status": "ok", "reply": outcome.text, "sessionKey": target})
         }
         Some(outcome) => json!({"runId": run_id,
-            "status": if outcome.status == RunStatus::Timeout { "timeout" } else { "error" },
+            "status": if outcome.status == SessionRunStatus::Timeout { "timeout" } else { "error" },
             "error": outcome.error.unwrap_or_else(|| outcome.status.as_str().to_string()),
             "sentBeforeError": true, "sessionKey": target}),
     })

@@ -1,12 +1,13 @@
 //! `sessions_spawn`: starts a sub-agent for one task in its own session and returns at once with the
 //! child's session key and run id; the result comes back later as a message in this session.
 //!
-//! The tool only reads arguments; limits, records and the run belong to `agent::subagents`.
+//! The tool only reads arguments; limits, records and the run belong to the registry behind
+//! `SubagentControl`.
 
 use serde_json::{json, Value};
 
 use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use crate::agent::subagents::{Cleanup, Requester, SpawnRequest, SubagentError};
+use super::subagent_control::{Cleanup, Requester, SpawnRequest, SubagentError};
 
 pub struct SessionsSpawnTool;
 

@@ -2,13 +2,13 @@
 //! everything they spawned (`kill`), and giving a running one a new instruction (`steer`: into its running
 //! turn, or a new turn when that one already made its last model call).
 //!
-//! The tool only reads arguments; the registry in `agent::subagents` does the work.
+//! The tool only reads arguments; the registry behind `SubagentControl` does the work.
 
 use serde_json::{json, Value};
 
 use super::sessions_spawn::tool_error;
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use crate::agent::subagents_steer::{SteerMode, MAX_STEER_MESSAGE_CHARS};
+use super::subagent_control::{SteerMode, MAX_STEER_MESSAGE_CHARS};
 
 pub struct SubagentsTool;
 

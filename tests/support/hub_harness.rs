@@ -11,7 +11,8 @@ use pincer::channels::InboundEvent;
 use pincer::config::schema::bindings::PeerKind;
 use pincer::config::LoadedConfig;
 use pincer::gateway::auth::SharedSecret;
-use pincer::gateway::state::{GatewayLimits, GatewayState, StateParts};
+use pincer::gateway::state::{GatewayState, StateParts};
+use pincer::system::board::BoardLimits;
 use pincer::pipeline::context::{ChatType, InboundMessage};
 use pincer::routing::{RouteInput, RoutePeer};
 use pincer::store::{Store, StoreOptions};
@@ -55,7 +56,7 @@ pub async fn start(telegram: &str, extra: &str, abilities: Abilities) -> Hub {
         store,
         data_dir: dir.path().to_path_buf(),
         secret: SharedSecret::Token("test-token".into()),
-        limits: GatewayLimits::default(),
+        limits: BoardLimits::default(),
         tls_fingerprint: None,
     });
     state.set_ready();

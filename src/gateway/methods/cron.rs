@@ -319,11 +319,7 @@ fn run(
             )))
         }
     };
-    service.get(id).map_err(cron_error)?;
-    let Some(job) = service
-        .claim(id, mode, service.now_ms())
-        .map_err(cron_error)?
-    else {
+    let Some(job) = service.claim_now(id, mode).map_err(cron_error)? else {
         return Ok(json!({"ok": true, "ran": false, "reason": "not-due"}));
     };
     let service = service.clone();

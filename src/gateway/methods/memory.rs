@@ -12,7 +12,8 @@ use crate::agent::models;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
 use crate::memory::tools::{self, ToolError};
-use crate::memory::{flush, MemoryService};
+use crate::agent::session_note as flush;
+use crate::memory::MemoryService;
 use crate::store::SessionEntry;
 
 use super::params::Params;
@@ -41,7 +42,7 @@ fn service(
 }
 
 /// On `/new` / `sessions.reset`: saves the closing session's last messages as a dated memory note of its agent
-/// (`memory::flush`), with a slug from the agent's model, in the background. Only when the agent's memory
+/// (`agent::session_note`), with a slug from the agent's model, in the background. Only when the agent's memory
 /// search is enabled and the session has a transcript.
 pub fn flush_closing_session(state: &GatewayState, key: &str, closing: &SessionEntry) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -2,8 +2,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::*;
-use crate::agent::provider::BoxFuture;
-use crate::agent::runs::RunOutcome;
+use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
+use futures_util::future::BoxFuture;
 
 /// Answers each session's runs from its own script; records every start
 /// and announcement.
@@ -68,22 +68,14 @@ impl SessionRunner for ScriptedRunner {
         Ok(run_id)
     }
 
-    fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<RunOutcome>> {
+    fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<SessionReply>> {
         let text = self.outcomes.lock().expect("lock").get(run_id).cloned();
         Box::pin(async move {
-            Some(RunOutcome {
-                run_id: run_id.to_string(),
-                session_key: String::new(),
-                session_id: String::new(),
-                status: RunStatus::Ok,
-                started_at_ms: 0,
-                ended_at_ms: 0,
+            let _ = run_id;
+            Some(SessionReply {
+                status: SessionRunStatus::Ok,
                 text: text?,
                 error: None,
-                usage: Default::default(),
-                provider: None,
-                model: None,
-                stop_reason: None,
             })
         })
     }

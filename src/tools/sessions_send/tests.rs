@@ -3,7 +3,6 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::*;
-use crate::agent::provider::Usage;
 use crate::store::{SessionEntry, Store, StoreOptions};
 use crate::tools::ToolServices;
 
@@ -12,7 +11,7 @@ use crate::tools::ToolServices;
 /// their own in `sessions_a2a`).
 struct RecordingRunner {
     started: Mutex<Vec<SessionSend>>,
-    reply: Option<(RunStatus, &'static str)>,
+    reply: Option<(SessionRunStatus, &'static str)>,
     flows: std::sync::atomic::AtomicUsize,
 }
 
@@ -22,20 +21,12 @@ impl SessionRunner for RecordingRunner {
         started.push(send);
         Ok(format!("run-{}", started.len()))
     }
-    fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<RunOutcome>> {
-        let outcome = self.reply.map(|(status, text)| RunOutcome {
-            run_id: run_id.to_string(),
-            session_key: String::new(),
-            session_id: String::new(),
+    fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<SessionReply>> {
+        let _ = run_id;
+        let outcome = self.reply.map(|(status, text)| SessionReply {
             status,
-            started_at_ms: 0,
-            ended_at_ms: 0,
             text: text.into(),
-            error: (status != RunStatus::Ok).then(|| "provider down".to_string()),
-            usage: Usage::default(),
-            provider: None,
-            model: None,
-            stop_reason: None,
+            error: (status != SessionRunStatus::Ok).then(|| "provider down".to_string()),
         });
         Box::pin(async move { outcome })
     }
@@ -50,7 +41,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
-fn fixture(config: serde_json::Value, reply: Option<(RunStatus, &'static str)>) -> Fixture {
+fn fixture(config: serde_json::Value, reply: Option<(SessionRunStatus, &'static str)>) -> Fixture {
     let dir = tempfile::tempdir().expect("dir");
     let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
     let runner = Arc::new(RecordingRunner {
@@ -95,7 +86,7 @@ fn started(f: &Fixture) -> Vec<SessionSend> {
 async fn waits_for_the_reply_of_a_session_of_the_same_agent() {
     let f = fixture(
         json!({"tools": {"sessions": {"visibility": "agent"}}}),
-        Some((RunStatus::Ok, "pong")),
+        Some((SessionRunStatus::Ok, "pong")),
     );
     let result = call(&f, json!({"sessionKey": "ops", "message": "ping"})).await;
     assert_eq!(
@@ -115,7 +106,7 @@ async fn waits_for_the_reply_of_a_session_of_the_same_agent() {
 async fn zero_timeout_is_fire_and_forget_and_failures_are_reported() {
     let f = fixture(
         json!({"tools": {"sessions": {"visibility": "agent"}}}),
-        Some((RunStatus::Error, "")),
+        Some((SessionRunStatus::Error, "")),
     );
     let accepted = call(
         &f,
@@ -145,7 +136,7 @@ async fn zero_timeout_is_fire_and_forget_and_failures_are_reported() {
 async fn a_session_never_sends_to_itself() {
     let f = fixture(
         json!({"tools": {"sessions": {"visibility": "all"}}}),
-        Some((RunStatus::Ok, "x")),
+        Some((SessionRunStatus::Ok, "x")),
     );
     for key in ["main", "agent:main:main"] {
         let result = call(&f, json!({"sessionKey": key, "message": "hi"})).await;
@@ -159,7 +150,7 @@ async fn a_session_never_sends_to_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn default_tree_visibility_reaches_only_spawned_sessions() {
-    let f = fixture(json!({}), Some((RunStatus::Ok, "done")));
+    let f = fixture(json!({}), Some((SessionRunStatus::Ok, "done")));
     let mut child = SessionEntry::new("child-id", 1);
     child.spawned_by = Some("agent:main:main".into());
     child.label = Some("researcher".into());
@@ -211,7 +202,7 @@ async fn cross_agent_sends_need_visibility_all_and_agent_to_agent() {
     let allowed = fixture(
         json!({"tools": {"sessions": {"visibility": "all"},
         "agentToAgent": {"enabled": true, "allow": ["main", "w*k"]}}}),
-        Some((RunStatus::Ok, "ok")),
+        Some((SessionRunStatus::Ok, "ok")),
     );
     assert_eq!(call(&allowed, target).await["status"], "ok");
     assert_eq!(started(&allowed)[0].agent_id, "work");

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::MemoryError;
+use crate::memory::MemoryError;
 use crate::agent::models::ResolvedModel;
 use crate::agent::provider::{ChatMessage, ProviderRequest};
 use crate::store::{Store, StoreError};
