@@ -269,10 +269,12 @@ fn every_top_level_module_has_a_layer() {
 fn imports_go_down_the_layers_only() {
     let upward: Vec<String> = imports()
         .iter()
-        .filter(|import| match (layer_of(&import.from), layer_of(&import.to)) {
-            (Some(from), Some(to)) => to > from,
-            _ => false,
-        })
+        .filter(
+            |import| match (layer_of(&import.from), layer_of(&import.to)) {
+                (Some(from), Some(to)) => to > from,
+                _ => false,
+            },
+        )
         .map(|import| {
             format!(
                 "src/{}:{}: `{}` (layer {}) imports `{}` (layer {})",
@@ -324,7 +326,10 @@ fn the_scanner_sees_grouped_and_expression_paths_but_not_prose() {
         imported_modules("let x = crate::gateway::state::now();"),
         vec!["gateway"]
     );
-    assert_eq!(imported_modules(&code_of("/// see crate::gateway")), Vec::<String>::new());
+    assert_eq!(
+        imported_modules(&code_of("/// see crate::gateway")),
+        Vec::<String>::new()
+    );
     assert_eq!(
         imported_modules(&code_of(r#"let s = "crate::gateway";"#)),
         Vec::<String>::new()

@@ -8,8 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use pincer::channels::hub::hub_of;
 use pincer::channels::{ChunkMode, SendError, TextLimits};
+use pincer::gateway::webchat::hub_of;
 use support::fake_openai::FakeReply;
 use support::hub_harness::{dm, group, last_user_text, reply, sent_count, settle, start, WAIT};
 use support::recording_channel::{Abilities, Outbound};

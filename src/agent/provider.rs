@@ -5,7 +5,6 @@
 //! cancellation token by dropping the HTTP request, so an aborted run stops
 //! costing tokens at once.
 
-
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

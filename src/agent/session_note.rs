@@ -18,10 +18,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::memory::MemoryError;
 use crate::agent::models::ResolvedModel;
 use crate::agent::provider::{ChatMessage, ProviderRequest};
-use crate::store::{Store, StoreError};
+use crate::memory::registry::MemoryServices;
+use crate::memory::MemoryError;
+use crate::store::{SessionEntry, Store, StoreError};
+
+use super::runtime::AgentRuntime;
 
 /// User/assistant messages saved from the closing session (upstream's default).
 pub const DEFAULT_SESSION_MESSAGES: usize = 15;
@@ -237,6 +240,77 @@ pub async fn slug_for(model: &ResolvedModel, conversation: &[String]) -> Option<
             None
         }
     }
+}
+
+/// On `/new` / `sessions.reset`: saves the closing session's last messages as a dated memory note of its agent
+/// (`agent::session_note`), with a slug from the agent's model, in the background. Only when the agent's memory
+/// search is enabled and the session has a transcript.
+pub fn spawn_closing_note(
+    runtime: &AgentRuntime,
+    memory: &MemoryServices,
+    key: &str,
+    closing: &SessionEntry,
+) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let config = runtime.config();
+    let agent_id = crate::routing::session_key::agent_of_key(key)
+        .map_or_else(|| config.agents.default_agent_id(), str::to_string);
+    let service = memory.service(&config, &agent_id);
+    if !service.settings().enabled {
+        return;
+    }
+    let session = ClosingSession {
+        session_key: key.to_string(),
+        session_id: closing.session_id.clone(),
+        source: closing
+            .last_channel
+            .clone()
+            .or_else(|| closing.channel.clone()),
+        closed_at_ms: crate::system::clock::now_ms(),
+    };
+    let store = runtime.store.clone();
+    let http = runtime.http();
+    let task = async move {
+        let (reader, session_id) = (store, session.session_id.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            recent_conversation(&reader, &session_id, DEFAULT_SESSION_MESSAGES)
+        })
+        .await;
+        let key = session.session_key.clone();
+        let conversation = match read {
+            Ok(Ok(lines)) if !lines.is_empty() => lines,
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => {
+                log::warn!("memory: cannot read the closing session {key}: {error}");
+                return;
+            }
+            Err(error) => {
+                log::warn!("memory: reading the closing session {key} failed: {error}");
+                return;
+            }
+        };
+        let slug = match super::models::resolve_chain(&config, &agent_id, None, &http) {
+            Ok(chain) => slug_for(&chain[0], &conversation).await,
+            Err(_) => None,
+        };
+        let saved = tokio::task::spawn_blocking(move || {
+            save_session_summary(
+                service.workspace(),
+                &session,
+                &conversation,
+                slug.as_deref(),
+            )
+        })
+        .await;
+        match saved {
+            Ok(Ok(path)) => log::info!("memory: session {key} saved to {}", path.display()),
+            Ok(Err(error)) => log::warn!("memory: cannot save the closing session {key}: {error}"),
+            Err(error) => log::warn!("memory: saving the closing session {key} failed: {error}"),
+        }
+    };
+    runtime.lifecycle.tasks.spawn_on(task, &handle);
 }
 
 #[cfg(test)]

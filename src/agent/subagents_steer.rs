@@ -16,10 +16,10 @@ use super::subagents::{
     SubagentRun, SubagentStatus,
 };
 use crate::config::Config;
+use crate::queue::{QueuedMessage, SteerInbox};
 pub use crate::tools::subagent_control::{
     SteerMode, SteerOutcome, MAX_STEER_MESSAGE_CHARS, STEER_RATE_LIMIT_MS,
 };
-use crate::queue::{QueuedMessage, SteerInbox};
 
 /// Steer messages one running turn holds before it takes them.
 const MAX_PENDING_STEERS: usize = 20;

@@ -1,27 +1,22 @@
 //! Chat commands from channels, carried out: `/new` `/reset` `/clear`,
 //! `/status`, `/compact`, `/model`, `/think`, `/verbose`, `/reasoning`,
 //! `/stop`, `/help`, `/restart` (owner only) and `/subagents` (list, kill,
-//! steer, info, log). Each reuses
-//! the gateway method that does the same for web clients (`sessions.reset`,
-//! `sessions.compact`, `sessions.patch`, the run registry's abort) and
-//! answers in the conversation (the web chat gets the answer as a `chat`
+//! steer, info, log). Each uses the session operations the gateway's methods
+//! use too (`SessionOps`: reset, compact, patch; the run registry's abort)
+//! and answers in the conversation (the web chat gets the answer as a `chat`
 //! event). A command never reaches the agent.
 //!
-//! This file must not recognise commands (the pipeline does) nor duplicate
-//! what a gateway method already implements.
+//! This file must not recognise commands (the pipeline does) nor change a
+//! session other than through `SessionOps`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-
-use crate::gateway::frames::ErrorShape;
-use crate::gateway::methods::sessions;
-use crate::gateway::state::GatewayState;
+use crate::agent::sessions::{Compacted, FieldPatch, SessionError, SessionPatch};
 use crate::pipeline::commands::{CommandInvocation, COMMANDS};
 use crate::routing::Route;
 
-use super::hub::{ChannelHub, Destination};
+use super::hub::{ChannelHub, Destination, HubDeps};
 
 /// Characters of a sub-agent's task shown when it has no label.
 const SUBAGENT_TASK_PREVIEW_CHARS: usize = 60;
@@ -31,7 +26,6 @@ const RESTART_DELAY_MS: u64 = 500;
 /// Runs `command` for `route` and answers through the destination.
 pub(super) async fn execute(
     hub: &Arc<ChannelHub>,
-    state: &Arc<GatewayState>,
     command: CommandInvocation,
     route: &Route,
     dest: &Destination,
@@ -41,9 +35,9 @@ pub(super) async fn execute(
         session_key: &route.session_key,
         agent_id: &route.agent_id,
         is_group: dest.is_group,
-        is_owner: command.spec.owner_only && is_owner(state, &route.channel, sender_id),
+        is_owner: command.spec.owner_only && is_owner(&hub.deps, &route.channel, sender_id),
     };
-    let answer = answer(hub, state, &command, &caller).await;
+    let answer = answer(hub, &command, &caller).await;
     hub.send_notice(
         &*dest.adapter,
         &dest.target,
@@ -56,9 +50,9 @@ pub(super) async fn execute(
 
 /// Whether `sender_id` on `channel` is the owner: `commands.ownerAllowFrom`
 /// or the sender whose pairing approval seeded the owner.
-pub fn is_owner(state: &GatewayState, channel: &str, sender_id: &str) -> bool {
+pub fn is_owner(state: &HubDeps, channel: &str, sender_id: &str) -> bool {
     let qualified = format!("{channel}:{sender_id}");
-    let config = state.config();
+    let config = state.runtime.config();
     if config
         .commands
         .owner_allow_from
@@ -68,8 +62,9 @@ pub fn is_owner(state: &GatewayState, channel: &str, sender_id: &str) -> bool {
         return true;
     }
     state
+        .runtime
         .store
-        .run_blocking(|| state.store.dm_pairing_owner())
+        .run_blocking(|| state.runtime.store.dm_pairing_owner())
         .ok()
         .flatten()
         .is_some_and(|owner| owner == qualified)
@@ -89,10 +84,10 @@ pub struct CommandCaller<'a> {
 /// Carries out `command` for `caller` and returns the answer text.
 pub async fn answer(
     hub: &Arc<ChannelHub>,
-    state: &Arc<GatewayState>,
     command: &CommandInvocation,
     caller: &CommandCaller<'_>,
 ) -> String {
+    let state = &hub.deps;
     let spec = command.spec;
     let key = caller.session_key;
     if caller.is_group && !spec.group_allowed {
@@ -105,13 +100,7 @@ pub async fn answer(
     match spec.name {
         "new" => {
             hub.queue.abort(key);
-            let reason = if command.invoked_as == "new" {
-                "new"
-            } else {
-                "reset"
-            };
-            let params = json!({"key": key, "reason": reason});
-            outcome(sync(|| sessions::reset(state, &params)), |_| {
+            outcome(sync(|| state.sessions.reset(key)), |_| {
                 "✅ New session started.".into()
             })
         }
@@ -119,16 +108,12 @@ pub async fn answer(
         "compact" => {
             let instructions = (!args.is_empty()).then_some(args);
             outcome(
-                sessions::compact_session(state, key, instructions).await,
-                |v| match v["compacted"].as_bool() {
-                    Some(true) => format!(
-                        "🧹 Compacted: {} earlier messages summarised.",
-                        v["summarizedEntries"]
-                    ),
-                    _ => format!(
-                        "Nothing to compact ({}).",
-                        v["reason"].as_str().unwrap_or("")
-                    ),
+                state.sessions.compact(key, instructions).await,
+                |done| match done {
+                    Compacted::Done {
+                        summarized_entries, ..
+                    } => format!("🧹 Compacted: {summarized_entries} earlier messages summarised."),
+                    Compacted::Skipped(reason) => format!("Nothing to compact ({reason})."),
                 },
             )
         }
@@ -144,7 +129,7 @@ pub async fn answer(
         }),
         "stop" => {
             let queued = hub.queue.abort(key);
-            let runs = state.runs.abort_session(key);
+            let runs = state.runtime.runs.abort_session(key);
             if queued || !runs.is_empty() {
                 "⏹️ Stopped.".into()
             } else {
@@ -162,26 +147,33 @@ fn sync<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
-fn outcome(result: Result<Value, ErrorShape>, ok: impl FnOnce(&Value) -> String) -> String {
+fn outcome<T>(result: Result<T, SessionError>, ok: impl FnOnce(&T) -> String) -> String {
     match result {
         Ok(value) => ok(&value),
-        Err(error) => format!("⚠️ {}", error.message),
+        Err(error) => format!("⚠️ {error}"),
     }
 }
 
-fn patch(state: &GatewayState, key: &str, field: &str, value: &str, label: &str) -> String {
-    let params = json!({"key": key, field: value});
-    outcome(sync(|| sessions::patch(state, &params)), |_| {
+fn patch(state: &HubDeps, key: &str, field: &str, value: &str, label: &str) -> String {
+    let set = FieldPatch::Set(value.to_string());
+    let mut patch = SessionPatch::default();
+    match field {
+        "model" => patch.model = set,
+        "thinkingLevel" => patch.thinking_level = set,
+        "verboseLevel" => patch.verbose_level = set,
+        _ => patch.reasoning_level = set,
+    }
+    outcome(sync(|| state.sessions.patch(key, &patch)), |_| {
         format!("{label} set to {value}.")
     })
 }
 
-fn entry(state: &GatewayState, key: &str) -> Option<crate::store::SessionEntry> {
-    sync(|| state.store.session(key)).ok().flatten()
+fn entry(state: &HubDeps, key: &str) -> Option<crate::store::SessionEntry> {
+    sync(|| state.runtime.store.session(key)).ok().flatten()
 }
 
 fn level(
-    state: &GatewayState,
+    state: &HubDeps,
     key: &str,
     read: impl Fn(&crate::store::SessionEntry) -> Option<String>,
     label: &str,
@@ -194,7 +186,7 @@ fn level(
 
 /// `/verbose` and `/reasoning`: an explicit level, else on ↔ off.
 fn toggle(
-    state: &GatewayState,
+    state: &HubDeps,
     key: &str,
     args: &str,
     field: &str,
@@ -220,8 +212,8 @@ fn toggle(
     patch(state, key, field, next, label)
 }
 
-fn current_model(state: &Arc<GatewayState>, caller: &CommandCaller<'_>) -> String {
-    let config = state.config();
+fn current_model(state: &HubDeps, caller: &CommandCaller<'_>) -> String {
+    let config = state.runtime.config();
     let entry = entry(state, caller.session_key);
     let override_ref = entry.as_ref().and_then(|e| {
         Some(format!(
@@ -234,14 +226,14 @@ fn current_model(state: &Arc<GatewayState>, caller: &CommandCaller<'_>) -> Strin
         &config,
         caller.agent_id,
         override_ref.as_deref(),
-        &state.http(),
+        &state.runtime.http(),
     ) {
         Ok(chain) => format!("{}/{}", chain[0].provider_id, chain[0].model_id),
         Err(error) => format!("none ({error})"),
     }
 }
 
-fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_>) -> String {
+fn status(hub: &ChannelHub, state: &HubDeps, caller: &CommandCaller<'_>) -> String {
     let key = caller.session_key;
     let entry = entry(state, key);
     let mut lines = vec![
@@ -258,11 +250,12 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_
             lines.push(format!("Thinking: {level}"));
         }
     }
-    let running = if hub.queue.is_running(key) || !state.runs.active_in_session(key).is_empty() {
-        "running"
-    } else {
-        "idle"
-    };
+    let running =
+        if hub.queue.is_running(key) || !state.runtime.runs.active_in_session(key).is_empty() {
+            "running"
+        } else {
+            "idle"
+        };
     lines.push(format!(
         "Queue: {running}, {} waiting",
         hub.queue.pending_len(key)
@@ -272,7 +265,7 @@ fn status(hub: &ChannelHub, state: &Arc<GatewayState>, caller: &CommandCaller<'_
 
 /// `/subagents [list]`, `kill <id|label|#n|all>`, `steer <id|label|#n> <message>`, `info <target>` and
 /// `log <target> [count]` for this session's children.
-fn subagents(state: &GatewayState, key: &str, args: &str) -> String {
+fn subagents(state: &HubDeps, key: &str, args: &str) -> String {
     let registry = &state.subagents;
     let (action, rest) = split_word(args);
     match action {
@@ -339,7 +332,7 @@ fn subagents_list(registry: &crate::agent::subagents::SubagentRegistry, key: &st
 }
 
 fn subagents_steer(
-    state: &GatewayState,
+    state: &HubDeps,
     registry: &Arc<crate::agent::subagents::SubagentRegistry>,
     key: &str,
     args: &str,
@@ -348,7 +341,7 @@ fn subagents_steer(
     if target.is_empty() || message.is_empty() {
         return "Usage: /subagents steer <id|label|#n> <message>".into();
     }
-    let config = state.config();
+    let config = state.runtime.config();
     match sync(|| registry.steer(&config, key, target, message)) {
         Ok(steered) => match steered.mode {
             crate::agent::subagents_steer::SteerMode::Injected => format!(
@@ -404,7 +397,7 @@ fn subagents_info(
 }
 
 fn subagents_log(
-    state: &GatewayState,
+    state: &HubDeps,
     registry: &crate::agent::subagents::SubagentRegistry,
     key: &str,
     args: &str,
@@ -424,7 +417,12 @@ fn subagents_log(
             subagent_name(&run)
         );
     };
-    let tail = match sync(|| state.store.transcript_tail(&entry.session_id, count)) {
+    let tail = match sync(|| {
+        state
+            .runtime
+            .store
+            .transcript_tail(&entry.session_id, count)
+    }) {
         Ok(tail) => tail,
         Err(error) => return format!("⚠️ {error}"),
     };
@@ -458,8 +456,8 @@ fn help() -> String {
 
 /// `/restart`: a graceful stop (SIGTERM to ourselves); the service manager
 /// starts the gateway again.
-fn restart(state: &GatewayState) -> String {
-    if !state.config().commands.restart {
+fn restart(state: &HubDeps) -> String {
+    if !state.runtime.config().commands.restart {
         return "Restarting from chat is disabled (commands.restart).".into();
     }
     tokio::spawn(async {

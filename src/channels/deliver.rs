@@ -16,14 +16,13 @@
 
 use std::sync::Arc;
 
-use super::hub::{hub_of, run_timeout_ms};
+use super::hub::{run_timeout_ms, ChannelHub};
 use super::settings::ChannelSettings;
 use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
 use super::{OutboundTarget, TextFormat};
-use crate::gateway::state::GatewayState;
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// The web chat: its "delivery" is the `chat` events readers already get.
 pub const WEBCHAT: &str = "webchat";
@@ -57,8 +56,8 @@ impl ChannelDestination {
     }
 
     /// The session's last chat route, when it has one.
-    pub fn last_route_of(state: &GatewayState, session_key: &str) -> Option<ChannelDestination> {
-        let entry = state.store.session(session_key).ok().flatten()?;
+    pub fn last_route_of(store: &Store, session_key: &str) -> Option<ChannelDestination> {
+        let entry = store.session(session_key).ok().flatten()?;
         let mut destination = ChannelDestination::new(
             entry.last_channel.as_deref(),
             entry.last_to.as_deref(),
@@ -82,12 +81,12 @@ impl ChannelDestination {
 /// (heartbeat `target: "last"`, cron announce, sub-agent results). Called
 /// after a channel turn (which created the entry). Blocks on the store.
 pub fn record_last_route(
-    state: &GatewayState,
+    store: &Store,
     session_key: &str,
     channel: &str,
     target: &OutboundTarget,
 ) -> Result<(), StoreError> {
-    let Some(mut entry) = state.store.session(session_key)? else {
+    let Some(mut entry) = store.session(session_key)? else {
         // Recorded after the turn, which creates the entry: nothing to do.
         return Ok(());
     };
@@ -107,7 +106,7 @@ pub fn record_last_route(
     if before == after {
         return Ok(());
     }
-    state.store.put_session(session_key, &entry)
+    store.put_session(session_key, &entry)
 }
 
 fn fill_route(entry: &mut crate::store::SessionEntry, channel: &str, target: &OutboundTarget) {
@@ -122,12 +121,12 @@ fn fill_route(entry: &mut crate::store::SessionEntry, channel: &str, target: &Ou
 /// adapter with the channel's retry policy and limits. A failure is logged
 /// and kept in the hub's failure log; it never propagates.
 pub async fn send_to_channel(
-    state: Arc<GatewayState>,
+    hub: Arc<ChannelHub>,
     session_key: String,
     destination: ChannelDestination,
     text: String,
 ) -> Result<(), String> {
-    let Some(adapter) = state.channels.get(&destination.channel) else {
+    let Some(adapter) = hub.deps.channels.get(&destination.channel) else {
         let error = format!(
             "no {} channel is running to deliver to {}",
             destination.channel, destination.to
@@ -135,31 +134,30 @@ pub async fn send_to_channel(
         log::warn!("{session_key}: {error}");
         return Err(error);
     };
-    let config = state.config();
+    let config = hub.config();
     let target = destination.target();
     let settings = ChannelSettings::resolve(&config, &destination.channel, &target.account_id);
-    hub_of(&state)
-        .send_whole_text(
-            adapter.as_ref(),
-            &target,
-            &settings,
-            &session_key,
-            &text,
-            TextFormat::Markdown,
-        )
-        .await
+    hub.send_whole_text(
+        adapter.as_ref(),
+        &target,
+        &settings,
+        &session_key,
+        &text,
+        TextFormat::Markdown,
+    )
+    .await
 }
 
 /// Starts [`send_to_channel`] on the gateway's task tracker (callers are
 /// often on a blocking thread).
 pub fn spawn_send_to_channel(
-    state: &Arc<GatewayState>,
+    hub: &Arc<ChannelHub>,
     session_key: &str,
     destination: ChannelDestination,
     text: String,
 ) {
-    let task = send_to_channel(state.clone(), session_key.to_string(), destination, text);
-    state.tasks.spawn(async move {
+    let task = send_to_channel(hub.clone(), session_key.to_string(), destination, text);
+    hub.deps.runtime.lifecycle.tasks.spawn(async move {
         let _ = task.await;
     });
 }
@@ -169,15 +167,15 @@ pub fn spawn_send_to_channel(
 /// last chat route or, without one, to its web chat readers. Blocks on the
 /// store briefly.
 pub fn enqueue_announcement(
-    state: &Arc<GatewayState>,
+    hub: &Arc<ChannelHub>,
     agent_id: &str,
     session_key: &str,
     message: String,
 ) -> Result<(), String> {
-    let config = state.config();
-    let destination = ChannelDestination::last_route_of(state, session_key);
+    let config = hub.config();
+    let destination = ChannelDestination::last_route_of(&hub.deps.runtime.store, session_key);
     let reply = destination.as_ref().and_then(|d| {
-        let adapter = state.channels.get(&d.channel)?;
+        let adapter = hub.deps.channels.get(&d.channel)?;
         let target = d.target();
         Some(ReplyRoute {
             channel: adapter,
@@ -200,7 +198,7 @@ pub fn enqueue_announcement(
         requester: None,
         idempotency_key: None,
         typing: None,
-        gateway: Arc::downgrade(state),
+        hub: hub.weak(),
         inbox: Vec::new(),
     };
     let queued = QueuedMessage {
@@ -209,7 +207,7 @@ pub fn enqueue_announcement(
         attachment: Some(Box::new(origin)),
     };
     let settings = QueueSettings::for_channel(&config.messages.queue, &channel);
-    match hub_of(state)
+    match hub
         .queue
         .enqueue(session_key, LaneKind::Main, settings, queued)
     {

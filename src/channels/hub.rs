@@ -10,7 +10,8 @@
 //!
 //! The web chat's `chat.send` enqueues on the same queue, so queue modes
 //! apply to it too. Deliveries that finally failed are kept in a bounded log
-//! and broadcast as an `agent` event with stream `error`.
+//! and reported to the [`HubObserver`] (the gateway tells web clients).
+//! Everything the hub uses comes in [`HubDeps`] from the composition root.
 //!
 //! The hub wires layers together; it must not parse platform payloads,
 //! shape replies or run the agent itself.
@@ -20,14 +21,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::oneshot;
 
+use crate::agent::runtime::AgentRuntime;
+use crate::agent::subagents::SubagentRegistry;
 use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
 use crate::config::Config;
-use crate::gateway::clients::BroadcastOptions;
-use crate::gateway::scopes;
-use crate::gateway::state::GatewayState;
 use crate::pipeline::commands::CommandInvocation;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
 use crate::queue::{
@@ -37,9 +36,10 @@ use crate::routing::{Route, Router};
 use crate::system::clock::now_ms;
 
 use super::outbound::{self, DeliveryError};
+use super::registry::ChannelRegistry;
 use super::settings::ChannelSettings;
 use super::stream::{DeliveryReport, ReplyRoute};
-use super::turns::{ChannelTurnRunner, TurnOrigin};
+use super::turns::{ChannelTurnRunner, TurnOrigin, WebchatAnswers};
 use super::typing::ChannelTyping;
 use super::{BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, TextFormat};
 
@@ -78,9 +78,33 @@ pub(super) struct Destination {
     pub(super) inbox: Vec<String>,
 }
 
+/// Hears what the hub cannot handle alone (the gateway implements it).
+pub trait HubObserver: Send + Sync {
+    /// A reply finally failed to reach its chat.
+    fn delivery_failed(&self, run_id: Option<&str>, session_key: &str, error: &DeliveryError);
+}
+
+/// What the hub is built from.
+pub struct HubDeps {
+    /// Runs turns; its store keeps the inbox, its config the channel settings.
+    pub runtime: Arc<AgentRuntime>,
+    /// The running chat adapters.
+    pub channels: Arc<ChannelRegistry>,
+    /// Reset, patch and compact for the chat commands.
+    pub sessions: Arc<crate::agent::sessions::SessionOps>,
+    /// The sub-agent registry (`/subagents`).
+    pub subagents: Arc<SubagentRegistry>,
+    /// Size of the main lane (the board's global lane).
+    pub main_lane: usize,
+    pub observer: Arc<dyn HubObserver>,
+    /// The requests waiting on web chat turns.
+    pub answers: Arc<dyn WebchatAnswers>,
+}
+
 /// The message path of one gateway.
 pub struct ChannelHub {
-    gateway: Weak<GatewayState>,
+    pub deps: HubDeps,
+    me: Weak<ChannelHub>,
     pub pipeline: Arc<InboundPipeline>,
     pub queue: CommandQueue,
     router: Arc<Router>,
@@ -93,19 +117,6 @@ pub struct ChannelHub {
     next_command: AtomicU64,
 }
 
-/// The gateway's hub, built on first use.
-pub fn hub_of(state: &Arc<GatewayState>) -> Arc<ChannelHub> {
-    state
-        .hub
-        .get_or_init(|| Arc::new(ChannelHub::new(state)))
-        .clone()
-}
-
-/// The gateway's inbound pipeline (its echo tracker records replies).
-pub fn pipeline_of(state: &Arc<GatewayState>) -> Arc<InboundPipeline> {
-    hub_of(state).pipeline.clone()
-}
-
 /// The run timeout from `agents.defaults.timeoutSeconds`.
 pub fn run_timeout_ms(config: &Config) -> u64 {
     config
@@ -116,25 +127,36 @@ pub fn run_timeout_ms(config: &Config) -> u64 {
 }
 
 impl ChannelHub {
-    fn new(state: &Arc<GatewayState>) -> ChannelHub {
-        let config = state.config();
+    pub fn new(deps: HubDeps) -> Arc<ChannelHub> {
+        let config = deps.runtime.config();
         let router = Arc::new(Router::new(&config));
         let gate = Arc::new(LaneGate::new(LaneLimits {
-            main: state.limits.max_concurrent_runs.max(1),
+            main: deps.main_lane.max(1),
             ..LaneLimits::default()
         }));
-        let runner = Arc::new(ChannelTurnRunner::new(Arc::downgrade(state)));
-        ChannelHub {
-            gateway: Arc::downgrade(state),
-            pipeline: Arc::new(InboundPipeline::new(state.store.clone(), router.clone())),
-            queue: CommandQueue::new(gate, runner),
+        let store = deps.runtime.store.clone();
+        Arc::new_cyclic(|me| ChannelHub {
+            me: me.clone(),
+            deps,
+            pipeline: Arc::new(InboundPipeline::new(store, router.clone())),
+            queue: CommandQueue::new(gate, Arc::new(ChannelTurnRunner::new(me.clone()))),
             router,
             routed: Mutex::new(Arc::downgrade(&config)),
             held: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
             command_tails: Mutex::new(HashMap::new()),
             next_command: AtomicU64::new(0),
-        }
+        })
+    }
+
+    /// The running configuration.
+    pub fn config(&self) -> Arc<Config> {
+        self.deps.runtime.config()
+    }
+
+    /// A handle that does not keep the hub alive (queued messages hold one).
+    pub fn weak(&self) -> Weak<ChannelHub> {
+        self.me.clone()
     }
 
     /// Rebuilds the routing tables when the config was swapped.
@@ -169,26 +191,13 @@ impl ChannelHub {
             .collect()
     }
 
-    /// Logs a run's failed deliveries and tells web clients about them.
+    /// Logs a run's failed deliveries and tells the observer about them.
     pub fn record_delivery(&self, run_id: Option<&str>, session_key: &str, report: DeliveryReport) {
-        let state = self.gateway.upgrade();
         for error in report.failures {
             log::warn!("delivery for {session_key} failed: {error}");
-            if let Some(state) = &state {
-                let payload = json!({
-                    "runId": run_id, "sessionKey": session_key, "stream": "error", "ts": now_ms(),
-                    "data": {"kind": "delivery", "error": error.to_string()},
-                });
-                state.clients.broadcast(
-                    "agent",
-                    &payload,
-                    BroadcastOptions {
-                        drop_if_slow: true,
-                        scope: Some(scopes::READ),
-                        state_version: None,
-                    },
-                );
-            }
+            self.deps
+                .observer
+                .delivery_failed(run_id, session_key, &error);
             let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
             failures.push_back(DeliveryFailure {
                 run_id: run_id.map(str::to_string),
@@ -234,7 +243,7 @@ impl ChannelHub {
             requester: None,
             idempotency_key: None,
             typing,
-            gateway: self.gateway.clone(),
+            hub: self.me.clone(),
             inbox,
         };
         let settings = QueueSettings::for_channel(&config.messages.queue, &route.channel);
@@ -309,15 +318,12 @@ impl ChannelHub {
     /// the adapter may advance its cursor), then handled; the record goes
     /// when the message's turn ends or it needs none.
     async fn accept(self: Arc<Self>, event: InboundEvent) -> Result<(), String> {
-        let state = self
-            .gateway
-            .upgrade()
-            .ok_or_else(|| "the gateway is stopping".to_string())?;
-        let key = super::inbox::record(&state, &event).await?;
+        let store = self.deps.runtime.store.clone();
+        let key = super::inbox::record(&store, &event).await?;
         let outcome = self.handle_event(event, vec![key.clone()], false).await;
         if outcome.is_err() {
             // The adapter delivers it again; this record would double it.
-            super::inbox::forget(&state, vec![key]);
+            super::inbox::forget(&store, vec![key]);
         }
         outcome
     }
@@ -325,10 +331,8 @@ impl ChannelHub {
     /// Hands every message accepted before a restart but not answered to
     /// the message path again (oldest first).
     pub async fn replay_inbox(self: Arc<Self>) {
-        let Some(state) = self.gateway.upgrade() else {
-            return;
-        };
-        for (key, event) in super::inbox::pending(&state).await {
+        let store = self.deps.runtime.store.clone();
+        for (key, event) in super::inbox::pending(&store).await {
             log::info!(
                 "replaying {} message accepted before the restart",
                 event.channel
@@ -339,7 +343,7 @@ impl ChannelHub {
                 .await
             {
                 log::warn!("replayed message dropped: {error}");
-                super::inbox::forget(&state, vec![key]);
+                super::inbox::forget(&store, vec![key]);
             }
         }
     }
@@ -350,13 +354,9 @@ impl ChannelHub {
         inbox: Vec<String>,
         replay: bool,
     ) -> Result<(), String> {
-        let state = self
-            .gateway
-            .upgrade()
-            .ok_or_else(|| "the gateway is stopping".to_string())?;
-        let config = state.config();
+        let config = self.config();
         self.refresh_router(&config);
-        let Some(adapter) = state.channels.get(&event.channel) else {
+        let Some(adapter) = self.deps.channels.get(&event.channel) else {
             return Err(format!("no adapter registered for {}", event.channel));
         };
         let settings = ChannelSettings::resolve(&config, &event.channel, &event.account_id);
@@ -381,7 +381,7 @@ impl ChannelHub {
             mentioned,
             message_id,
         };
-        self.carry_out(state, &config, decision, dest, sender_id);
+        self.carry_out(&config, decision, dest, sender_id);
         Ok(())
     }
 
@@ -418,7 +418,6 @@ impl ChannelHub {
     /// in its own task so the adapter is not held up.
     fn carry_out(
         self: &Arc<Self>,
-        state: Arc<GatewayState>,
         config: &Config,
         decision: Decision,
         dest: Destination,
@@ -429,7 +428,7 @@ impl ChannelHub {
         } else {
             // Commands, pairing codes and ignored messages need no turn: their
             // inbox records go now.
-            super::inbox::forget(&state, dest.inbox.clone());
+            super::inbox::forget(&self.deps.runtime.store, dest.inbox.clone());
         }
         match decision {
             Decision::Run { message, route } => {
@@ -456,7 +455,7 @@ impl ChannelHub {
                 self.enqueue_channel_run(config, &route, message.body_for_agent, dest);
             }
             Decision::Command { command, route } => {
-                self.spawn_command(state, command, route, dest, sender_id);
+                self.spawn_command(command, route, dest, sender_id);
             }
             Decision::Reply(text) => {
                 let hub = self.clone();
@@ -478,7 +477,6 @@ impl ChannelHub {
     /// command finished (commands of one conversation keep their order).
     fn spawn_command(
         self: &Arc<Self>,
-        state: Arc<GatewayState>,
         command: CommandInvocation,
         route: Route,
         dest: Destination,
@@ -497,7 +495,7 @@ impl ChannelHub {
             if let Some(previous) = previous {
                 let _ = previous.await;
             }
-            super::commands::execute(&hub, &state, command, &route, &dest, &sender_id).await;
+            super::commands::execute(&hub, command, &route, &dest, &sender_id).await;
             let _ = done.send(());
             let mut tails = hub.command_tails.lock().unwrap_or_else(|e| e.into_inner());
             if tails
@@ -533,10 +531,7 @@ impl ChannelHub {
 
     /// Enqueues every burst whose quiet period ended.
     fn flush_held(&self) {
-        let Some(state) = self.gateway.upgrade() else {
-            return;
-        };
-        let config = state.config();
+        let config = self.config();
         for (key, text) in self.pipeline.flush_due(now_ms()) {
             let dest = self
                 .held

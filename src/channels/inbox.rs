@@ -16,10 +16,8 @@
 //!
 //! This file only keeps the records; the hub decides when they go.
 
-use std::sync::Arc;
-
 use super::InboundEvent;
-use crate::gateway::state::GatewayState;
+use crate::store::Store;
 
 /// Meta key prefix of the channel messages' records.
 pub const RECORD_PREFIX: &str = "inbox/";
@@ -52,22 +50,21 @@ fn new_key(prefix: &str) -> String {
 
 /// Writes a web chat message's record (blocks on the store); its key is
 /// returned for [`forget`].
-pub fn record_webchat(state: &GatewayState, record: &WebchatRecord) -> Result<String, String> {
+pub fn record_webchat(store: &Store, record: &WebchatRecord) -> Result<String, String> {
     let bytes =
         serde_json::to_vec(record).map_err(|e| format!("cannot encode the message: {e}"))?;
     let key = new_key(WEBCHAT_PREFIX);
-    state
-        .store
+    store
         .put_meta(&key, &bytes)
         .map_err(|e| format!("cannot keep the message: {e}"))?;
     Ok(key)
 }
 
 /// Writes the event's record; its key is returned for [`forget`].
-pub async fn record(state: &Arc<GatewayState>, event: &InboundEvent) -> Result<String, String> {
+pub async fn record(store: &Store, event: &InboundEvent) -> Result<String, String> {
     let bytes = serde_json::to_vec(event).map_err(|e| format!("cannot encode the message: {e}"))?;
     let key = new_key(RECORD_PREFIX);
-    let store = state.store.clone();
+    let store = store.clone();
     let record_key = key.clone();
     tokio::task::spawn_blocking(move || store.put_meta(&record_key, &bytes))
         .await
@@ -99,11 +96,11 @@ pub fn run_id_for(channel: &str, session_key: &str, records: &[String]) -> Strin
 
 /// Removes records and their messages' downloaded files (in the
 /// background: callers may be in a `Drop`).
-pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
+pub fn forget(store: &Store, keys: Vec<String>) {
     if keys.is_empty() {
         return;
     }
-    let store = state.store.clone();
+    let store = store.clone();
     let remove = move || {
         let root = super::media::media_root();
         for key in keys {
@@ -133,8 +130,8 @@ pub fn forget(state: &Arc<GatewayState>, keys: Vec<String>) {
 
 /// The records left from before this start, oldest first. Unreadable ones
 /// are logged and removed.
-pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
-    let mut events = pending_of::<InboundEvent>(state, RECORD_PREFIX).await;
+pub async fn pending(store: &Store) -> Vec<(String, InboundEvent)> {
+    let mut events = pending_of::<InboundEvent>(store, RECORD_PREFIX).await;
     for (_, event) in &mut events {
         // Files cleaned up since (or lost with a temp dir) become notes.
         super::media::drop_missing(&mut event.message);
@@ -143,16 +140,16 @@ pub async fn pending(state: &Arc<GatewayState>) -> Vec<(String, InboundEvent)> {
 }
 
 /// The web chat records left from before this start, oldest first.
-pub async fn pending_webchat(state: &Arc<GatewayState>) -> Vec<(String, WebchatRecord)> {
-    pending_of(state, WEBCHAT_PREFIX).await
+pub async fn pending_webchat(store: &Store) -> Vec<(String, WebchatRecord)> {
+    pending_of(store, WEBCHAT_PREFIX).await
 }
 
 async fn pending_of<T: serde::de::DeserializeOwned>(
-    state: &Arc<GatewayState>,
+    store: &Store,
     prefix: &'static str,
 ) -> Vec<(String, T)> {
-    let store = state.store.clone();
-    let listed = tokio::task::spawn_blocking(move || store.meta_with_prefix(prefix, MAX_REPLAYED))
+    let reader = store.clone();
+    let listed = tokio::task::spawn_blocking(move || reader.meta_with_prefix(prefix, MAX_REPLAYED))
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()));
@@ -169,7 +166,7 @@ async fn pending_of<T: serde::de::DeserializeOwned>(
             Ok(event) => events.push((key, event)),
             Err(error) => {
                 log::warn!("inbox record {key} is unreadable ({error}); removed");
-                forget(state, vec![key]);
+                forget(store, vec![key]);
             }
         }
     }

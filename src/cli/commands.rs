@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 
 use crate::config::{self, BindMode, LoadedConfig};
 use crate::gateway::state::store_dir;
-use crate::system::board::BoardLimits;
 use crate::gateway::{self, ServeOptions};
 use crate::store::{Store, StoreOptions};
+use crate::system::board::BoardLimits;
 
 use super::client::GatewayClient;
 use super::{Cli, Command, ConfigCommand, ConnectArgs, DevicesCommand, GlobalArgs};

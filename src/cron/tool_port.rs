@@ -37,7 +37,9 @@ impl CronControl for CronService {
     }
 
     fn add(&self, job: &Value) -> Result<Value, ToolError> {
-        CronService::add(self, job).map(job_json).map_err(tool_error)
+        CronService::add(self, job)
+            .map(job_json)
+            .map_err(tool_error)
     }
 
     fn update(&self, id: &str, patch: &Value) -> Result<Value, ToolError> {
@@ -51,7 +53,11 @@ impl CronControl for CronService {
     }
 
     fn run_now(self: Arc<Self>, id: &str, due_only: bool) -> Result<bool, ToolError> {
-        let mode = if due_only { RunMode::Due } else { RunMode::Force };
+        let mode = if due_only {
+            RunMode::Due
+        } else {
+            RunMode::Force
+        };
         let Some(job) = self.claim_now(id, mode).map_err(tool_error)? else {
             return Ok(false);
         };

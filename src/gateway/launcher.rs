@@ -112,7 +112,8 @@ pub fn announce_to_session(
     session_key: &str,
     message: String,
 ) -> Result<(), String> {
-    crate::channels::deliver::enqueue_announcement(state, agent_id, session_key, message)
+    let hub = super::webchat::hub_of(state);
+    crate::channels::deliver::enqueue_announcement(&hub, agent_id, session_key, message)
 }
 
 impl RunLauncher for GatewayLauncher {
@@ -223,7 +224,7 @@ pub fn deliver_to_session_readers(
     }
     if let Some(destination) = destination {
         crate::channels::deliver::spawn_send_to_channel(
-            state,
+            &super::webchat::hub_of(state),
             session_key,
             destination,
             text.to_string(),

@@ -27,6 +27,7 @@ pub mod session_runner;
 pub mod state;
 pub mod tailscale;
 pub mod tls;
+pub mod webchat;
 pub mod ws;
 
 use std::net::SocketAddr;
@@ -194,7 +195,7 @@ async fn start_channels(state: &Arc<GatewayState>) {
     if state.channels.ids().is_empty() {
         return;
     }
-    let hub = crate::channels::hub::hub_of(state);
+    let hub = webchat::hub_of(state);
     let sink = Arc::new(crate::channels::hub::HubSink(hub.clone()));
     state.channels.start_all(sink).await;
     // Messages accepted before a crash but never answered run now.

@@ -3,15 +3,17 @@
 //! events (throttled to one delta per 150 ms) for every reader, and the final
 //! `res` of an `agent` request.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::agent::reasoning::format_reasoning_block;
 use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
-use crate::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use crate::agent::turn::TurnSpec;
 use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
 
@@ -24,33 +26,16 @@ use super::state::GatewayState;
 /// Minimum gap between two `chat` delta events of one run.
 pub const CHAT_DELTA_THROTTLE_MS: u64 = 150;
 
-/// Who gets the final `res` of a run (the `agent` method), besides the cache.
-#[derive(Debug, Clone)]
-pub struct FinalReply {
-    pub conn_id: String,
-    pub request_id: String,
-}
+pub use crate::agent::runtime::{FinalReply, PreparedRun, RunOrigin, RunPlacement};
+use crate::agent::runtime::{RunListeners, RunObserver, RunStartError, RunWaiters};
 
-/// Who hears about a run besides `chat` readers.
-#[derive(Debug, Default)]
-pub struct RunOrigin {
-    /// The connection that asked: it gets the `agent` events.
-    pub requester: Option<String>,
-    /// The `agent` request to answer with the final result.
-    pub final_reply: Option<FinalReply>,
-    /// The idempotency cache key to settle when the run ends.
-    pub idempotency_key: Option<String>,
-    /// A copy of every run event (the HTTP endpoints stream from it).
-    pub tap: Option<mpsc::Sender<RunEvent>>,
-}
-
-/// Where a run executes and whether readers see it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunPlacement {
-    /// The global lane the run takes (sub-agent and cron runs have their own).
-    pub lane: LaneKind,
-    /// No `chat` events: the caller decides what readers see (heartbeat runs).
-    pub quiet: bool,
+/// A run that did not start, as a wire error.
+pub fn start_error(error: RunStartError) -> ErrorShape {
+    match error {
+        RunStartError::ShuttingDown => ErrorShape::unavailable(error.to_string()).retry_after(1000),
+        RunStartError::Workspace { .. } => ErrorShape::unavailable(error.to_string()),
+        RunStartError::AlreadyActive(_) => ErrorShape::invalid(error.to_string()),
+    }
 }
 
 /// Starts a run in the background; the caller has already answered (or will
@@ -80,202 +65,58 @@ pub fn start_placed(
     origin: RunOrigin,
     placement: RunPlacement,
 ) -> Result<(), ErrorShape> {
-    let mut prepared = prepare(state, spec, origin)?;
-    prepared.placement = placement;
-    state.tasks.spawn(prepared.execute());
-    Ok(())
+    state
+        .runtime
+        .start(spec, origin, placement)
+        .map_err(start_error)
 }
 
-/// A registered run that has not started: [`PreparedRun::execute`] runs it
-/// to its end (the queue's turn runner awaits it; [`start`] spawns it).
-pub struct PreparedRun {
-    state: Arc<GatewayState>,
-    spec: TurnSpec,
-    ticket: crate::agent::runs::RunTicket,
-    env: TurnEnv,
-    requester: Option<String>,
-    final_reply: Option<FinalReply>,
-    idempotency_key: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
-    placement: RunPlacement,
-}
-
-/// Registers the run (a duplicate active run id is refused) and prepares
-/// its environment, without starting it.
+/// Registers the run and prepares its environment, without starting it.
 pub fn prepare(
     state: &Arc<GatewayState>,
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<PreparedRun, ErrorShape> {
-    if !state.is_ready() {
-        return Err(ErrorShape::unavailable("the gateway is shutting down").retry_after(1000));
-    }
-    let config = state.config();
-    let workspace = state.workspace_for(&config, &spec.agent_id);
-    if let Err(e) = std::fs::create_dir_all(&workspace) {
-        return Err(ErrorShape::unavailable(format!(
-            "cannot create the workspace {}: {e}",
-            workspace.display()
-        )));
-    }
-    let Some(ticket) = state.runs.register(&spec.run_id, &spec.session_key) else {
-        return Err(ErrorShape::invalid(format!(
-            "run {} is already active",
-            spec.run_id
-        )));
-    };
-    let env = TurnEnv {
-        store: state.store.clone(),
-        config,
-        http: state.http(),
-        tools: state.tools.clone(),
-        workspace,
-        services: state.tool_services.clone(),
-        steer: None,
-        overrides: Default::default(),
-        settlement: None,
-    };
-    Ok(PreparedRun {
-        state: state.clone(),
-        spec,
-        ticket,
-        env,
-        requester: origin.requester,
-        final_reply: origin.final_reply,
-        idempotency_key: origin.idempotency_key,
-        tap: origin.tap,
-        placement: RunPlacement::default(),
-    })
+    state.runtime.prepare(spec, origin).map_err(start_error)
 }
 
-impl PreparedRun {
-    /// The run's id.
-    pub fn run_id(&self) -> &str {
-        &self.spec.run_id
+/// The gateway's ear on every run: `agent` and `chat` events, answers to the
+/// requests waiting on a run, `sessions.changed`.
+pub struct GatewayRunObserver {
+    pub state: Weak<GatewayState>,
+}
+
+impl RunObserver for GatewayRunObserver {
+    fn follow(
+        &self,
+        spec: TurnSpec,
+        listeners: RunListeners,
+        events: mpsc::Receiver<RunEvent>,
+    ) -> BoxFuture<'static, Option<String>> {
+        let state = self.state.clone();
+        Box::pin(async move { forward(state, spec, listeners, events).await })
     }
 
-    /// Lets the command queue steer messages into the run (steer modes).
-    pub fn set_steer(&mut self, inbox: crate::queue::SteerInbox) {
-        self.env.steer = Some(inbox);
-    }
-
-    /// Per-run departures from an ordinary turn (heartbeat `lightContext`, `includeReasoning`).
-    pub fn set_overrides(&mut self, overrides: crate::agent::turn::TurnOverrides) {
-        self.env.overrides = overrides;
-    }
-
-    /// Writes to commit with the run's reply (the web chat's idempotency answers).
-    pub fn set_settlement(&mut self, owner: Arc<dyn crate::agent::turn::ReplySettlement>) {
-        self.env.settlement = Some(owner);
-    }
-
-    /// Where the run executes and whether readers see it (default: main lane, visible).
-    pub fn set_placement(&mut self, placement: RunPlacement) {
-        self.placement = placement;
-    }
-
-    /// The run's abort switch (the same one `chat.abort` pulls).
-    pub fn cancel_token(&self) -> tokio_util::sync::CancellationToken {
-        self.ticket.cancel.clone()
-    }
-
-    /// Waits for the session's lane, runs the turn, forwards its events and
-    /// settles waiters; returns the outcome.
-    pub async fn execute(self) -> RunOutcome {
-        let PreparedRun {
-            state,
-            spec,
-            ticket,
-            env,
-            requester,
-            final_reply,
-            idempotency_key,
-            tap,
-            placement,
-        } = self;
-        let (tx, rx) = mpsc::channel(64);
-        let listeners = Listeners {
-            requester,
-            tap,
-            quiet: placement.quiet,
+    fn finished(&self, outcome: &RunOutcome, reasoning: Option<String>, waiters: RunWaiters) {
+        let Some(state) = self.state.upgrade() else {
+            return;
         };
-        let forwarder = tokio::spawn(forward(state.clone(), spec.clone(), listeners, rx));
-        let cancel = ticket.cancel.clone();
-        let outcome = tokio::select! {
-            pass = state.runs.admit_in(&spec.session_key, placement.lane) => {
-                let _pass = pass;
-                run_turn(&env, &spec, cancel, tx.clone()).await
-            }
-            _ = cancel.cancelled() => aborted_before_start(&spec),
-        };
-        let _ = tx.send(RunEvent::Finished(Box::new(outcome.clone()))).await;
-        drop(tx);
-        let reasoning = forwarder.await.ok().flatten();
-        let settled = outcome.clone();
-        // Only an idempotency key writes to the store; the rest is memory.
-        let writes = idempotency_key.is_some();
-        let finish_run = || {
-            finish(
-                &state,
-                ticket,
-                settled,
-                reasoning,
-                final_reply,
-                idempotency_key,
-            )
-        };
-        if writes {
-            state.store.run_blocking(finish_run);
-        } else {
-            finish_run();
+        // The answer is built only for a request that waits on it (`agent`,
+        // or its idempotency key); a queued turn's owner settles its own.
+        if waiters.idempotency_key.is_some() || waiters.final_reply.is_some() {
+            let answer = final_answer(outcome, reasoning);
+            answer_waiters(&state, answer, waiters.final_reply, waiters.idempotency_key);
         }
-        outcome
+        state.clients.broadcast(
+            "sessions.changed",
+            &json!({"ts": now_ms()}),
+            BroadcastOptions {
+                drop_if_slow: true,
+                scope: Some(scopes::READ),
+                state_version: None,
+            },
+        );
     }
-}
-
-fn aborted_before_start(spec: &TurnSpec) -> RunOutcome {
-    let now = now_ms();
-    RunOutcome {
-        run_id: spec.run_id.clone(),
-        session_key: spec.session_key.clone(),
-        session_id: String::new(),
-        status: RunStatus::Aborted,
-        started_at_ms: now,
-        ended_at_ms: now,
-        text: String::new(),
-        error: None,
-        usage: Default::default(),
-        provider: None,
-        model: None,
-        stop_reason: Some("aborted".into()),
-    }
-}
-
-fn finish(
-    state: &Arc<GatewayState>,
-    ticket: crate::agent::runs::RunTicket,
-    outcome: RunOutcome,
-    reasoning: Option<String>,
-    final_reply: Option<FinalReply>,
-    idempotency_key: Option<String>,
-) {
-    // The answer is built only for a request that waits on it (`agent`, or
-    // its idempotency key); a queued turn's owner settles its own.
-    let answer = (idempotency_key.is_some() || final_reply.is_some())
-        .then(|| final_answer(&outcome, reasoning));
-    state.runs.finish(ticket, outcome, now_ms());
-    if let Some(answer) = answer {
-        answer_waiters(state, answer, final_reply, idempotency_key);
-    }
-    state.clients.broadcast(
-        "sessions.changed",
-        &json!({"ts": now_ms()}),
-        BroadcastOptions {
-            drop_if_slow: true,
-            scope: Some(scopes::READ),
-            state_version: None,
-        },
-    );
 }
 
 /// [`final_payload`] with the run's reasoning block (reasoning level `on`)
@@ -381,23 +222,17 @@ struct ChatThrottle {
     pending: Option<String>,
 }
 
-/// Who hears a run's events besides `chat` readers.
-struct Listeners {
-    requester: Option<String>,
-    tap: Option<mpsc::Sender<RunEvent>>,
-    quiet: bool,
-}
-
 /// Forwards one run's events until it finishes; returns the run's reasoning
 /// block (reasoning level `on`) for the final answer.
 async fn forward(
-    state: Arc<GatewayState>,
+    state: Weak<GatewayState>,
     spec: TurnSpec,
-    listeners: Listeners,
+    listeners: RunListeners,
     mut rx: mpsc::Receiver<RunEvent>,
 ) -> Option<String> {
+    let state = state.upgrade()?;
     let mut reasoning_block = None;
-    let Listeners {
+    let RunListeners {
         requester,
         tap,
         quiet,

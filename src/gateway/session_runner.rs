@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use crate::agent::runs::RunStatus;
-use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
 use crate::agent::turn::TurnSpec;
 use crate::queue::LaneKind;
+use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
 use crate::tools::sessions_send::{SessionRunner, SessionSend};
 
 use super::runs::{start_in_lane, RunOrigin};
@@ -86,13 +86,14 @@ impl SessionRunner for GatewaySessionRunner {
                 .upgrade()
                 .ok_or_else(|| "the gateway is shutting down".to_string())?;
             let destination = tokio::task::block_in_place(|| {
-                ChannelDestination::last_route_of(&state, session_key)
+                ChannelDestination::last_route_of(&state.store, session_key)
             })
             .or_else(|| destination_of_key(session_key));
             let Some(destination) = destination else {
                 return Ok(false);
             };
-            send_to_channel(state, session_key.to_string(), destination, text).await?;
+            let hub = crate::gateway::webchat::hub_of(&state);
+            send_to_channel(hub, session_key.to_string(), destination, text).await?;
             Ok(true)
         })
     }

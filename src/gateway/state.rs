@@ -4,8 +4,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+
+use crate::agent::runtime::{AgentRuntime, RuntimeParts};
+use crate::config::ConfigHandle;
+use crate::system::lifecycle::Lifecycle;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,8 +38,12 @@ pub const CONFIG_WRITES_PER_MINUTE: usize = 3;
 /// Everything the connection and method code shares.
 pub struct GatewayState {
     pub version: &'static str,
-    loaded: RwLock<Arc<LoadedConfig>>,
-    config: RwLock<Arc<Config>>,
+    /// The running config, shared with every layer.
+    pub config_handle: Arc<ConfigHandle>,
+    /// Ready, draining, shutdown and background tasks, shared with every layer.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Prepares, admits and executes every run.
+    pub runtime: Arc<AgentRuntime>,
     pub store: Store,
     pub data_dir: PathBuf,
     pub secret: RwLock<SharedSecret>,
@@ -44,8 +51,6 @@ pub struct GatewayState {
     pub clients: ClientRegistry,
     pub runs: Arc<RunRegistry>,
     pub idempotency: IdempotencyCache,
-    /// Built on first use: the TLS root store costs memory and start-up time.
-    http: std::sync::OnceLock<reqwest::Client>,
     pub tools: Arc<crate::tools::ToolRegistry>,
     /// What the sandbox can do on this host (probed once, after start).
     pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
@@ -66,7 +71,9 @@ pub struct GatewayState {
     /// The heartbeat runner, set once at start.
     pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
     /// Memory search services and their watchers, per agent (kept in line with the config).
-    pub memory: crate::memory::registry::MemoryServices,
+    pub memory: Arc<crate::memory::registry::MemoryServices>,
+    /// Reset, patch, compact and delete of sessions (methods and chat commands alike).
+    pub sessions: Arc<crate::agent::sessions::SessionOps>,
     pub limits: BoardLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -74,8 +81,6 @@ pub struct GatewayState {
     pub tasks: TaskTracker,
     pub host_name: String,
     pub tls_fingerprint: Option<String>,
-    ready: AtomicBool,
-    draining: AtomicBool,
     preauth: Mutex<HashMap<IpAddr, usize>>,
     config_writes: Mutex<VecDeque<u64>>,
 }
@@ -106,32 +111,18 @@ impl GatewayState {
             cron: parts.limits.cron_lane.max(1),
         };
         let subagent_store = parts.store.clone();
+        let config_handle = Arc::new(ConfigHandle::new(parts.loaded));
+        let lifecycle = Arc::new(Lifecycle::default());
+        let runs = Arc::new(RunRegistry::with_lanes(lanes));
+        let tools = Arc::new(crate::tools::ToolRegistry::builtin());
         Arc::new_cyclic(|state| {
-        let subagents = crate::agent::subagents::SubagentRegistry::new(
-            subagent_store,
-            Arc::new(super::launcher::GatewayLauncher {
-                state: state.clone(),
-            }),
-        );
-        GatewayState {
-            version: env!("CARGO_PKG_VERSION"),
-            config: RwLock::new(Arc::new(parts.loaded.config.clone())),
-            loaded: RwLock::new(Arc::new(parts.loaded)),
-            idempotency: IdempotencyCache::new(Some(parts.store.clone())),
-            memory: crate::memory::registry::MemoryServices::new(
-                parts.store.clone(),
-                parts.data_dir.clone(),
-            ),
-            store: parts.store,
-            data_dir: parts.data_dir,
-            secret: RwLock::new(parts.secret),
-            limiter: AuthRateLimiter::new(policy),
-            clients: ClientRegistry::new(),
-            runs: Arc::new(RunRegistry::with_lanes(lanes)),
-            http: std::sync::OnceLock::new(),
-            tools: Arc::new(crate::tools::ToolRegistry::builtin()),
-            sandbox_layers: std::sync::OnceLock::new(),
-            tool_services: crate::tools::ToolServices {
+            let subagents = crate::agent::subagents::SubagentRegistry::new(
+                subagent_store,
+                Arc::new(super::launcher::GatewayLauncher {
+                    state: state.clone(),
+                }),
+            );
+            let tool_services = crate::tools::ToolServices {
                 processes: Arc::default(),
                 approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
                     state.clone(),
@@ -151,66 +142,83 @@ impl GatewayState {
                     state: state.clone(),
                 })),
                 ..Default::default()
-            },
-            approvals,
-            cron: std::sync::OnceLock::new(),
-            heartbeat: std::sync::OnceLock::new(),
-            channels: Arc::default(),
-            http_routes: Arc::new(crate::channels::http_routes::HttpRoutes::new(
-                super::http::GATEWAY_PATHS,
-            )),
-            hub: std::sync::OnceLock::new(),
-            limits: parts.limits,
-            started_at_ms: crate::system::clock::now_ms(),
-            started: std::time::Instant::now(),
-            shutdown: CancellationToken::new(),
-            tasks: TaskTracker::new(),
-            host_name: crate::system::host_name(),
-            tls_fingerprint: parts.tls_fingerprint,
-            ready: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
-            preauth: Mutex::new(HashMap::new()),
-            config_writes: Mutex::new(VecDeque::new()),
-            subagents,
-        }
+            };
+            let memory = Arc::new(crate::memory::registry::MemoryServices::new(
+                parts.store.clone(),
+                parts.data_dir.clone(),
+            ));
+            let runtime = Arc::new(AgentRuntime::new(RuntimeParts {
+                store: parts.store.clone(),
+                config: config_handle.clone(),
+                data_dir: parts.data_dir.clone(),
+                runs: runs.clone(),
+                tools: tools.clone(),
+                tool_services: tool_services.clone(),
+                lifecycle: lifecycle.clone(),
+                observer: Arc::new(super::runs::GatewayRunObserver {
+                    state: state.clone(),
+                }),
+            }));
+            GatewayState {
+                version: env!("CARGO_PKG_VERSION"),
+                shutdown: lifecycle.shutdown.clone(),
+                tasks: lifecycle.tasks.clone(),
+                config_handle,
+                lifecycle,
+                runtime: runtime.clone(),
+                idempotency: IdempotencyCache::new(Some(parts.store.clone())),
+                sessions: Arc::new(crate::agent::sessions::SessionOps::new(
+                    runtime.clone(),
+                    memory.clone(),
+                )),
+                memory,
+                store: parts.store,
+                data_dir: parts.data_dir,
+                secret: RwLock::new(parts.secret),
+                limiter: AuthRateLimiter::new(policy),
+                clients: ClientRegistry::new(),
+                runs,
+                tools,
+                sandbox_layers: std::sync::OnceLock::new(),
+                tool_services: tool_services.clone(),
+                approvals,
+                cron: std::sync::OnceLock::new(),
+                heartbeat: std::sync::OnceLock::new(),
+                channels: Arc::default(),
+                http_routes: Arc::new(crate::channels::http_routes::HttpRoutes::new(
+                    super::http::GATEWAY_PATHS,
+                )),
+                hub: std::sync::OnceLock::new(),
+                limits: parts.limits,
+                started_at_ms: crate::system::clock::now_ms(),
+                started: std::time::Instant::now(),
+                host_name: crate::system::host_name(),
+                tls_fingerprint: parts.tls_fingerprint,
+                preauth: Mutex::new(HashMap::new()),
+                config_writes: Mutex::new(VecDeque::new()),
+                subagents,
+            }
         })
     }
 
     /// The outbound HTTP client (providers, web_fetch), built on first use.
     pub fn http(&self) -> reqwest::Client {
-        self.http
-            .get_or_init(|| {
-                reqwest::Client::builder()
-                    .connect_timeout(std::time::Duration::from_secs(10))
-                    .user_agent(concat!("pincer/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .unwrap_or_else(|_| reqwest::Client::new())
-            })
-            .clone()
+        self.runtime.http()
     }
 
     /// The running configuration.
     pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.config_handle.config()
     }
 
     /// The running configuration with its file path, text and hash.
     pub fn loaded(&self) -> Arc<LoadedConfig> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.config_handle.loaded()
     }
 
     /// Swaps in a new configuration (hot reload, `config.patch`).
     pub fn replace_config(&self, loaded: LoadedConfig) {
-        let config = Arc::new(loaded.config.clone());
-        let mut slot = self.loaded.write().unwrap_or_else(|e| e.into_inner());
-        *slot = Arc::new(loaded);
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
+        let config = self.config_handle.replace(loaded);
         self.memory.apply(&config, &self.shutdown, &self.tasks);
     }
 
@@ -222,16 +230,16 @@ impl GatewayState {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire)
+        self.lifecycle.is_ready()
     }
 
     /// Stops taking new work (shutdown has begun).
     pub fn set_draining(&self) {
-        self.draining.store(true, Ordering::Release);
+        self.lifecycle.set_draining();
     }
 
     pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Release);
+        self.lifecycle.set_ready();
     }
 
     /// The agent's workspace (`memory::workspace_for`'s rule, `~` expanded).

@@ -12,10 +12,10 @@ use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 /// Default main-lane size (a Pi 4's profile; upstream's `maxConcurrent`).
 pub const DEFAULT_MAIN_LANE: usize = 4;
-/// Default subagent-lane size (upstream's subagent `maxConcurrent`).
-pub use crate::system::board::DEFAULT_SUBAGENT_LANE;
 /// Default cron-lane size (upstream's `cron.maxConcurrentRuns`).
 pub use crate::system::board::DEFAULT_CRON_LANE;
+/// Default subagent-lane size (upstream's subagent `maxConcurrent`).
+pub use crate::system::board::DEFAULT_SUBAGENT_LANE;
 
 /// Which global lane a run occupies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

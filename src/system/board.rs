@@ -3,7 +3,6 @@
 
 use serde::Deserialize;
 
-
 const PROFILES: &[&str] = &[
     include_str!("../../board/pi-zero-2w.json5"),
     include_str!("../../board/pi3.json5"),

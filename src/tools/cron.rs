@@ -128,7 +128,9 @@ pub fn complete_job(
 }
 
 fn add(service: &dyn CronControl, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-    let session = ctx.store.run_blocking(|| ctx.store.session(&ctx.session_key))
+    let session = ctx
+        .store
+        .run_blocking(|| ctx.store.session(&ctx.session_key))
         .map_err(|e| ToolError::Failed(format!("session store: {e}")))?;
     let last_route = session.and_then(|s| s.last_channel.map(|c| (c, s.last_to)));
     let job = complete_job(job_object(args)?, &ctx.agent_id, last_route);

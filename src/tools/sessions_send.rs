@@ -19,9 +19,9 @@ use serde_json::{json, Value};
 
 use super::sessions_a2a::AgentToAgentFlow;
 use super::{arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
-use futures_util::future::BoxFuture;
 use crate::config::{Config, SessionsVisibility};
 use crate::routing::session_key::agent_of_key;
+use futures_util::future::BoxFuture;
 
 /// How long the tool waits for the reply when the model does not say.
 pub const DEFAULT_SEND_TIMEOUT_SECONDS: u64 = 30;
@@ -73,7 +73,11 @@ pub trait SessionRunner: Send + Sync {
     /// Starts the run and returns its id.
     fn start(&self, send: SessionSend) -> Result<String, String>;
     /// The run's outcome, or `None` when `timeout` passes first.
-    fn wait<'a>(&'a self, run_id: &'a str, timeout: Duration) -> BoxFuture<'a, Option<SessionReply>>;
+    fn wait<'a>(
+        &'a self,
+        run_id: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Option<SessionReply>>;
     /// Posts `text` to the chat of `session_key` (its last route, or the
     /// group/channel its key names); `Ok(false)` when it has none.
     fn announce<'a>(

@@ -6,8 +6,8 @@
 
 use serde_json::{json, Value};
 
-use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use super::subagent_control::{Cleanup, Requester, SpawnRequest, SubagentError};
+use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 pub struct SessionsSpawnTool;
 

@@ -7,8 +7,8 @@
 use serde_json::{json, Value};
 
 use super::sessions_spawn::tool_error;
-use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use super::subagent_control::{SteerMode, MAX_STEER_MESSAGE_CHARS};
+use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 pub struct SubagentsTool;
 

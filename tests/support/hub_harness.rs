@@ -6,16 +6,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pincer::channels::hub::{hub_of, HubSink};
+use pincer::channels::hub::HubSink;
 use pincer::channels::InboundEvent;
 use pincer::config::schema::bindings::PeerKind;
 use pincer::config::LoadedConfig;
 use pincer::gateway::auth::SharedSecret;
 use pincer::gateway::state::{GatewayState, StateParts};
-use pincer::system::board::BoardLimits;
+use pincer::gateway::webchat::hub_of;
 use pincer::pipeline::context::{ChatType, InboundMessage};
 use pincer::routing::{RouteInput, RoutePeer};
 use pincer::store::{Store, StoreOptions};
+use pincer::system::board::BoardLimits;
 
 use super::fake_openai::{FakeOpenAi, FakeReply};
 use super::recording_channel::{Abilities, Outbound, RecordingChannel};

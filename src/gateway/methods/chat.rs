@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 
 use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
-use crate::channels::hub::hub_of;
 use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
 use crate::gateway::clients::ClientInfo;
@@ -17,6 +16,7 @@ use crate::gateway::idempotency::{Seen, Waiter};
 use crate::gateway::runs::{self, FinalReply, RunOrigin};
 use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
+use crate::gateway::webchat::hub_of;
 use crate::pipeline::commands::{parse_command, CommandInvocation};
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
@@ -284,7 +284,7 @@ fn send_or_command(
         timeout_ms,
     };
     // Kept before the `res`: a crash before the run ends replays it.
-    let inbox = inbox::record_webchat(state, &record).map_err(ErrorShape::unavailable)?;
+    let inbox = inbox::record_webchat(&state.store, &record).map_err(ErrorShape::unavailable)?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
@@ -317,6 +317,7 @@ fn enqueue_webchat(
         Some(r) => (Some(r.conn_id), Some(r.idempotency_key)),
         None => (None, None),
     };
+    let hub = hub_of(state);
     let origin = TurnOrigin {
         agent_id: record.agent_id,
         channel: WEBCHAT_CHANNEL.into(),
@@ -326,7 +327,7 @@ fn enqueue_webchat(
         requester,
         idempotency_key,
         typing: None,
-        gateway: Arc::downgrade(state),
+        hub: hub.weak(),
         inbox: vec![inbox],
     };
     let queued = QueuedMessage {
@@ -335,15 +336,14 @@ fn enqueue_webchat(
         attachment: Some(Box::new(origin)),
     };
     let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
-    hub_of(state)
-        .queue
+    hub.queue
         .enqueue(&record.session_key, LaneKind::Main, settings, queued)
 }
 
 /// Web chat messages accepted before a crash whose runs never ended run
 /// now (their `chat` events reach whoever reads the session).
 pub async fn replay_webchat(state: Arc<GatewayState>) {
-    for (key, record) in inbox::pending_webchat(&state).await {
+    for (key, record) in inbox::pending_webchat(&state.store).await {
         log::info!(
             "replaying web chat message {} accepted before the restart",
             record.run_id
@@ -374,7 +374,7 @@ impl WebCommand {
                 is_group: false,
                 is_owner: self.is_owner,
             };
-            let text = answer_command(&hub, &state, &command, &caller).await;
+            let text = answer_command(&hub, &command, &caller).await;
             runs::broadcast_chat_text(
                 &state,
                 &self.run_id,
@@ -403,7 +403,7 @@ pub async fn compact(state: &GatewayState, params: &Value) -> Result<Value, Erro
     let agent_id = resolve_agent(state, p.opt_str("agentId")?)?;
     let session_key = canonical_key(&config, Some(&agent_id), Some(p.str("sessionKey", false)?));
     let instructions = compact_command(params).filter(|i| !i.is_empty());
-    super::sessions::compact_session(state, &session_key, instructions.as_deref()).await
+    super::sessions::compact_key(state, &session_key, instructions.as_deref()).await
 }
 
 /// `chat.abort`: stops the session's runs (or one of them).

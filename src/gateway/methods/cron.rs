@@ -121,7 +121,7 @@ fn announce_destination(
     if let Some(destination) = ChannelDestination::new(channel, delivery.to.as_deref(), None) {
         return Some(destination);
     }
-    let last = ChannelDestination::last_route_of(state, session_key)?;
+    let last = ChannelDestination::last_route_of(&state.store, session_key)?;
     match channel {
         Some(channel) if channel != last.channel => None,
         _ => Some(last),

@@ -108,7 +108,7 @@ pub fn deliver_heartbeat(state: &Arc<GatewayState>, delivery: &HeartbeatDelivery
     );
     match destination {
         Some(destination) => crate::channels::deliver::spawn_send_to_channel(
-            state,
+            &crate::gateway::webchat::hub_of(state),
             &delivery.session_key,
             destination,
             delivery.text.clone(),

@@ -138,7 +138,7 @@ pub async fn deliver(
     )
     .await?;
     if let Some(key) = session_key {
-        let pipeline = crate::channels::hub::pipeline_of(state);
+        let pipeline = crate::gateway::webchat::pipeline_of(state);
         for piece in outbound::split_for_limits(text, limits) {
             pipeline.record_outbound(key, &piece);
         }

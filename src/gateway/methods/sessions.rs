@@ -3,10 +3,8 @@
 //! transcripts.
 
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use crate::agent::compaction::{self, CompactionError, CompactionJob, CompactionReason};
-use crate::agent::{context, models};
+use crate::agent::sessions::{Compacted, FieldPatch, SessionError, SessionPatch};
 
 use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
@@ -137,87 +135,43 @@ pub fn list(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     }))
 }
 
-fn patch_string(
-    p: &Params<'_>,
-    name: &str,
-    slot: &mut Option<String>,
-    allowed: Option<&[&str]>,
-) -> Result<(), ErrorShape> {
-    if p.is_null(name) {
-        *slot = None;
-    } else if let Some(value) = p.opt_str(name)? {
-        if let Some(allowed) = allowed {
-            if !allowed.contains(&value) {
-                return Err(ErrorShape::invalid(format!(
-                    "invalid sessions.patch params: {name} must be one of {}, got {value:?}",
-                    allowed.join(", ")
-                )));
-            }
-        }
-        *slot = Some(value.to_string());
+/// A session operation's failure as a wire error.
+pub(crate) fn session_error(error: SessionError) -> ErrorShape {
+    match error {
+        SessionError::Invalid(message) => ErrorShape::invalid(message),
+        SessionError::Unavailable(message) => ErrorShape::unavailable(message),
+        SessionError::Store(e) => store_error(e),
     }
-    Ok(())
 }
 
-const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
+fn field(p: &Params<'_>, name: &str) -> Result<FieldPatch, ErrorShape> {
+    if p.is_null(name) {
+        return Ok(FieldPatch::Clear);
+    }
+    Ok(p.opt_str(name)?
+        .map_or(FieldPatch::Keep, |value| FieldPatch::Set(value.to_string())))
+}
 
 /// `sessions.patch`: label, levels, model and send policy; `null` clears.
 pub fn patch(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("sessions.patch", params)?;
     let config = state.config();
     let key = canonical_key(&config, None, Some(p.str("key", false)?));
-    let mut entry = match state.store.session(&key).map_err(store_error)? {
-        Some(entry) => entry,
-        None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms()),
+    let patch = SessionPatch {
+        label: field(&p, "label")?,
+        thinking_level: field(&p, "thinkingLevel")?,
+        verbose_level: field(&p, "verboseLevel")?,
+        reasoning_level: field(&p, "reasoningLevel")?,
+        send_policy: field(&p, "sendPolicy")?,
+        model: field(&p, "model")?,
     };
-    patch_string(&p, "label", &mut entry.label, None)?;
-    patch_string(
-        &p,
-        "thinkingLevel",
-        &mut entry.thinking_level,
-        Some(THINKING_LEVELS),
-    )?;
-    patch_string(
-        &p,
-        "verboseLevel",
-        &mut entry.verbose_level,
-        Some(&["off", "on", "full"]),
-    )?;
-    patch_string(
-        &p,
-        "reasoningLevel",
-        &mut entry.reasoning_level,
-        Some(&["off", "on", "stream"]),
-    )?;
-    patch_string(
-        &p,
-        "sendPolicy",
-        &mut entry.send_policy,
-        Some(&["allow", "deny"]),
-    )?;
-    let mut resolved = Value::Null;
-    if p.is_null("model") {
-        entry.model_override = None;
-        entry.provider_override = None;
-    } else if let Some(model) = p.opt_str("model")? {
-        let Some((provider, model_id)) = model.split_once('/') else {
-            return Err(ErrorShape::invalid(format!(
-                "invalid sessions.patch params: model must be \"<provider>/<model>\", got {model:?}"
-            )));
-        };
-        if !config.models.providers.contains_key(provider) {
-            return Err(ErrorShape::invalid(format!(
-                "unknown model provider: {provider}"
-            )));
-        }
-        entry.provider_override = Some(provider.to_string());
-        entry.model_override = Some(model_id.to_string());
-        resolved = json!({"modelProvider": provider, "model": model_id});
-    }
-    entry.updated_at_ms = now_ms();
-    state.store.put_session(&key, &entry).map_err(store_error)?;
+    let patched = state.sessions.patch(&key, &patch).map_err(session_error)?;
+    let resolved = patched.model.map_or(
+        Value::Null,
+        |(provider, model)| json!({"modelProvider": provider, "model": model}),
+    );
     Ok(
-        json!({"ok": true, "path": state.store_path(), "key": key, "entry": row(&key, &entry), "resolved": resolved}),
+        json!({"ok": true, "path": state.store_path(), "key": key, "entry": row(&key, &patched.entry), "resolved": resolved}),
     )
 }
 
@@ -233,21 +187,7 @@ pub fn reset(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> 
             )));
         }
     }
-    state.runs.abort_session(&key);
-    state.tool_services.processes.kill_session(&key);
-    let old = state.store.session(&key).map_err(store_error)?;
-    if let Some(closing) = &old {
-        super::memory::flush_closing_session(state, &key, closing);
-    }
-    let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms());
-    if let Some(old) = old {
-        entry.label = old.label;
-        entry.thinking_level = old.thinking_level;
-        entry.model_override = old.model_override;
-        entry.provider_override = old.provider_override;
-        entry.channel = old.channel;
-    }
-    state.store.put_session(&key, &entry).map_err(store_error)?;
+    let entry = state.sessions.reset(&key).map_err(session_error)?;
     Ok(json!({"ok": true, "key": key, "entry": row(&key, &entry)}))
 }
 
@@ -257,15 +197,10 @@ pub fn delete(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
     let config = state.config();
     let key = canonical_key(&config, None, Some(p.str("key", false)?));
     let delete_transcript = p.opt_bool("deleteTranscript")?.unwrap_or(true);
-    state.runs.abort_session(&key);
-    state.tool_services.processes.kill_session(&key);
-    let removed = state.store.delete_session(&key).map_err(store_error)?;
-    if let (Some(entry), true) = (&removed, delete_transcript) {
-        state
-            .store
-            .delete_transcript(&entry.session_id)
-            .map_err(store_error)?;
-    }
+    let removed = state
+        .sessions
+        .delete(&key, delete_transcript)
+        .map_err(session_error)?;
     Ok(json!({"ok": true, "key": key, "deleted": removed.is_some()}))
 }
 
@@ -276,59 +211,39 @@ pub async fn compact(state: &GatewayState, params: &Value) -> Result<Value, Erro
     let config = state.config();
     let key = canonical_key(&config, None, Some(p.str("key", false)?));
     let instructions = p.opt_str("instructions")?.map(str::to_string);
-    compact_session(state, &key, instructions.as_deref()).await
+    compact_key(state, &key, instructions.as_deref()).await
 }
 
-/// Compacts the session under `key` (canonical) with its agent's primary model.
-pub async fn compact_session(
+/// Compacts the session under `key` (canonical) and answers as `sessions.compact` does.
+pub async fn compact_key(
     state: &GatewayState,
     key: &str,
     instructions: Option<&str>,
 ) -> Result<Value, ErrorShape> {
-    let config = state.config();
-    let _lane = state.runs.admit(key).await;
-    let entry = state
-        .store
-        .run_blocking(|| state.store.session(key))
-        .map_err(store_error)?;
-    let Some(entry) = entry else {
-        return Ok(
-            json!({"ok": true, "key": key, "compacted": false, "reason": "no such session"}),
-        );
-    };
-    let agent_id = crate::routing::session_key::agent_of_key(key)
-        .map_or_else(|| config.agents.default_agent_id(), str::to_string);
-    let chain = models::resolve_chain(&config, &agent_id, None, &state.http())
-        .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
-    let model = &chain[0];
-    let window = context::resolve_window(&config, model.context_window);
-    let cancel = CancellationToken::new();
-    let job = CompactionJob {
-        store: &state.store,
-        session_key: key,
-        session_id: &entry.session_id,
-        model,
-        window,
-        settings: compaction::CompactionSettings::for_window(&config, window),
-        reason: CompactionReason::Manual,
-        custom_instructions: instructions,
-        cancel: &cancel,
-    };
-    match compaction::compact(job).await {
-        Ok(done) => Ok(json!({
+    let compacted = state
+        .sessions
+        .compact(key, instructions)
+        .await
+        .map_err(session_error)?;
+    Ok(match compacted {
+        Compacted::Done {
+            tokens_before,
+            summarized_entries,
+            first_kept_seq,
+            summary_chars,
+        } => json!({
             "ok": true,
             "key": key,
             "compacted": true,
-            "tokensBefore": done.tokens_before,
-            "summarizedEntries": done.summarized_entries,
-            "firstKeptSeq": done.first_kept_seq,
-            "summaryChars": done.summary.len(),
-        })),
-        Err(e @ CompactionError::NothingToCompact) => {
-            Ok(json!({"ok": true, "key": key, "compacted": false, "reason": e.to_string()}))
+            "tokensBefore": tokens_before,
+            "summarizedEntries": summarized_entries,
+            "firstKeptSeq": first_kept_seq,
+            "summaryChars": summary_chars,
+        }),
+        Compacted::Skipped(reason) => {
+            json!({"ok": true, "key": key, "compacted": false, "reason": reason})
         }
-        Err(e) => Err(ErrorShape::unavailable(format!("compaction failed: {e}"))),
-    }
+    })
 }
 
 /// `chat.history`: the newest transcript entries, oldest first.

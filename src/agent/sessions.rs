@@ -1,0 +1,258 @@
+//! Session operations: reset, patch, compact and delete, typed, for everyone who changes a session — the
+//! gateway's `sessions.*` methods and the chat commands (`/new`, `/model`, `/think`, `/compact`, …) alike.
+//! A reset aborts the session's runs and processes and saves the closing session's note to memory.
+//!
+//! This file must not parse wire parameters nor build wire answers: callers bring typed values and turn
+//! the results and [`SessionError`]s into their own words.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::compaction::{self, CompactionError, CompactionJob, CompactionReason};
+use super::runtime::AgentRuntime;
+use super::{context, models};
+use crate::config::Config;
+use crate::memory::registry::MemoryServices;
+use crate::store::{SessionEntry, StoreError};
+use crate::system::clock::now_ms;
+
+/// Levels `thinkingLevel` takes.
+pub const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
+/// Levels `verboseLevel` takes.
+pub const VERBOSE_LEVELS: &[&str] = &["off", "on", "full"];
+/// Levels `reasoningLevel` takes.
+pub const REASONING_LEVELS: &[&str] = &["off", "on", "stream"];
+/// Values `sendPolicy` takes.
+pub const SEND_POLICIES: &[&str] = &["allow", "deny"];
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A value that is not allowed; the message names the field and the allowed values.
+    #[error("{0}")]
+    Invalid(String),
+    /// The model could not be reached or the work failed.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("session store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// One field of a patch: left alone, cleared (`null`), or set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FieldPatch {
+    #[default]
+    Keep,
+    Clear,
+    Set(String),
+}
+
+/// A `sessions.patch`: each field left, cleared or set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPatch {
+    pub label: FieldPatch,
+    pub thinking_level: FieldPatch,
+    pub verbose_level: FieldPatch,
+    pub reasoning_level: FieldPatch,
+    pub send_policy: FieldPatch,
+    /// `<provider>/<model>`.
+    pub model: FieldPatch,
+}
+
+/// A patched session: its entry and the model it now resolves to (when the patch set one).
+#[derive(Debug, Clone)]
+pub struct Patched {
+    pub entry: SessionEntry,
+    pub model: Option<(String, String)>,
+}
+
+/// What a manual compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compacted {
+    Done {
+        tokens_before: u64,
+        summarized_entries: usize,
+        first_kept_seq: u64,
+        summary_chars: usize,
+    },
+    /// Nothing was compacted, and why.
+    Skipped(String),
+}
+
+/// Typed session operations over the runtime's store, runs and processes.
+pub struct SessionOps {
+    runtime: Arc<AgentRuntime>,
+    memory: Arc<MemoryServices>,
+}
+
+fn apply(
+    name: &str,
+    patch: &FieldPatch,
+    slot: &mut Option<String>,
+    allowed: Option<&[&str]>,
+) -> Result<(), SessionError> {
+    match patch {
+        FieldPatch::Keep => {}
+        FieldPatch::Clear => *slot = None,
+        FieldPatch::Set(value) => {
+            if let Some(allowed) = allowed {
+                if !allowed.contains(&value.as_str()) {
+                    return Err(SessionError::Invalid(format!(
+                        "invalid sessions.patch params: {name} must be one of {}, got {value:?}",
+                        allowed.join(", ")
+                    )));
+                }
+            }
+            *slot = Some(value.clone());
+        }
+    }
+    Ok(())
+}
+
+impl SessionOps {
+    pub fn new(runtime: Arc<AgentRuntime>, memory: Arc<MemoryServices>) -> SessionOps {
+        SessionOps { runtime, memory }
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.runtime.config()
+    }
+
+    /// Applies `patch` to the session under `key` (canonical), creating its entry if needed. Blocks on
+    /// the store.
+    pub fn patch(&self, key: &str, patch: &SessionPatch) -> Result<Patched, SessionError> {
+        let config = self.config();
+        let store = &self.runtime.store;
+        let mut entry = match store.session(key)? {
+            Some(entry) => entry,
+            None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms()),
+        };
+        apply("label", &patch.label, &mut entry.label, None)?;
+        let levels = [
+            ("thinkingLevel", &patch.thinking_level, THINKING_LEVELS),
+            ("verboseLevel", &patch.verbose_level, VERBOSE_LEVELS),
+            ("reasoningLevel", &patch.reasoning_level, REASONING_LEVELS),
+            ("sendPolicy", &patch.send_policy, SEND_POLICIES),
+        ];
+        for (name, field, allowed) in levels {
+            let slot = match name {
+                "thinkingLevel" => &mut entry.thinking_level,
+                "verboseLevel" => &mut entry.verbose_level,
+                "reasoningLevel" => &mut entry.reasoning_level,
+                _ => &mut entry.send_policy,
+            };
+            apply(name, field, slot, Some(allowed))?;
+        }
+        let mut model = None;
+        match &patch.model {
+            FieldPatch::Keep => {}
+            FieldPatch::Clear => {
+                entry.model_override = None;
+                entry.provider_override = None;
+            }
+            FieldPatch::Set(value) => {
+                let Some((provider, model_id)) = value.split_once('/') else {
+                    return Err(SessionError::Invalid(format!(
+                        "invalid sessions.patch params: model must be \"<provider>/<model>\", got {value:?}"
+                    )));
+                };
+                if !config.models.providers.contains_key(provider) {
+                    return Err(SessionError::Invalid(format!(
+                        "unknown model provider: {provider}"
+                    )));
+                }
+                entry.provider_override = Some(provider.to_string());
+                entry.model_override = Some(model_id.to_string());
+                model = Some((provider.to_string(), model_id.to_string()));
+            }
+        }
+        entry.updated_at_ms = now_ms();
+        store.put_session(key, &entry)?;
+        Ok(Patched { entry, model })
+    }
+
+    /// Starts a fresh session id under `key` (the old transcript is kept): the session's runs and
+    /// processes stop, its closing note is saved to memory, and its label, levels, model and channel
+    /// carry over. Blocks on the store.
+    pub fn reset(&self, key: &str) -> Result<SessionEntry, SessionError> {
+        let store = &self.runtime.store;
+        self.runtime.runs.abort_session(key);
+        self.runtime.tool_services.processes.kill_session(key);
+        let old = store.session(key)?;
+        if let Some(closing) = &old {
+            super::session_note::spawn_closing_note(&self.runtime, &self.memory, key, closing);
+        }
+        let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms());
+        if let Some(old) = old {
+            entry.label = old.label;
+            entry.thinking_level = old.thinking_level;
+            entry.model_override = old.model_override;
+            entry.provider_override = old.provider_override;
+            entry.channel = old.channel;
+        }
+        store.put_session(key, &entry)?;
+        Ok(entry)
+    }
+
+    /// Removes the session's entry and, when asked, its transcript; the removed entry. Blocks on the
+    /// store.
+    pub fn delete(
+        &self,
+        key: &str,
+        delete_transcript: bool,
+    ) -> Result<Option<SessionEntry>, SessionError> {
+        let store = &self.runtime.store;
+        self.runtime.runs.abort_session(key);
+        self.runtime.tool_services.processes.kill_session(key);
+        let removed = store.delete_session(key)?;
+        if let (Some(entry), true) = (&removed, delete_transcript) {
+            store.delete_transcript(&entry.session_id)?;
+        }
+        Ok(removed)
+    }
+
+    /// Summarises the session's older history with its agent's primary model now, after a running turn
+    /// of the session ends.
+    pub async fn compact(
+        &self,
+        key: &str,
+        instructions: Option<&str>,
+    ) -> Result<Compacted, SessionError> {
+        let config = self.config();
+        let runtime = &self.runtime;
+        let _lane = runtime.runs.admit(key).await;
+        let entry = runtime.store.run_blocking(|| runtime.store.session(key))?;
+        let Some(entry) = entry else {
+            return Ok(Compacted::Skipped("no such session".into()));
+        };
+        let agent_id = crate::routing::session_key::agent_of_key(key)
+            .map_or_else(|| config.agents.default_agent_id(), str::to_string);
+        let chain = models::resolve_chain(&config, &agent_id, None, &runtime.http())
+            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+        let model = &chain[0];
+        let window = context::resolve_window(&config, model.context_window);
+        let cancel = CancellationToken::new();
+        let job = CompactionJob {
+            store: &runtime.store,
+            session_key: key,
+            session_id: &entry.session_id,
+            model,
+            window,
+            settings: compaction::CompactionSettings::for_window(&config, window),
+            reason: CompactionReason::Manual,
+            custom_instructions: instructions,
+            cancel: &cancel,
+        };
+        match compaction::compact(job).await {
+            Ok(done) => Ok(Compacted::Done {
+                tokens_before: done.tokens_before as u64,
+                summarized_entries: done.summarized_entries,
+                first_kept_seq: done.first_kept_seq,
+                summary_chars: done.summary.len(),
+            }),
+            Err(e @ CompactionError::NothingToCompact) => Ok(Compacted::Skipped(e.to_string())),
+            Err(e) => Err(SessionError::Unavailable(format!("compaction failed: {e}"))),
+        }
+    }
+}
