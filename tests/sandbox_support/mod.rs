@@ -18,6 +18,8 @@ use pincer::sandbox::{probe, Capabilities, Layer, SandboxMode, SandboxPolicy};
 pub const KIT_ACTION_VAR: &str = "PINCER_ESCAPE_KIT";
 /// Set in a suite re-run as an unprivileged user.
 pub const NESTED_RUN_VAR: &str = "PINCER_SANDBOX_SUITE_NESTED";
+/// File name of the escape kit's copy in a fixture's workspace.
+const KIT_FILE: &str = "escape-kit";
 
 /// Capabilities of this host, probed once per test binary.
 pub fn capabilities() -> &'static Capabilities {
@@ -256,16 +258,27 @@ pub fn own_rss_bytes() -> u64 {
 
 /// Runs the escape kit inside the sandbox and returns its verdict for `action`: `"ok"` or
 /// `"errno=N"`.
+///
+/// The kit is a copy of this test binary in the fixture's workspace, run from there: the
+/// workspace is where every mode lets a command execute files, whereas the binary's own path
+/// may be one the sandbox cannot expose (under its private `/tmp`).
 pub async fn run_kit(fixture: &Fixture, action: &str, mut policy: SandboxPolicy) -> String {
-    let kit = std::env::current_exe().expect("test binary path");
-    policy.read_only_paths.push(kit.clone());
+    let kit = fixture.workspace.join(KIT_FILE);
+    if !kit.exists() {
+        let exe = std::env::current_exe().expect("test binary path");
+        std::fs::copy(&exe, &kit).unwrap_or_else(|e| {
+            panic!(
+                "cannot stage the escape kit {} in the workspace: {e}",
+                exe.display()
+            )
+        });
+    }
     policy
         .env
         .insert(KIT_ACTION_VAR.to_owned(), action.to_owned());
-    let command = format!(
-        "{} --ignored --exact escape_kit --nocapture --test-threads=1 -q",
-        kit.display()
-    );
+    // The working directory is the workspace in every mode, wherever the workspace is mounted.
+    let command =
+        format!("./{KIT_FILE} --ignored --exact escape_kit --nocapture --test-threads=1 -q");
     let outcome = fixture.run(&command, policy).await;
     outcome
         .stdout
