@@ -8,7 +8,8 @@ use std::os::unix::fs::symlink;
 
 use pincer::sandbox::exec::ExecOutcome;
 use sandbox_support::{
-    confined_modes, is_root, path_text, report, rerun_as_unprivileged, unconfined, Fixture, Mode,
+    assert_suite_passes_as_nobody, confined_modes, is_root, path_text, report, unconfined, Fixture,
+    Mode,
 };
 
 fn leaked(outcome: &ExecOutcome, secret: &str) -> bool {
@@ -231,16 +232,8 @@ async fn find_from_root_sees_only_the_sandbox() {
 
 #[test]
 fn suite_passes_as_an_unprivileged_user() {
-    let Some(output) = rerun_as_unprivileged("suite_passes_as_an_unprivileged_user") else {
-        return;
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    report(&format!(
-        "--- file-system escape suite as nobody ---\n{stdout}{stderr}"
-    ));
-    assert!(
-        output.status.success(),
-        "suite failed as nobody:\n{stdout}\n{stderr}"
+    assert_suite_passes_as_nobody(
+        "file-system escape suite",
+        "suite_passes_as_an_unprivileged_user",
     );
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use pincer::sandbox::{NetworkPolicy, ProcessLimit};
 use sandbox_support::{
-    assert_marker_scan_works, capabilities, confined_modes, kit_main, own_rss_bytes,
-    processes_with_marker, rand_u64, report, rerun_as_unprivileged, run_kit, unconfined, Fixture,
+    assert_marker_scan_works, assert_suite_passes_as_nobody, capabilities, confined_modes,
+    kit_main, own_rss_bytes, processes_with_marker, rand_u64, report, run_kit, unconfined, Fixture,
     Mode,
 };
 
@@ -363,16 +363,8 @@ async fn secret_probe_inner() {
 
 #[test]
 fn suite_passes_as_an_unprivileged_user() {
-    let Some(output) = rerun_as_unprivileged("suite_passes_as_an_unprivileged_user") else {
-        return;
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    report(&format!(
-        "--- process escape suite as nobody ---\n{stdout}{stderr}"
-    ));
-    assert!(
-        output.status.success(),
-        "suite failed as nobody:\n{stdout}\n{stderr}"
+    assert_suite_passes_as_nobody(
+        "process escape suite",
+        "suite_passes_as_an_unprivileged_user",
     );
 }

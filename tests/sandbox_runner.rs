@@ -10,8 +10,8 @@ use std::time::Duration;
 use pincer::sandbox::exec::{run_command, ExecRequest};
 use pincer::sandbox::{Layer, SandboxError, SandboxMode, SessionScope};
 use sandbox_support::{
-    capabilities, confined_modes, path_text, processes_with_marker, rand_u64, report,
-    rerun_as_unprivileged, unconfined, Fixture, Mode,
+    assert_suite_passes_as_nobody, capabilities, confined_modes, path_text, processes_with_marker,
+    rand_u64, report, unconfined, Fixture, Mode,
 };
 
 #[test]
@@ -356,14 +356,5 @@ async fn dropping_a_run_kills_its_whole_process_tree() {
 
 #[test]
 fn suite_passes_as_an_unprivileged_user() {
-    let Some(output) = rerun_as_unprivileged("suite_passes_as_an_unprivileged_user") else {
-        return;
-    };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    report(&format!("--- runner suite as nobody ---\n{stdout}{stderr}"));
-    assert!(
-        output.status.success(),
-        "suite failed as nobody:\n{stdout}\n{stderr}"
-    );
+    assert_suite_passes_as_nobody("runner suite", "suite_passes_as_an_unprivileged_user");
 }

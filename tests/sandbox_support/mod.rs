@@ -3,6 +3,11 @@
 //! kit (this test binary re-run inside the sandbox to make raw syscalls), process-marker scans
 //! and the re-run of a suite as an unprivileged user. Helpers only: no assertions about the
 //! product live here, and nothing here fakes a sandbox layer.
+//!
+//! Wherever the checkout lies, the binaries the sandbox or `nobody` run are copies staged in
+//! directories these helpers create: the sandbox refuses read-only paths under its private
+//! `/tmp` (a checkout under `/tmp`), and `nobody` cannot reach a checkout under a private home
+//! (`/root` is mode 700).
 #![allow(dead_code)]
 
 use std::io::Write as _;
@@ -20,6 +25,11 @@ pub const KIT_ACTION_VAR: &str = "PINCER_ESCAPE_KIT";
 pub const NESTED_RUN_VAR: &str = "PINCER_SANDBOX_SUITE_NESTED";
 /// File name of the escape kit's copy in a fixture's workspace.
 const KIT_FILE: &str = "escape-kit";
+/// User and group id of `nobody`, the unprivileged user a suite is re-run as.
+const NOBODY_ID: u32 = 65534;
+/// Prefix of each line of a nested run's output in this run's output: keeps the nested
+/// `test result:` lines from reading as this run's (scripts/test adds those lines up).
+const NESTED_OUTPUT_PREFIX: &str = "    [as nobody] ";
 
 /// Capabilities of this host, probed once per test binary.
 pub fn capabilities() -> &'static Capabilities {
@@ -301,8 +311,41 @@ pub fn kit_main() {
     println!("KIT {action} {verdict}");
 }
 
+/// Re-runs this test binary as `nobody` (when root), skipping `skip`, and asserts the run
+/// passed. `suite` names the suite in the output.
+///
+/// The nested run's output is shown once, every line prefixed with [`NESTED_OUTPUT_PREFIX`]:
+/// on success as a report, on failure in the panic message.
+pub fn assert_suite_passes_as_nobody(suite: &str, skip: &str) {
+    let Some(output) = rerun_as_unprivileged(skip) else {
+        return;
+    };
+    let mut shown = format!("--- {suite} as nobody ---\n");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for line in stdout.lines().chain(stderr.lines()) {
+        if line.is_empty() {
+            shown.push_str(NESTED_OUTPUT_PREFIX.trim_end());
+        } else {
+            shown.push_str(NESTED_OUTPUT_PREFIX);
+            shown.push_str(line);
+        }
+        shown.push('\n');
+    }
+    assert!(
+        output.status.success(),
+        "{suite} failed as nobody ({}):\n{shown}",
+        output.status
+    );
+    report(&shown);
+}
+
 /// Re-runs this test binary as `nobody` (when root), skipping `skip`; returns its output.
-pub fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
+///
+/// `nobody` runs a copy staged in a new directory under the temp dir, since the checkout may
+/// lie where `nobody` cannot read (under `/root`). Skipped, with the reason printed, only
+/// when `nobody` cannot execute even that copy (a temp dir it cannot reach).
+fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
     if !is_root() {
         report(&format!(
             "SKIPPED {skip}: already unprivileged (uid {})",
@@ -313,16 +356,77 @@ pub fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
     if std::env::var_os(NESTED_RUN_VAR).is_some() {
         return None;
     }
-    let exe = std::env::current_exe().expect("test binary path");
+    let staged = StagedBinary::new();
+    if let Err(why) = staged.check_nobody_can_run() {
+        report(&format!("SKIPPED {skip}: {why}"));
+        return None;
+    }
     let output = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&exe)
+        .arg(format!("--reuid={NOBODY_ID}"))
+        .arg(format!("--regid={NOBODY_ID}"))
+        .args(["--clear-groups", "--"])
+        .arg(&staged.path)
         .args(["--skip", skip, "--test-threads=2"])
+        .current_dir(staged.dir.path())
         .env(NESTED_RUN_VAR, "1")
         .env("HOME", "/nonexistent")
         .output()
         .expect("setpriv runs");
     Some(output)
+}
+
+/// A copy of this test binary that `nobody` may read and execute, in a new directory under
+/// the temp dir; removed with the directory on drop.
+struct StagedBinary {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl StagedBinary {
+    fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let exe = std::env::current_exe().expect("test binary path");
+        let dir = tempfile::Builder::new()
+            .prefix("pincer-nobody-suite-")
+            .tempdir()
+            .expect("staging directory for the run as nobody");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("staging directory readable by nobody");
+        let name = exe.file_name().expect("test binary has a file name");
+        let path = dir.path().join(name);
+        std::fs::copy(&exe, &path).unwrap_or_else(|e| {
+            panic!(
+                "cannot stage {} in {}: {e}",
+                exe.display(),
+                dir.path().display()
+            )
+        });
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("staged binary executable by nobody");
+        Self { dir, path }
+    }
+
+    /// Checks as `nobody` that the staged copy is executable (every parent searchable).
+    fn check_nobody_can_run(&self) -> Result<(), String> {
+        let status = Command::new("setpriv")
+            .arg(format!("--reuid={NOBODY_ID}"))
+            .arg(format!("--regid={NOBODY_ID}"))
+            .args(["--clear-groups", "--", "test", "-x"])
+            .arg(&self.path)
+            .current_dir("/")
+            .status()
+            .expect("setpriv runs");
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "nobody cannot execute the staged test binary {} (is the temp dir {} \
+                 reachable by other users? set TMPDIR to one that is)",
+                self.path.display(),
+                std::env::temp_dir().display()
+            ))
+        }
+    }
 }
 
 /// Paths the kit and the suites share.
