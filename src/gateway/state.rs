@@ -244,7 +244,7 @@ impl GatewayState {
 
     /// The agent's workspace (`memory::workspace_for`'s rule, `~` expanded).
     pub fn workspace_for(&self, config: &Config, agent_id: &str) -> PathBuf {
-        crate::memory::workspace_for(config, agent_id, &self.data_dir)
+        self.runtime.workspace_for(config, agent_id)
     }
 
     /// Where the LMDB environment lives (shown in session listings).
