@@ -10,6 +10,7 @@ use pincer::cron::{
     CronClock, CronJob, CronOptions, CronService, JobRunner, RunFuture, RunMode, RunResult,
     RunStatus,
 };
+use pincer::queue::{LaneGate, LaneKind, LaneLimits, LaneSlot};
 use pincer::store::{Store, StoreOptions};
 use serde_json::{json, Value};
 
@@ -27,22 +28,35 @@ impl FakeClock {
     }
 }
 
-/// Records which jobs ran; fails while `fail` is set; hangs for jobs named "hang".
+/// Records which jobs ran and how many ran at once; fails while `fail` is set; hangs for jobs named
+/// "hang"; takes 50 ms for jobs named "slow*". Holds its cron-lane slot until it ends.
 #[derive(Default)]
 struct RecordingRunner {
     ran: Mutex<Vec<String>>,
     fail: std::sync::atomic::AtomicBool,
+    running: Arc<AtomicU64>,
+    peak: Arc<AtomicU64>,
 }
 
 impl JobRunner for RecordingRunner {
-    fn run(&self, job: &CronJob) -> RunFuture {
+    fn run(&self, job: &CronJob, slot: LaneSlot) -> RunFuture {
+        assert_eq!(slot.lane(), LaneKind::Cron);
         self.ran.lock().expect("lock").push(job.name.clone());
         let fail = self.fail.load(Ordering::SeqCst);
         let hang = job.name == "hang";
+        let slow = job.name.starts_with("slow");
+        let (running, peak) = (self.running.clone(), self.peak.clone());
         Box::pin(async move {
+            let _slot = slot;
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
             if hang {
                 std::future::pending::<()>().await;
             }
+            if slow {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            running.fetch_sub(1, Ordering::SeqCst);
             if fail {
                 RunResult {
                     status: RunStatus::Error,
@@ -72,13 +86,27 @@ fn service_on(
     clock: Arc<FakeClock>,
     runner: Arc<RecordingRunner>,
 ) -> Arc<CronService> {
+    service_with_lane(dir, clock, runner, 1)
+}
+
+/// A service whose cron lane (`cron.maxConcurrentRuns`) has `cron_lane` slots.
+fn service_with_lane(
+    dir: &std::path::Path,
+    clock: Arc<FakeClock>,
+    runner: Arc<RecordingRunner>,
+    cron_lane: usize,
+) -> Arc<CronService> {
     let store = Store::open(dir, StoreOptions::default()).expect("open store");
     let options = CronOptions {
         enabled: true,
-        max_concurrent_runs: 1,
         run_log_keep: 2_000,
     };
-    CronService::new(store, clock, runner, options)
+    let lanes = Arc::new(LaneGate::new(LaneLimits {
+        main: 4,
+        subagent: 8,
+        cron: cron_lane,
+    }));
+    CronService::new(store, clock, runner, options, lanes)
 }
 
 fn rig(start_ms: u64) -> Rig {
@@ -301,4 +329,28 @@ async fn invalid_jobs_are_refused_with_the_field() {
     let error = rig.service.add(&bad).expect_err("bad minute").to_string();
     assert!(error.contains("minute"), "{error}");
     assert!(rig.service.list(true).expect("list").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_jobs_run_at_most_cron_lane_at_once() {
+    for lane in [1_usize, 2] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = Arc::new(FakeClock(AtomicU64::new(0)));
+        let runner = Arc::new(RecordingRunner::default());
+        let service = service_with_lane(dir.path(), clock.clone(), runner.clone(), lane);
+        for n in 0..4 {
+            service
+                .add(&every_job(&format!("slow-{n}"), 60_000))
+                .expect("add");
+        }
+        clock.set(60_000);
+        let entries = service.run_due().await.expect("tick");
+        assert_eq!(entries.len(), 4);
+        assert!(entries.iter().all(|e| e["status"] == "ok"), "{entries:?}");
+        assert_eq!(
+            runner.peak.load(Ordering::SeqCst),
+            lane as u64,
+            "four due jobs with {lane} cron slot(s)"
+        );
+    }
 }

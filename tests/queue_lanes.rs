@@ -61,6 +61,8 @@ impl TurnRunner for Handle {
     fn run(&self, turn: Turn, ctx: TurnContext) -> BoxFuture<'static, ()> {
         let me = self.0.clone();
         Box::pin(async move {
+            // The turn's place in the lanes is held until the turn ends.
+            let _pass = ctx.pass;
             let now = me.running.fetch_add(1, Ordering::SeqCst) + 1;
             me.max_running.fetch_max(now, Ordering::SeqCst);
             {

@@ -18,11 +18,16 @@ fn start(fake: &FakeOpenAi, queue: &str) -> GatewayProcess {
 }
 
 fn config(fake: &FakeOpenAi, queue: &str) -> String {
+    config_with_defaults(fake, queue, "")
+}
+
+/// The config with extra `agents.defaults` keys (`extra` ends with a comma when set).
+fn config_with_defaults(fake: &FakeOpenAi, queue: &str, extra: &str) -> String {
     format!(
         r#"{{
   models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
                                    models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
-  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+  agents: {{ defaults: {{ {extra} model: {{ primary: "fake/gpt-test" }} }} }},
   messages: {{ queue: {queue} }},
 }}"#,
         fake.base_url()
@@ -345,4 +350,50 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
     let _ = client(&gateway, 37).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(fake.requests().len(), 3);
+}
+
+/// One gate for every run: with `agents.defaults.maxConcurrent: 1` a web chat turn in one session waits
+/// for an `agent` run in another session (the board's own main lane would let both run), and starts as
+/// soon as that run ends.
+#[tokio::test]
+async fn max_concurrent_one_makes_an_agent_run_and_a_chat_turn_take_turns() {
+    let fake = FakeOpenAi::start().await;
+    let held = std::sync::Arc::new(tokio::sync::Notify::new());
+    fake.push_reply(FakeReply::Held {
+        gate: held.clone(),
+        then: Box::new(FakeReply::Text {
+            chunks: vec!["Agent done.".into()],
+            delay_ms: 0,
+        }),
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Chat done.".into()],
+        delay_ms: 0,
+    });
+    let config = config_with_defaults(&fake, r#"{ mode: "collect" }"#, "maxConcurrent: 1,");
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let mut client = client(&gateway, 36).await;
+    let agent =
+        json!({"message": "long job", "sessionKey": "agent:main:other", "idempotencyKey": "a-1"});
+    let accepted = client.call("agent", agent).await;
+    assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
+    for _ in 0..200 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(fake.requests().len(), 1, "the agent run reached the model");
+    let ack = client.call("chat.send", send("w-1", "hello")).await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the chat turn waits for the one main-lane slot"
+    );
+    held.notify_one();
+    let done = chat_event(&mut client, "w-1", "final").await;
+    assert_eq!(done["message"]["content"][0]["text"], "Chat done.");
+    assert_eq!(fake.requests().len(), 2);
 }

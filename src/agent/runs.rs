@@ -7,14 +7,14 @@
 //! bounded table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::Usage;
-use crate::queue::{LaneGate, LaneKind, LaneLimits, LanePass};
+use crate::queue::{Admission, LaneGate, LaneKind, LaneLimits, LanePass};
 
 /// How many finished outcomes are remembered.
 pub const MAX_FINISHED_RUNS: usize = 1000;
@@ -108,7 +108,7 @@ struct Tables {
 /// The registry; cheap to share behind an `Arc`.
 pub struct RunRegistry {
     tables: Mutex<Tables>,
-    lanes: LaneGate,
+    lanes: Arc<LaneGate>,
 }
 
 /// A registered run: what its task needs to report back.
@@ -128,10 +128,20 @@ impl RunRegistry {
 
     /// A registry whose main, subagent and cron lanes have these sizes.
     pub fn with_lanes(limits: LaneLimits) -> Self {
+        RunRegistry::with_gate(Arc::new(LaneGate::new(limits)))
+    }
+
+    /// A registry admitting runs through `gate` (the gateway's one gate, shared with the command queue).
+    pub fn with_gate(lanes: Arc<LaneGate>) -> Self {
         RunRegistry {
             tables: Mutex::new(Tables::default()),
-            lanes: LaneGate::new(limits),
+            lanes,
         }
+    }
+
+    /// The lanes every run waits in.
+    pub fn gate(&self) -> &Arc<LaneGate> {
+        &self.lanes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -166,10 +176,10 @@ impl RunRegistry {
         self.lanes.admit(session_key, LaneKind::Main).await
     }
 
-    /// Waits for this session's turn and a slot in `lane` (runs nested in
+    /// Waits for whatever `admission` still lacks: the session's turn and a lane slot (runs nested in
     /// another run use the subagent lane, so they never wait on their caller's slot).
-    pub async fn admit_in(&self, session_key: &str, lane: LaneKind) -> LanePass {
-        self.lanes.admit(session_key, lane).await
+    pub async fn admit_with(&self, session_key: &str, admission: Admission) -> LanePass {
+        self.lanes.complete(session_key, admission).await
     }
 
     /// Free slots in a lane right now.

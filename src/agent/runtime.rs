@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::runs::{RunEvent, RunOutcome, RunRegistry, RunStatus, RunTicket};
 use super::turn::{run_turn, ReplySettlement, TurnEnv, TurnOverrides, TurnSpec};
 use crate::config::{Config, ConfigHandle};
-use crate::queue::{LaneKind, SteerInbox};
+use crate::queue::{Admission, LaneKind, LanePass, LaneSlot, SteerInbox};
 use crate::store::Store;
 use crate::system::clock::now_ms;
 use crate::system::lifecycle::Lifecycle;
@@ -220,6 +220,7 @@ impl AgentRuntime {
             env,
             origin,
             placement: RunPlacement::default(),
+            held: None,
         })
     }
 
@@ -245,6 +246,8 @@ pub struct PreparedRun {
     env: TurnEnv,
     origin: RunOrigin,
     placement: RunPlacement,
+    /// What the run already holds in the lanes (the command queue's pass, a cron job's slot).
+    held: Option<Admission>,
 }
 
 impl PreparedRun {
@@ -273,6 +276,17 @@ impl PreparedRun {
         self.placement = placement;
     }
 
+    /// The command queue already waited for the session and a lane slot: the run uses them.
+    pub fn set_admitted(&mut self, pass: LanePass) {
+        self.held = Some(Admission::Admitted(pass));
+    }
+
+    /// The caller holds the run's lane slot (a cron job): the run waits for its session only.
+    pub fn set_lane_slot(&mut self, slot: LaneSlot) {
+        self.placement.lane = slot.lane();
+        self.held = Some(Admission::HoldingSlot(slot));
+    }
+
     /// The run's abort switch (the same one `chat.abort` pulls).
     pub fn cancel_token(&self) -> CancellationToken {
         self.ticket.cancel.clone()
@@ -287,7 +301,9 @@ impl PreparedRun {
             env,
             origin,
             placement,
+            held,
         } = self;
+        let admission = held.unwrap_or(Admission::Wait(placement.lane));
         let (tx, rx) = mpsc::channel(RUN_EVENT_BUFFER);
         let listeners = RunListeners {
             requester: origin.requester,
@@ -297,7 +313,7 @@ impl PreparedRun {
         let follower = tokio::spawn(runtime.observer.follow(spec.clone(), listeners, rx));
         let cancel = ticket.cancel.clone();
         let outcome = tokio::select! {
-            pass = runtime.runs.admit_in(&spec.session_key, placement.lane) => {
+            pass = runtime.runs.admit_with(&spec.session_key, admission) => {
                 let _pass = pass;
                 run_turn(&env, &spec, cancel, tx.clone()).await
             }

@@ -29,9 +29,7 @@ use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
 use crate::config::Config;
 use crate::pipeline::commands::CommandInvocation;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
-use crate::queue::{
-    CommandQueue, EnqueueOutcome, LaneGate, LaneKind, LaneLimits, QueueSettings, QueuedMessage,
-};
+use crate::queue::{CommandQueue, EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::routing::{Route, Router};
 use crate::system::clock::now_ms;
 
@@ -94,8 +92,6 @@ pub struct HubDeps {
     pub sessions: Arc<crate::agent::sessions::SessionOps>,
     /// The sub-agent registry (`/subagents`).
     pub subagents: Arc<SubagentRegistry>,
-    /// Size of the main lane (the board's global lane).
-    pub main_lane: usize,
     pub observer: Arc<dyn HubObserver>,
     /// The requests waiting on web chat turns.
     pub answers: Arc<dyn WebchatAnswers>,
@@ -130,10 +126,8 @@ impl ChannelHub {
     pub fn new(deps: HubDeps) -> Arc<ChannelHub> {
         let config = deps.runtime.config();
         let router = Arc::new(Router::new(&config));
-        let gate = Arc::new(LaneGate::new(LaneLimits {
-            main: deps.main_lane.max(1),
-            ..LaneLimits::default()
-        }));
+        // The one gate: channel turns wait in the same lanes as every other run.
+        let gate = deps.runtime.runs.gate().clone();
         let store = deps.runtime.store.clone();
         Arc::new_cyclic(|me| ChannelHub {
             me: me.clone(),

@@ -128,6 +128,11 @@ fn take_origins(turn: &mut Turn) -> Vec<TurnOrigin> {
 }
 
 async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
+    let TurnContext {
+        cancel: queue_cancel,
+        steer,
+        pass,
+    } = ctx;
     let runtime = hub.deps.runtime.clone();
     let mut origins = take_origins(&mut turn);
     let keys: Vec<String> = origins
@@ -156,7 +161,8 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
             return;
         }
     };
-    prepared.set_steer(ctx.steer.clone());
+    prepared.set_steer(steer);
+    prepared.set_admitted(pass);
     // A web chat turn's messages are answered once the run has ended: their
     // durable records go in the commit that keeps the answer (the reply's,
     // when it is recorded). A channel turn's wait for its delivery (the
@@ -179,7 +185,7 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
     let route = reply
         .as_ref()
         .map(|r| (r.channel.id().to_string(), r.target.clone()));
-    let link = link_abort(&ctx, prepared.cancel_token());
+    let link = link_abort(queue_cancel, prepared.cancel_token());
     let delivery = reply.map(|route| {
         let pipeline = hub.pipeline.clone();
         tokio::spawn(deliver_run(route, pipeline, typing, tap_rx))
@@ -223,10 +229,9 @@ fn turn_spec(turn: &Turn, last: &TurnOrigin) -> TurnSpec {
 
 /// The queue aborting the turn (interrupt, `/stop`) aborts the run.
 fn link_abort(
-    ctx: &TurnContext,
+    queue_cancel: tokio_util::sync::CancellationToken,
     run_cancel: tokio_util::sync::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let queue_cancel = ctx.cancel.clone();
     tokio::spawn(async move {
         queue_cancel.cancelled().await;
         run_cancel.cancel();

@@ -299,7 +299,7 @@ fn check_routing(v: &Validator, config: &Config) -> Check {
 
 fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
     v.ensure(
-        cron.max_concurrent_runs > 0,
+        cron.max_concurrent_runs != Some(0),
         "cron.maxConcurrentRuns",
         "must be at least 1",
     )?;

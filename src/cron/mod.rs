@@ -28,8 +28,6 @@ pub enum CronError {
     NotFound(String),
     #[error("corrupt cron job record: {0}")]
     Corrupt(String),
-    #[error("cron service stopped")]
-    Stopped,
     #[error("cron store: {0}")]
     Store(#[from] StoreError),
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
+
+use crate::queue::{LaneGate, LaneKind, LaneSlot};
 use tokio_util::sync::CancellationToken;
 
 use super::job::{CronJob, JobState, Payload, RunResult, RunStatus};
@@ -46,7 +48,9 @@ pub type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
 
 /// Executes one job's payload (an agent turn, a system event) and reports how it went.
 pub trait JobRunner: Send + Sync {
-    fn run(&self, job: &CronJob) -> RunFuture;
+    /// Runs `job` holding `slot`, its place in the cron lane (the run it starts waits for its session
+    /// only); the slot is freed when the future ends.
+    fn run(&self, job: &CronJob, slot: LaneSlot) -> RunFuture;
     /// Called after the run is recorded, with the run-log entry (webhooks, events). Must not block.
     fn finished(&self, _job: &CronJob, _entry: &Value) {}
 }
@@ -55,7 +59,6 @@ pub trait JobRunner: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct CronOptions {
     pub enabled: bool,
-    pub max_concurrent_runs: usize,
     pub run_log_keep: usize,
 }
 
@@ -65,7 +68,8 @@ pub struct CronService {
     clock: Arc<dyn CronClock>,
     runner: Arc<dyn JobRunner>,
     options: CronOptions,
-    slots: Semaphore,
+    /// The gateway's lanes: a job runs in a cron-lane slot (`cron.maxConcurrentRuns`).
+    lanes: Arc<LaneGate>,
     wake: Notify,
 }
 
@@ -100,14 +104,14 @@ impl CronService {
         clock: Arc<dyn CronClock>,
         runner: Arc<dyn JobRunner>,
         options: CronOptions,
+        lanes: Arc<LaneGate>,
     ) -> Arc<CronService> {
-        let slots = Semaphore::new(options.max_concurrent_runs.max(1));
         Arc::new(CronService {
             store,
             clock,
             runner,
             options,
-            slots,
+            lanes,
             wake: Notify::new(),
         })
     }
@@ -346,7 +350,7 @@ impl CronService {
         }
     }
 
-    /// Runs a claimed job under a concurrency slot and its timeout, then records the result.
+    /// Runs a claimed job in a cron-lane slot under its timeout, then records the result.
     pub async fn execute(&self, job: CronJob) -> Result<Value, CronError> {
         let timeout_ms = match &job.payload {
             Payload::AgentTurn {
@@ -356,9 +360,12 @@ impl CronService {
             _ => DEFAULT_JOB_TIMEOUT_MS,
         };
         let result = {
-            let _slot = self.slots.acquire().await.map_err(|_| CronError::Stopped)?;
-            match tokio::time::timeout(Duration::from_millis(timeout_ms), self.runner.run(&job))
-                .await
+            let slot = self.lanes.lane_slot(LaneKind::Cron).await;
+            match tokio::time::timeout(
+                Duration::from_millis(timeout_ms),
+                self.runner.run(&job, slot),
+            )
+            .await
             {
                 Ok(result) => result,
                 Err(_) => RunResult {

@@ -105,11 +105,7 @@ impl GatewayState {
             exempt_loopback: rate.exempt_loopback,
         };
         let approvals = Arc::new(crate::tools::approval::ApprovalTable::default());
-        let lanes = crate::queue::LaneLimits {
-            main: parts.limits.max_concurrent_runs.max(1),
-            subagent: subagent_lane(&parts.loaded.config, parts.limits.subagent_lane),
-            cron: parts.limits.cron_lane.max(1),
-        };
+        let lanes = crate::queue::LaneLimits::resolve(&parts.limits, &parts.loaded.config);
         let subagent_store = parts.store.clone();
         let config_handle = Arc::new(ConfigHandle::new(parts.loaded));
         let lifecycle = Arc::new(Lifecycle::default());
@@ -219,6 +215,8 @@ impl GatewayState {
     /// Swaps in a new configuration (hot reload, `config.patch`).
     pub fn replace_config(&self, loaded: LoadedConfig) {
         let config = self.config_handle.replace(loaded);
+        let lanes = crate::queue::LaneLimits::resolve(&self.limits, &config);
+        self.runs.gate().resize(lanes);
         self.memory.apply(&config, &self.shutdown, &self.tasks);
     }
 
@@ -294,18 +292,6 @@ impl GatewayState {
         writes.push_back(now_ms);
         Ok(())
     }
-}
-
-/// The subagent lane's size: `agents.defaults.subagents.maxConcurrent` when set, else the board's.
-fn subagent_lane(config: &Config, board: usize) -> usize {
-    config
-        .agents
-        .defaults
-        .subagents
-        .as_ref()
-        .and_then(|s| s.max_concurrent)
-        .map_or(board, |n| n as usize)
-        .max(1)
 }
 
 /// The LMDB environment's directory inside the data dir.

@@ -39,7 +39,6 @@ pub fn hub_of(state: &Arc<GatewayState>) -> Arc<ChannelHub> {
                 channels: state.channels.clone(),
                 sessions: state.sessions.clone(),
                 subagents: state.subagents.clone(),
-                main_lane: state.limits.max_concurrent_runs,
                 observer: Arc::new(GatewayHubObserver {
                     state: Arc::downgrade(state),
                 }),

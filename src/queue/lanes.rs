@@ -3,10 +3,19 @@
 //! cron lanes each have their own limit, so a busy lane never starves
 //! another. Tokio's mutex and semaphore are fair, so each lane is FIFO.
 //!
+//! A gateway has exactly one [`LaneGate`]: the command queue and the agent
+//! runtime share it, so every run (channel, web chat, `agent`, cron,
+//! heartbeat, sub-agent) waits in the same lanes. Lane sizes come from the
+//! board profile unless the config sets them ([`LaneLimits::resolve`]) and
+//! follow config reloads ([`LaneGate::resize`]).
+//!
 //! This file must not know what a run does or where its messages came from.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use crate::config::Config;
+use crate::system::board::BoardLimits;
 
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
@@ -34,6 +43,22 @@ pub struct LaneLimits {
     pub cron: usize,
 }
 
+impl LaneLimits {
+    /// The lane sizes for this board and config: `agents.defaults.maxConcurrent`,
+    /// `agents.defaults.subagents.maxConcurrent` and `cron.maxConcurrentRuns` when
+    /// set, else the board profile's; never below one.
+    pub fn resolve(board: &BoardLimits, config: &Config) -> LaneLimits {
+        let defaults = &config.agents.defaults;
+        let subagent = defaults.subagents.as_ref().and_then(|s| s.max_concurrent);
+        let pick = |set: Option<u32>, board: usize| set.map_or(board, |n| n as usize).max(1);
+        LaneLimits {
+            main: pick(defaults.max_concurrent, board.max_concurrent_runs),
+            subagent: pick(subagent, board.subagent_lane),
+            cron: pick(config.cron.max_concurrent_runs, board.cron_lane),
+        }
+    }
+}
+
 impl Default for LaneLimits {
     fn default() -> Self {
         LaneLimits {
@@ -50,22 +75,95 @@ pub struct LanePass {
     _slot: OwnedSemaphorePermit,
 }
 
+/// A slot in one global lane, taken before the run's session (a cron job
+/// holds its cron slot while it runs, timeout and all).
+pub struct LaneSlot {
+    lane: LaneKind,
+    permit: OwnedSemaphorePermit,
+}
+
+impl LaneSlot {
+    /// The lane the slot belongs to.
+    pub fn lane(&self) -> LaneKind {
+        self.lane
+    }
+}
+
+/// How far a run has come through the lanes.
+pub enum Admission {
+    /// Nothing held yet: wait for the session, then a slot in this lane.
+    Wait(LaneKind),
+    /// The lane slot is held; wait for the session only.
+    HoldingSlot(LaneSlot),
+    /// Session and slot held (the command queue admitted the turn).
+    Admitted(LanePass),
+}
+
 /// The lanes of one gateway.
 pub struct LaneGate {
     main: Arc<Semaphore>,
     subagent: Arc<Semaphore>,
     cron: Arc<Semaphore>,
+    /// The sizes the lanes have (or are shrinking to).
+    limits: Mutex<LaneLimits>,
     sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl LaneGate {
     pub fn new(limits: LaneLimits) -> LaneGate {
+        let limits = LaneLimits {
+            main: limits.main.max(1),
+            subagent: limits.subagent.max(1),
+            cron: limits.cron.max(1),
+        };
         LaneGate {
-            main: Arc::new(Semaphore::new(limits.main.max(1))),
-            subagent: Arc::new(Semaphore::new(limits.subagent.max(1))),
-            cron: Arc::new(Semaphore::new(limits.cron.max(1))),
+            main: Arc::new(Semaphore::new(limits.main)),
+            subagent: Arc::new(Semaphore::new(limits.subagent)),
+            cron: Arc::new(Semaphore::new(limits.cron)),
+            limits: Mutex::new(limits),
             sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The lanes' sizes.
+    pub fn limits(&self) -> LaneLimits {
+        *self.limits.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gives the lanes new sizes (a config reload). A lane grows at once; a
+    /// lane that shrinks takes back free slots now and busy ones as their runs
+    /// end, so no running turn is cut short. Must be called inside a Tokio
+    /// runtime when a lane shrinks below its busy slots.
+    pub fn resize(&self, new: LaneLimits) {
+        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let old = *limits;
+        let new = LaneLimits {
+            main: new.main.max(1),
+            subagent: new.subagent.max(1),
+            cron: new.cron.max(1),
+        };
+        for (lane, from, to) in [
+            (LaneKind::Main, old.main, new.main),
+            (LaneKind::Subagent, old.subagent, new.subagent),
+            (LaneKind::Cron, old.cron, new.cron),
+        ] {
+            let semaphore = self.semaphore(lane);
+            if to > from {
+                semaphore.add_permits(to - from);
+            } else if from > to {
+                let owed = from - to;
+                let taken = semaphore.forget_permits(owed);
+                if taken < owed {
+                    let rest = (owed - taken) as u32;
+                    tokio::spawn(async move {
+                        if let Ok(permits) = semaphore.acquire_many_owned(rest).await {
+                            permits.forget();
+                        }
+                    });
+                }
+            }
+        }
+        *limits = new;
     }
 
     fn semaphore(&self, lane: LaneKind) -> Arc<Semaphore> {
@@ -76,26 +174,46 @@ impl LaneGate {
         }
     }
 
-    /// Waits for a slot in `lane` only (the caller already serialises the session).
-    pub async fn lane_slot(&self, lane: LaneKind) -> OwnedSemaphorePermit {
-        self.semaphore(lane)
+    /// Waits for a slot in `lane` only; the run's session is waited for later
+    /// ([`Admission::HoldingSlot`]).
+    pub async fn lane_slot(&self, lane: LaneKind) -> LaneSlot {
+        let permit = self
+            .semaphore(lane)
             .acquire_owned()
             .await
-            .expect("lane semaphores are never closed")
+            .expect("lane semaphores are never closed");
+        LaneSlot { lane, permit }
     }
 
     /// Waits for this session's turn, then a slot in `lane`, in that order.
     pub async fn admit(&self, session_key: &str, lane: LaneKind) -> LanePass {
+        let session = self.session_turn(session_key).await;
+        let slot = self.lane_slot(lane).await;
+        LanePass {
+            _session: Some(session),
+            _slot: slot.permit,
+        }
+    }
+
+    /// Waits for whatever `admission` still lacks.
+    pub async fn complete(&self, session_key: &str, admission: Admission) -> LanePass {
+        match admission {
+            Admission::Wait(lane) => self.admit(session_key, lane).await,
+            Admission::HoldingSlot(slot) => LanePass {
+                _session: Some(self.session_turn(session_key).await),
+                _slot: slot.permit,
+            },
+            Admission::Admitted(pass) => pass,
+        }
+    }
+
+    /// Waits until no other run of this session holds its lane.
+    async fn session_turn(&self, session_key: &str) -> OwnedMutexGuard<()> {
         let lock = {
             let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
             sessions.entry(session_key.to_string()).or_default().clone()
         };
-        let session = lock.lock_owned().await;
-        let slot = self.lane_slot(lane).await;
-        LanePass {
-            _session: Some(session),
-            _slot: slot,
-        }
+        lock.lock_owned().await
     }
 
     /// Forgets session locks nobody holds or waits for (keeps the map bounded).
@@ -115,5 +233,93 @@ impl LaneGate {
     /// Free slots in a lane right now.
     pub fn available(&self, lane: LaneKind) -> usize {
         self.semaphore(lane).available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn config(text: &str) -> Config {
+        crate::config::parse_str(text, "test").expect("valid config")
+    }
+
+    fn board() -> BoardLimits {
+        BoardLimits {
+            max_concurrent_runs: 2,
+            subagent_lane: 4,
+            cron_lane: 1,
+            ..BoardLimits::default()
+        }
+    }
+
+    #[test]
+    fn lane_sizes_come_from_the_board_unless_the_config_sets_them() {
+        let unset = LaneLimits::resolve(&board(), &config("{}"));
+        assert_eq!(
+            unset,
+            LaneLimits {
+                main: 2,
+                subagent: 4,
+                cron: 1
+            }
+        );
+        let set = LaneLimits::resolve(
+            &board(),
+            &config(
+                "{ agents: { defaults: { maxConcurrent: 6, subagents: { maxConcurrent: 3 } } },
+                   cron: { maxConcurrentRuns: 5 } }",
+            ),
+        );
+        assert_eq!(
+            set,
+            LaneLimits {
+                main: 6,
+                subagent: 3,
+                cron: 5
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lane_grows_at_once_and_shrinks_as_its_runs_end() {
+        let gate = LaneGate::new(LaneLimits {
+            main: 2,
+            subagent: 1,
+            cron: 1,
+        });
+        let first = gate.admit("a", LaneKind::Main).await;
+        let second = gate.admit("b", LaneKind::Main).await;
+        assert_eq!(gate.available(LaneKind::Main), 0);
+        gate.resize(LaneLimits {
+            main: 3,
+            subagent: 1,
+            cron: 1,
+        });
+        assert_eq!(gate.available(LaneKind::Main), 1, "grown at once");
+        gate.resize(LaneLimits {
+            main: 1,
+            subagent: 1,
+            cron: 1,
+        });
+        assert_eq!(
+            gate.available(LaneKind::Main),
+            0,
+            "the free slot is taken back"
+        );
+        assert_eq!(gate.limits().main, 1);
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            gate.available(LaneKind::Main),
+            0,
+            "an ended run's slot pays the shrink"
+        );
+        drop(second);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(gate.available(LaneKind::Main), 1, "one slot, as resized");
+        let _third = gate.admit("c", LaneKind::Main).await;
+        assert_eq!(gate.available(LaneKind::Main), 0);
     }
 }

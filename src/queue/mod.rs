@@ -1,6 +1,8 @@
 //! Layer 3 of the message path: when a message is answered. Each session
-//! key has one drain task at a time (the session lane: one run per session),
-//! every run also takes a slot in its global lane (`lanes.rs`), and messages
+//! key has one drain task at a time, and each turn waits in the gateway's one
+//! [`LaneGate`] (`lanes.rs`: the session lane, then a slot in its global
+//! lane) before its runner starts it; the runner's run inherits that place
+//! (`Admission::Admitted`), so it never waits twice. Messages
 //! that arrive while the session is busy follow the session's queue mode:
 //! collect (merge into one follow-up turn), followup (one turn each), steer
 //! (hand to the running turn at its next model call, else follow up),
@@ -25,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::schema::messages::{QueueConfig, QueueDrop, QueueMode};
 
-pub use lanes::{LaneGate, LaneKind, LaneLimits, LanePass};
+pub use lanes::{Admission, LaneGate, LaneKind, LaneLimits, LanePass, LaneSlot};
 pub use pending::{PendingQueue, PushOutcome, QueuedTurn};
 
 /// One message waiting for (or given to) a turn.
@@ -139,10 +141,15 @@ pub struct Turn {
     pub messages: Vec<QueuedMessage>,
 }
 
-/// What a running turn can observe: abort, and steered messages.
+/// What a running turn can observe: abort, and steered messages; and its
+/// place in the lanes, held until the runner drops it.
 pub struct TurnContext {
     pub cancel: CancellationToken,
     pub steer: SteerInbox,
+    /// The session and lane slot the queue waited for. Dropping it frees
+    /// them: the runner holds it, or hands it to the run
+    /// (`Admission::Admitted`), until the turn ends.
+    pub pass: LanePass,
 }
 
 /// Executes turns (the agent run, in production).
@@ -335,15 +342,22 @@ async fn drain(queue: CommandQueue, session_key: String) {
             wait_for_quiet(&queue, &session_key).await;
         }
         first = false;
-        let Some((turn, lane, ctx)) = begin_turn(&queue, &session_key) else {
+        let Some((turn, lane, active)) = begin_turn(&queue, &session_key) else {
             return;
         };
-        let slot = queue.inner.gate.lane_slot(lane).await;
-        let steer = ctx.steer.clone();
-        if !ctx.cancel.is_cancelled() {
+        let steer = active.steer.clone();
+        let admitted = tokio::select! {
+            pass = queue.inner.gate.admit(&session_key, lane) => Some(pass),
+            _ = active.cancel.cancelled() => None,
+        };
+        if let Some(pass) = admitted {
+            let ctx = TurnContext {
+                cancel: active.cancel,
+                steer: active.steer,
+                pass,
+            };
             queue.inner.runner.run(turn, ctx).await;
         }
-        drop(slot);
         let mut sessions = queue.sessions();
         if let Some(slot) = sessions.get_mut(&session_key) {
             slot.active = None;
@@ -355,7 +369,7 @@ async fn drain(queue: CommandQueue, session_key: String) {
 
 /// Takes the next turn and marks it active; `None` (and the session
 /// forgotten) when nothing waits.
-fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind, TurnContext)> {
+fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind, ActiveTurn)> {
     let mut sessions = queue.sessions();
     let slot = sessions.get_mut(session_key)?;
     let collect = slot.settings.mode == QueueMode::Collect;
@@ -363,20 +377,20 @@ fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind
         sessions.remove(session_key);
         return None;
     };
-    let ctx = TurnContext {
+    let active = ActiveTurn {
         cancel: CancellationToken::new(),
         steer: SteerInbox::default(),
     };
     slot.active = Some(ActiveTurn {
-        cancel: ctx.cancel.clone(),
-        steer: ctx.steer.clone(),
+        cancel: active.cancel.clone(),
+        steer: active.steer.clone(),
     });
     let turn = Turn {
         session_key: session_key.to_string(),
         prompt,
         messages,
     };
-    Some((turn, slot.lane, ctx))
+    Some((turn, slot.lane, active))
 }
 
 /// Waits until `debounceMs` passed since the last enqueue (a burst settles).

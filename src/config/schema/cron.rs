@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::config::de as cde;
 use crate::config::duration::{parse_byte_size, parse_duration_ms, DurationUnit};
 
-pub const DEFAULT_CRON_MAX_CONCURRENT_RUNS: u32 = 1;
 pub const DEFAULT_CRON_SESSION_RETENTION_MS: u64 = 24 * 3_600_000;
 pub const DEFAULT_CRON_RUN_LOG_MAX_BYTES: u64 = 2_000_000;
 pub const DEFAULT_CRON_RUN_LOG_KEEP_LINES: u32 = 2_000;
@@ -27,7 +26,8 @@ pub struct CronConfig {
     /// Upstream's job store path; pincer keeps jobs in its database and only
     /// accepts the key for compatibility.
     pub store: Option<String>,
-    pub max_concurrent_runs: u32,
+    /// Concurrent cron runs (the cron lane); unset: the board profile's (upstream's default is 1).
+    pub max_concurrent_runs: Option<u32>,
     pub retry: Option<CronRetryConfig>,
     /// Legacy webhook for jobs with `notify: true`.
     pub webhook: Option<String>,
@@ -43,7 +43,7 @@ impl Default for CronConfig {
         CronConfig {
             enabled: true,
             store: None,
-            max_concurrent_runs: DEFAULT_CRON_MAX_CONCURRENT_RUNS,
+            max_concurrent_runs: None,
             retry: None,
             webhook: None,
             webhook_token: None,
@@ -166,7 +166,7 @@ mod tests {
     fn cron_defaults_match_openclaw() {
         let cron = CronConfig::default();
         assert!(cron.enabled);
-        assert_eq!(cron.max_concurrent_runs, 1);
+        assert_eq!(cron.max_concurrent_runs, None);
         assert_eq!(cron.session_retention_ms(), Some(24 * 3_600_000));
         assert_eq!(cron.run_log.max_bytes(), 2_000_000);
         assert_eq!(cron.run_log.keep_lines, 2000);

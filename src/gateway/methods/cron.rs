@@ -25,6 +25,7 @@ use crate::gateway::state::GatewayState;
 use crate::routing::session_key::cron_session_key;
 
 use super::params::Params;
+use crate::queue::LaneSlot;
 
 /// Default and largest `cron.runs` limits.
 pub const DEFAULT_RUNS_LIMIT: u64 = 200;
@@ -36,14 +37,14 @@ struct GatewayRunner {
 }
 
 impl JobRunner for GatewayRunner {
-    fn run(&self, job: &CronJob) -> RunFuture {
+    fn run(&self, job: &CronJob, slot: LaneSlot) -> RunFuture {
         let state = self.state.upgrade();
         let job = job.clone();
         Box::pin(async move {
             let Some(state) = state else {
                 return failed("the gateway is shutting down".into());
             };
-            run_as_agent_turn(&state, &job).await
+            run_as_agent_turn(&state, &job, slot).await
         })
     }
 
@@ -136,7 +137,7 @@ fn failed(error: String) -> RunResult {
     }
 }
 
-async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob) -> RunResult {
+async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob, slot: LaneSlot) -> RunResult {
     let config = state.config();
     let agent_id = job
         .agent_id
@@ -182,13 +183,13 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob) -> RunResul
         tap: Some(tap),
         ..RunOrigin::default()
     };
-    let placement = runs::RunPlacement {
-        lane: crate::queue::LaneKind::Cron,
-        quiet: false,
+    // The job holds its cron-lane slot: the run waits for its session only.
+    let mut prepared = match runs::prepare(state, spec, origin) {
+        Ok(prepared) => prepared,
+        Err(e) => return failed(e.message),
     };
-    if let Err(e) = runs::start_placed(state, spec, origin, placement) {
-        return failed(e.message);
-    }
+    prepared.set_lane_slot(slot);
+    state.tasks.spawn(prepared.execute());
     while let Some(event) = events.recv().await {
         if let RunEvent::Finished(outcome) = event {
             return match outcome.status {
@@ -214,13 +215,18 @@ pub fn start_service(state: &Arc<GatewayState>) {
     let config = state.config();
     let options = CronOptions {
         enabled: config.cron.enabled,
-        max_concurrent_runs: config.cron.max_concurrent_runs.max(1) as usize,
         run_log_keep: config.cron.run_log.keep_lines as usize,
     };
     let runner = Arc::new(GatewayRunner {
         state: Arc::downgrade(state),
     });
-    let service = CronService::new(state.store.clone(), Arc::new(SystemClock), runner, options);
+    let service = CronService::new(
+        state.store.clone(),
+        Arc::new(SystemClock),
+        runner,
+        options,
+        state.runs.gate().clone(),
+    );
     if state.cron.set(service.clone()).is_err() {
         return;
     }
