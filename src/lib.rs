@@ -4,6 +4,7 @@
 //! `pincer` binary in `main.rs` only parses arguments and calls into it.
 
 pub mod agent;
+pub mod app;
 pub mod channels;
 pub mod cli;
 pub mod config;

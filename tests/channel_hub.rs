@@ -38,6 +38,7 @@ async fn unpaired_dm_gets_a_code_and_no_run_until_approved() {
         .to_string();
     let approved = hub
         .state
+        .services
         .store
         .dm_pairing_approve(
             "telegram",
@@ -377,6 +378,7 @@ async fn commands_are_answered_and_never_reach_the_agent() {
     assert!(has("No sub-agents in this session."), "{texts:?}");
     let entry = hub
         .state
+        .services
         .store
         .session("agent:main:main")
         .expect("read")
@@ -449,7 +451,7 @@ async fn channels_status_reports_each_running_account() {
     assert_eq!(account["configured"], true);
     assert_eq!(account["running"], true);
     assert_eq!(status["channels"]["telegram"]["running"], true);
-    hub.state.channels.stop_all().await;
+    hub.state.services.channels.stop_all().await;
     let stopped = pincer::gateway::methods::send::channels_status(&hub.state).expect("status");
     assert_eq!(stopped["channelAccounts"]["telegram"][0]["running"], false);
 }
@@ -523,7 +525,7 @@ async fn a_broadcast_group_message_is_answered_by_each_agent_in_its_own_session(
     texts.sort();
     assert_eq!(texts, vec!["First view.", "Second view."]);
     assert_eq!(hub.fake.requests().len(), 2);
-    let sessions = hub.state.store.sessions().expect("sessions");
+    let sessions = hub.state.services.store.sessions().expect("sessions");
     let keys: Vec<&str> = sessions.iter().map(|(k, _)| k.as_str()).collect();
     assert!(
         keys.contains(&"agent:main:telegram:group:-100")
@@ -578,5 +580,5 @@ async fn unanswered_group_messages_come_as_context_with_the_next_mention() {
         !asked.contains("[Chat messages since your last reply"),
         "the history was used up: {asked}"
     );
-    assert_eq!(hub.state.channels.ids().len(), 1);
+    assert_eq!(hub.state.services.channels.ids().len(), 1);
 }

@@ -191,7 +191,7 @@ fn tailscale_serve_is_started_and_reset_through_the_cli() {
 
 fn state(dir: &std::path::Path) -> std::sync::Arc<GatewayState> {
     let store = Store::open(&dir.join("store"), StoreOptions::default()).expect("store");
-    let state = GatewayState::new(StateParts {
+    let state = pincer::app::build(StateParts {
         loaded: LoadedConfig {
             config: Default::default(),
             path: None,

@@ -46,7 +46,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 limits: crate::system::board::detect().limits(),
             };
             runtime()?
-                .block_on(gateway::serve(options))
+                .block_on(crate::app::serve(options))
                 .map_err(|e| e.to_string())
         }
         Command::Config(ConfigCommand::Check { path }) => check(&cli.global, path.as_deref()),

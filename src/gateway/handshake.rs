@@ -153,7 +153,7 @@ pub fn decide(
             .as_deref()
             .or(params.auth.token.as_deref());
         let record = match (&device_id, presented) {
-            (Some(id), Some(_)) => state.store.device(id).ok().flatten(),
+            (Some(id), Some(_)) => state.services.store.device(id).ok().flatten(),
             _ => None,
         };
         via_device_token = matches!((&record, presented),
@@ -195,7 +195,7 @@ pub fn decide(
                 remote_ip: ip.to_string(),
                 is_loopback: ip.is_loopback(),
             };
-            let decision = pairing::evaluate(&state.store, &ask, now_ms).map_err(|e| {
+            let decision = pairing::evaluate(&state.services.store, &ask, now_ms).map_err(|e| {
                 Refusal::policy(
                     ErrorShape::unavailable(format!("device store unavailable: {e}")),
                     "store error",
@@ -221,14 +221,19 @@ pub fn decide(
             };
             granted.retain(|s| record.scopes.contains(s));
             if !via_device_token {
-                let token =
-                    pairing::issue_token(&state.store, &mut record, &params.role, &granted, now_ms)
-                        .map_err(|e| {
-                            Refusal::policy(
-                                ErrorShape::unavailable(format!("device store unavailable: {e}")),
-                                "store error",
-                            )
-                        })?;
+                let token = pairing::issue_token(
+                    &state.services.store,
+                    &mut record,
+                    &params.role,
+                    &granted,
+                    now_ms,
+                )
+                .map_err(|e| {
+                    Refusal::policy(
+                        ErrorShape::unavailable(format!("device store unavailable: {e}")),
+                        "store error",
+                    )
+                })?;
                 device_token = Some(token);
                 issued_at_ms = Some(now_ms);
             }
@@ -328,7 +333,7 @@ pub fn hello_ok(
             "stateVersion": state.clients.state_version(),
             "uptimeMs": state.uptime_ms(),
             "configPath": loaded.path.as_ref().map(|p| p.display().to_string()),
-            "stateDir": state.data_dir.display().to_string(),
+            "stateDir": state.services.data_dir.display().to_string(),
             "sessionDefaults": {
                 "defaultAgentId": default_agent,
                 "mainKey": main_key,

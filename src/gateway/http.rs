@@ -347,7 +347,7 @@ async fn tools_invoke(
             &json!({"ok": false, "error": {"type": "forbidden", "message": format!("tool {tool} is not available over HTTP (gateway.tools.allow)")}}),
         );
     }
-    let Some(tool_impl) = state.tools.get(tool) else {
+    let Some(tool_impl) = state.services.tools.get(tool) else {
         return json_response(
             StatusCode::NOT_FOUND,
             &json!({"ok": false, "error": {"type": "not_found", "message": format!("unknown tool: {tool}")}}),
@@ -383,11 +383,11 @@ async fn tools_invoke(
         agent_id,
         session_key,
         workspace,
-        store: state.store.clone(),
+        store: state.services.store.clone(),
         http: state.http(),
         cancel: state.shutdown.child_token(),
         config: config.clone(),
-        services: state.tool_services.clone(),
+        services: state.services.tool_services.clone(),
     };
     let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
     match tool_impl.execute(args, &ctx).await {

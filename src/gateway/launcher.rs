@@ -134,7 +134,7 @@ impl RunLauncher for GatewayLauncher {
     fn abort_run(&self, run_id: &str) -> bool {
         self.state
             .upgrade()
-            .is_some_and(|state| state.runs.abort(run_id))
+            .is_some_and(|state| state.services.runs.abort(run_id))
     }
 
     fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String> {
@@ -153,7 +153,7 @@ pub struct GatewayCron {
 
 impl crate::tools::cron::CronAccess for GatewayCron {
     fn service(&self) -> Option<Arc<dyn crate::tools::cron::CronControl>> {
-        let service: Arc<CronService> = self.state.upgrade()?.cron.get().cloned()?;
+        let service: Arc<CronService> = self.state.upgrade()?.services.cron.clone();
         Some(service)
     }
 
@@ -169,7 +169,7 @@ impl crate::tools::cron::CronAccess for GatewayCron {
 
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
 pub fn reconcile_subagents(state: &Arc<GatewayState>) {
-    let registry = state.subagents.clone();
+    let registry = state.services.subagents.clone();
     state.tasks.spawn(async move {
         match tokio::task::block_in_place(|| registry.reconcile()) {
             Ok(report) if report != Default::default() => log::info!(
@@ -196,15 +196,15 @@ pub fn deliver_to_session_readers(
 ) {
     let now = now_ms();
     let recorded = (|| -> Result<(), crate::store::StoreError> {
-        let entry = match state.store.session(session_key)? {
+        let entry = match state.services.store.session(session_key)? {
             Some(entry) => entry,
             None => {
                 let entry = crate::store::SessionEntry::new(uuid::Uuid::new_v4().to_string(), now);
-                state.store.put_session(session_key, &entry)?;
+                state.services.store.put_session(session_key, &entry)?;
                 entry
             }
         };
-        state.store.append_transcript(
+        state.services.store.append_transcript(
             &entry.session_id,
             &crate::store::TranscriptEntry {
                 role: "assistant".into(),

@@ -49,6 +49,7 @@ use crate::system::clock::now_ms;
 use self::clients::BroadcastOptions;
 use self::state::{GatewayState, StateParts};
 use crate::system::board::BoardLimits;
+use futures_util::future::BoxFuture;
 
 /// How long running turns may take to finish once shutdown starts.
 pub const SHUTDOWN_DRAIN_MS: u64 = 15_000;
@@ -86,8 +87,15 @@ pub struct ServeOptions {
     pub limits: BoardLimits,
 }
 
-/// Runs the gateway until SIGTERM or SIGINT.
-pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
+/// Where the gateway's services come from: the composition root (`crate::app`) builds them around the
+/// protocol parts, and starts their background work once the gateway is ready.
+pub trait Composer: Send + Sync {
+    fn build(&self, parts: StateParts) -> Arc<GatewayState>;
+    fn start<'a>(&'a self, state: &'a Arc<GatewayState>) -> BoxFuture<'a, ()>;
+}
+
+/// Runs the gateway with the services `composer` builds until SIGTERM or SIGINT.
+pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(), GatewayError> {
     let config = options.loaded.config.clone();
     let port = options.port.unwrap_or(config.gateway.port);
     let bind_mode = options.bind.unwrap_or(config.gateway.bind);
@@ -124,7 +132,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
             addr: plan.addrs[0],
             source,
         })?;
-    let state = GatewayState::new(StateParts {
+    let state = composer.build(StateParts {
         loaded: options.loaded,
         store,
         data_dir: options.data_dir,
@@ -147,16 +155,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
     tokio::task::spawn_blocking(move || {
         let capabilities = crate::sandbox::probe();
         log::info!("{}", capabilities.summary());
-        let _ = prober.sandbox_layers.set(capabilities.to_json());
+        let _ = prober.services.sandbox_layers.set(capabilities.to_json());
     });
     state.set_ready();
-    methods::cron::start_service(&state);
-    start_channels(&state).await;
-    launcher::reconcile_subagents(&state);
-    methods::heartbeat::start_runner(&state);
-    state
-        .memory
-        .apply(&state.config(), &state.shutdown, &state.tasks);
+    composer.start(&state).await;
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
@@ -165,41 +167,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), GatewayError> {
         _ = int.recv() => log::info!("SIGINT received, shutting down"),
     }
     drain(&state).await;
-    if let Some(hub) = state.hub.get() {
-        let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
-        hub.wait_idle(wait).await;
-    }
-    state.channels.stop_all().await;
+    let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
+    state.services.hub.wait_idle(wait).await;
+    state.services.channels.stop_all().await;
     if tailscale.reset_on_exit {
         tailscale::reset(tailscale.mode).await;
     }
     Ok(())
-}
-
-/// Registers the adapters the config asks for and starts them with the hub
-/// as their inbound sink.
-async fn start_channels(state: &Arc<GatewayState>) {
-    // Web chat messages accepted before a crash but never answered run now.
-    state
-        .tasks
-        .spawn(methods::chat::replay_webchat(state.clone()));
-    let config = state.config();
-    for adapter in crate::channels::registry::configured_adapters(
-        &config,
-        &state.store,
-        &state.http(),
-        &state.http_routes,
-    ) {
-        state.channels.register(adapter);
-    }
-    if state.channels.ids().is_empty() {
-        return;
-    }
-    let hub = webchat::hub_of(state);
-    let sink = Arc::new(crate::channels::hub::HubSink(hub.clone()));
-    state.channels.start_all(sink).await;
-    // Messages accepted before a crash but never answered run now.
-    state.tasks.spawn(hub.replay_inbox());
 }
 
 fn hostname() -> String {
@@ -350,7 +324,7 @@ fn spawn_background(state: &Arc<GatewayState>) {
                 max_entries: maintenance.max_entries as usize,
                 max_disk_bytes: maintenance.max_disk_bytes(),
             };
-            match maintainer.store.maintain(&policy, now_ms()) {
+            match maintainer.services.store.maintain(&policy, now_ms()) {
                 Ok(report) => log::debug!("store maintenance: {report:?}"),
                 Err(e) => log::warn!("store maintenance failed: {e}"),
             }
@@ -408,21 +382,22 @@ async fn drain(state: &Arc<GatewayState>) {
         BroadcastOptions::default(),
     );
     let deadline = tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS);
-    while state.runs.active_count() > 0 && tokio::time::Instant::now() < deadline {
+    while state.services.runs.active_count() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if state.runs.active_count() > 0 {
+    if state.services.runs.active_count() > 0 {
         log::warn!(
             "aborting {} runs still going at the shutdown deadline",
-            state.runs.active_count()
+            state.services.runs.active_count()
         );
-        state.runs.abort_all();
+        state.services.runs.abort_all();
         let grace = tokio::time::Instant::now() + Duration::from_secs(2);
-        while state.runs.active_count() > 0 && tokio::time::Instant::now() < grace {
+        while state.services.runs.active_count() > 0 && tokio::time::Instant::now() < grace {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     let killed = state
+        .services
         .tool_services
         .processes
         .kill_all(Duration::from_secs(3))
@@ -435,7 +410,7 @@ async fn drain(state: &Arc<GatewayState>) {
     state.shutdown.cancel();
     state.tasks.close();
     let _ = tokio::time::timeout(Duration::from_secs(3), state.tasks.wait()).await;
-    if let Err(e) = state.store.sync() {
+    if let Err(e) = state.services.store.sync() {
         log::error!("store sync at shutdown failed: {e}");
     }
     log::info!("gateway stopped");

@@ -66,6 +66,7 @@ pub fn start_placed(
     placement: RunPlacement,
 ) -> Result<(), ErrorShape> {
     state
+        .services
         .runtime
         .start(spec, origin, placement)
         .map_err(start_error)
@@ -77,7 +78,11 @@ pub fn prepare(
     spec: TurnSpec,
     origin: RunOrigin,
 ) -> Result<PreparedRun, ErrorShape> {
-    state.runtime.prepare(spec, origin).map_err(start_error)
+    state
+        .services
+        .runtime
+        .prepare(spec, origin)
+        .map_err(start_error)
 }
 
 /// The gateway's ear on every run: `agent` and `chat` events, answers to the

@@ -59,7 +59,7 @@ impl SessionRunner for GatewaySessionRunner {
     ) -> crate::agent::provider::BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async move {
             let state = self.state.upgrade()?;
-            let runs = state.runs.clone();
+            let runs = state.services.runs.clone();
             drop(state);
             let outcome = runs.wait(run_id, timeout).await?;
             Some(SessionReply {
@@ -86,7 +86,7 @@ impl SessionRunner for GatewaySessionRunner {
                 .upgrade()
                 .ok_or_else(|| "the gateway is shutting down".to_string())?;
             let destination = tokio::task::block_in_place(|| {
-                ChannelDestination::last_route_of(&state.store, session_key)
+                ChannelDestination::last_route_of(&state.services.store, session_key)
             })
             .or_else(|| destination_of_key(session_key));
             let Some(destination) = destination else {

@@ -1,12 +1,13 @@
-//! The gateway's shared state: configuration (hot-swappable), the store,
-//! connected clients, runs, idempotency, limits and lifecycle flags.
+//! The gateway's shared state: the protocol's own (connected clients, auth
+//! limiter, idempotency, TLS, limits, lifecycle) and the handles of the
+//! services its methods call, which `crate::app` builds and wires.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::agent::runtime::{AgentRuntime, RuntimeParts};
+use crate::agent::runtime::AgentRuntime;
 use crate::config::ConfigHandle;
 use crate::system::lifecycle::Lifecycle;
 
@@ -35,45 +36,20 @@ pub const MAX_IN_FLIGHT_REQUESTS: usize = 64;
 /// `config.apply` / `config.patch` allowed per minute.
 pub const CONFIG_WRITES_PER_MINUTE: usize = 3;
 
-/// Everything the connection and method code shares.
+/// The protocol's own state (clients, auth limiter, idempotency, TLS, lifecycle, limits) and the
+/// service handles its methods call into, which the composition root (`crate::app`) builds.
 pub struct GatewayState {
     pub version: &'static str,
-    /// The running config, shared with every layer.
-    pub config_handle: Arc<ConfigHandle>,
+    /// The services the methods reach (built and wired by `crate::app`, never here).
+    pub services: GatewayServices,
     /// Ready, draining, shutdown and background tasks, shared with every layer.
     pub lifecycle: Arc<Lifecycle>,
-    /// Prepares, admits and executes every run.
-    pub runtime: Arc<AgentRuntime>,
-    pub store: Store,
-    pub data_dir: PathBuf,
     pub secret: RwLock<SharedSecret>,
     pub limiter: AuthRateLimiter,
     pub clients: ClientRegistry,
-    pub runs: Arc<RunRegistry>,
     pub idempotency: IdempotencyCache,
-    pub tools: Arc<crate::tools::ToolRegistry>,
-    /// What the sandbox can do on this host (probed once, after start).
-    pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
-    /// Background processes and the exec approval gate, shared by every run's tools.
-    pub tool_services: crate::tools::ToolServices,
-    /// The sub-agent registry (also behind `tool_services.subagents`).
-    pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
-    /// Pending exec approvals (`exec.approval.*`).
-    pub approvals: Arc<crate::tools::approval::ApprovalTable>,
-    /// The cron service, set once at start (absent in states built without a gateway run).
-    pub cron: std::sync::OnceLock<Arc<crate::cron::CronService>>,
-    /// The chat channel adapters (started at gateway start).
-    pub channels: Arc<crate::channels::registry::ChannelRegistry>,
     /// Paths on the gateway port that adapters serve (webhooks, Slack events).
     pub http_routes: Arc<crate::channels::http_routes::HttpRoutes>,
-    /// The message path (pipeline + command queue), built on first use.
-    pub hub: std::sync::OnceLock<Arc<crate::channels::hub::ChannelHub>>,
-    /// The heartbeat runner, set once at start.
-    pub heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::HeartbeatRunner>>,
-    /// Memory search services and their watchers, per agent (kept in line with the config).
-    pub memory: Arc<crate::memory::registry::MemoryServices>,
-    /// Reset, patch, compact and delete of sessions (methods and chat commands alike).
-    pub sessions: Arc<crate::agent::sessions::SessionOps>,
     pub limits: BoardLimits,
     pub started_at_ms: u64,
     pub started: std::time::Instant,
@@ -85,7 +61,40 @@ pub struct GatewayState {
     config_writes: Mutex<VecDeque<u64>>,
 }
 
-/// What the server needs to build its state.
+/// The services behind the gateway's methods: narrow handles, each owned by its layer.
+pub struct GatewayServices {
+    /// The running config, shared with every layer.
+    pub config: Arc<ConfigHandle>,
+    /// Prepares, admits and executes every run.
+    pub runtime: Arc<AgentRuntime>,
+    pub store: Store,
+    pub data_dir: PathBuf,
+    /// Active and finished runs, with the one lane gate.
+    pub runs: Arc<RunRegistry>,
+    pub tools: Arc<crate::tools::ToolRegistry>,
+    /// Background processes and the exec approval gate, shared by every run's tools.
+    pub tool_services: crate::tools::ToolServices,
+    /// The sub-agent registry (also behind `tool_services.subagents`).
+    pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
+    /// Pending exec approvals (`exec.approval.*`).
+    pub approvals: Arc<crate::tools::approval::ApprovalTable>,
+    /// The cron service (its timer starts with the gateway).
+    pub cron: Arc<crate::cron::CronService>,
+    /// The heartbeat runner (its timer starts with the gateway).
+    pub heartbeat: Arc<crate::heartbeat::HeartbeatRunner>,
+    /// The chat channel adapters (started with the gateway).
+    pub channels: Arc<crate::channels::registry::ChannelRegistry>,
+    /// The message path: pipeline and command queue.
+    pub hub: Arc<crate::channels::hub::ChannelHub>,
+    /// Memory search services and their watchers, per agent (kept in line with the config).
+    pub memory: Arc<crate::memory::registry::MemoryServices>,
+    /// Reset, patch, compact and delete of sessions (methods and chat commands alike).
+    pub sessions: Arc<crate::agent::sessions::SessionOps>,
+    /// What the sandbox can do on this host (probed once, after start).
+    pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
+}
+
+/// The protocol state's own parts (the composition root adds the services).
 pub struct StateParts {
     pub loaded: LoadedConfig,
     pub store: Store,
@@ -95,129 +104,73 @@ pub struct StateParts {
     pub tls_fingerprint: Option<String>,
 }
 
+/// What the protocol state needs of the services while it is built.
+pub struct ProtocolParts {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub secret: SharedSecret,
+    pub limits: BoardLimits,
+    pub tls_fingerprint: Option<String>,
+    pub lifecycle: Arc<Lifecycle>,
+}
+
 impl GatewayState {
-    pub fn new(parts: StateParts) -> Arc<GatewayState> {
-        let rate = parts.loaded.config.gateway.auth.rate_limit.clone();
+    /// The protocol state around `services` (called by the composition root).
+    pub fn new(parts: ProtocolParts, services: GatewayServices) -> GatewayState {
+        let rate = parts.config.gateway.auth.rate_limit.clone();
         let policy = super::auth::RateLimitPolicy {
             max_attempts: rate.max_attempts.max(1),
             window_ms: rate.window_ms,
             lockout_ms: rate.lockout_ms,
             exempt_loopback: rate.exempt_loopback,
         };
-        let approvals = Arc::new(crate::tools::approval::ApprovalTable::default());
-        let lanes = crate::queue::LaneLimits::resolve(&parts.limits, &parts.loaded.config);
-        let subagent_store = parts.store.clone();
-        let config_handle = Arc::new(ConfigHandle::new(parts.loaded));
-        let lifecycle = Arc::new(Lifecycle::default());
-        let runs = Arc::new(RunRegistry::with_lanes(lanes));
-        let tools = Arc::new(crate::tools::ToolRegistry::builtin());
-        Arc::new_cyclic(|state| {
-            let subagents = crate::agent::subagents::SubagentRegistry::new(
-                subagent_store,
-                Arc::new(super::launcher::GatewayLauncher {
-                    state: state.clone(),
-                }),
-            );
-            let tool_services = crate::tools::ToolServices {
-                processes: Arc::default(),
-                approvals: Arc::new(super::methods::approvals::GatewayApprovals::new(
-                    state.clone(),
-                    approvals.clone(),
-                )),
-                subagents: Some(subagents.clone()),
-                cron: Some(Arc::new(super::launcher::GatewayCron {
-                    state: state.clone(),
-                })),
-                sessions: Arc::new(super::session_runner::GatewaySessionRunner::new(
-                    state.clone(),
-                )),
-                messenger: Some(Arc::new(super::methods::send::GatewayMessenger::new(
-                    state.clone(),
-                ))),
-                memory: Some(Arc::new(super::methods::memory::GatewayMemory {
-                    state: state.clone(),
-                })),
-                ..Default::default()
-            };
-            let memory = Arc::new(crate::memory::registry::MemoryServices::new(
-                parts.store.clone(),
-                parts.data_dir.clone(),
-            ));
-            let runtime = Arc::new(AgentRuntime::new(RuntimeParts {
-                store: parts.store.clone(),
-                config: config_handle.clone(),
-                data_dir: parts.data_dir.clone(),
-                runs: runs.clone(),
-                tools: tools.clone(),
-                tool_services: tool_services.clone(),
-                lifecycle: lifecycle.clone(),
-                observer: Arc::new(super::runs::GatewayRunObserver {
-                    state: state.clone(),
-                }),
-            }));
-            GatewayState {
-                version: env!("CARGO_PKG_VERSION"),
-                shutdown: lifecycle.shutdown.clone(),
-                tasks: lifecycle.tasks.clone(),
-                config_handle,
-                lifecycle,
-                runtime: runtime.clone(),
-                idempotency: IdempotencyCache::new(Some(parts.store.clone())),
-                sessions: Arc::new(crate::agent::sessions::SessionOps::new(
-                    runtime.clone(),
-                    memory.clone(),
-                )),
-                memory,
-                store: parts.store,
-                data_dir: parts.data_dir,
-                secret: RwLock::new(parts.secret),
-                limiter: AuthRateLimiter::new(policy),
-                clients: ClientRegistry::new(),
-                runs,
-                tools,
-                sandbox_layers: std::sync::OnceLock::new(),
-                tool_services: tool_services.clone(),
-                approvals,
-                cron: std::sync::OnceLock::new(),
-                heartbeat: std::sync::OnceLock::new(),
-                channels: Arc::default(),
-                http_routes: Arc::new(crate::channels::http_routes::HttpRoutes::new(
-                    super::http::GATEWAY_PATHS,
-                )),
-                hub: std::sync::OnceLock::new(),
-                limits: parts.limits,
-                started_at_ms: crate::system::clock::now_ms(),
-                started: std::time::Instant::now(),
-                host_name: crate::system::host_name(),
-                tls_fingerprint: parts.tls_fingerprint,
-                preauth: Mutex::new(HashMap::new()),
-                config_writes: Mutex::new(VecDeque::new()),
-                subagents,
-            }
-        })
+        let lifecycle = parts.lifecycle;
+        GatewayState {
+            version: env!("CARGO_PKG_VERSION"),
+            services,
+            shutdown: lifecycle.shutdown.clone(),
+            tasks: lifecycle.tasks.clone(),
+            lifecycle,
+            idempotency: IdempotencyCache::new(Some(parts.store)),
+            secret: RwLock::new(parts.secret),
+            limiter: AuthRateLimiter::new(policy),
+            clients: ClientRegistry::new(),
+            http_routes: Arc::new(crate::channels::http_routes::HttpRoutes::new(
+                super::http::GATEWAY_PATHS,
+            )),
+            limits: parts.limits,
+            started_at_ms: crate::system::clock::now_ms(),
+            started: std::time::Instant::now(),
+            host_name: crate::system::host_name(),
+            tls_fingerprint: parts.tls_fingerprint,
+            preauth: Mutex::new(HashMap::new()),
+            config_writes: Mutex::new(VecDeque::new()),
+        }
     }
 
     /// The outbound HTTP client (providers, web_fetch), built on first use.
     pub fn http(&self) -> reqwest::Client {
-        self.runtime.http()
+        self.services.runtime.http()
     }
 
     /// The running configuration.
     pub fn config(&self) -> Arc<Config> {
-        self.config_handle.config()
+        self.services.config.config()
     }
 
     /// The running configuration with its file path, text and hash.
     pub fn loaded(&self) -> Arc<LoadedConfig> {
-        self.config_handle.loaded()
+        self.services.config.loaded()
     }
 
     /// Swaps in a new configuration (hot reload, `config.patch`).
     pub fn replace_config(&self, loaded: LoadedConfig) {
-        let config = self.config_handle.replace(loaded);
+        let config = self.services.config.replace(loaded);
         let lanes = crate::queue::LaneLimits::resolve(&self.limits, &config);
-        self.runs.gate().resize(lanes);
-        self.memory.apply(&config, &self.shutdown, &self.tasks);
+        self.services.runs.gate().resize(lanes);
+        self.services
+            .memory
+            .apply(&config, &self.shutdown, &self.tasks);
     }
 
     pub fn secret(&self) -> SharedSecret {
@@ -242,12 +195,12 @@ impl GatewayState {
 
     /// The agent's workspace (`memory::workspace_for`'s rule, `~` expanded).
     pub fn workspace_for(&self, config: &Config, agent_id: &str) -> PathBuf {
-        self.runtime.workspace_for(config, agent_id)
+        self.services.runtime.workspace_for(config, agent_id)
     }
 
     /// Where the LMDB environment lives (shown in session listings).
     pub fn store_path(&self) -> String {
-        store_dir(&self.data_dir).display().to_string()
+        store_dir(&self.services.data_dir).display().to_string()
     }
 
     pub fn uptime_ms(&self) -> u64 {

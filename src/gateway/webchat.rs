@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::agent::runs::{RunOutcome, RunStatus};
 use crate::agent::runtime::RunStartError;
 use crate::agent::turn::ReplySettlement;
-use crate::channels::hub::{ChannelHub, HubDeps, HubObserver};
+use crate::channels::hub::{ChannelHub, HubObserver};
 use crate::channels::outbound::DeliveryError;
 use crate::channels::turns::{TurnAnswers, WebchatAnswers};
 use crate::pipeline::InboundPipeline;
@@ -29,25 +29,9 @@ use super::runs::{final_payload, start_error};
 use super::scopes;
 use super::state::GatewayState;
 
-/// The gateway's hub, built on first use.
-pub fn hub_of(state: &Arc<GatewayState>) -> Arc<ChannelHub> {
-    state
-        .hub
-        .get_or_init(|| {
-            ChannelHub::new(HubDeps {
-                runtime: state.runtime.clone(),
-                channels: state.channels.clone(),
-                sessions: state.sessions.clone(),
-                subagents: state.subagents.clone(),
-                observer: Arc::new(GatewayHubObserver {
-                    state: Arc::downgrade(state),
-                }),
-                answers: Arc::new(GatewayAnswers {
-                    state: Arc::downgrade(state),
-                }),
-            })
-        })
-        .clone()
+/// The gateway's hub.
+pub fn hub_of(state: &GatewayState) -> Arc<ChannelHub> {
+    state.services.hub.clone()
 }
 
 /// The gateway's inbound pipeline (its echo tracker records replies).
@@ -56,8 +40,8 @@ pub fn pipeline_of(state: &Arc<GatewayState>) -> Arc<InboundPipeline> {
 }
 
 /// Failed deliveries become `agent` events with stream `error` for readers.
-struct GatewayHubObserver {
-    state: Weak<GatewayState>,
+pub struct GatewayHubObserver {
+    pub state: Weak<GatewayState>,
 }
 
 impl HubObserver for GatewayHubObserver {
@@ -82,8 +66,8 @@ impl HubObserver for GatewayHubObserver {
 }
 
 /// Web chat answers kept in the idempotency cache.
-struct GatewayAnswers {
-    state: Weak<GatewayState>,
+pub struct GatewayAnswers {
+    pub state: Weak<GatewayState>,
 }
 
 impl WebchatAnswers for GatewayAnswers {
@@ -193,7 +177,7 @@ impl TurnAnswers for WebchatSettlement {
         // Not committed with a reply: the first key's commit also removes
         // the `done` records.
         let (ok, payload, error) = answer_of(outcome);
-        state.store.run_blocking(|| {
+        state.services.store.run_blocking(|| {
             for (i, key) in self.keys.iter().enumerate() {
                 let done = if i == 0 { self.done.as_slice() } else { &[] };
                 state.idempotency.finish_settling(

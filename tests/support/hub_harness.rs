@@ -47,7 +47,7 @@ pub async fn start(telegram: &str, extra: &str, abilities: Abilities) -> Hub {
     let config = pincer::config::parse_str(&text, "test").expect("test config parses");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
-    let state = GatewayState::new(StateParts {
+    let state = pincer::app::build(StateParts {
         loaded: LoadedConfig {
             config,
             path: None,
@@ -62,9 +62,9 @@ pub async fn start(telegram: &str, extra: &str, abilities: Abilities) -> Hub {
     });
     state.set_ready();
     let channel = RecordingChannel::new("telegram", abilities);
-    state.channels.register(channel.clone());
+    state.services.channels.register(channel.clone());
     let sink = Arc::new(HubSink(hub_of(&state)));
-    state.channels.start_all(sink).await;
+    state.services.channels.start_all(sink).await;
     Hub {
         state,
         channel,

@@ -73,7 +73,10 @@ async fn ask(
     if !has_approver(state) {
         return Err(ApprovalError::NoApprover);
     }
-    let (pending, decision) = state.approvals.open(id, request, now_ms(), timeout)?;
+    let (pending, decision) = state
+        .services
+        .approvals
+        .open(id, request, now_ms(), timeout)?;
     state.clients.broadcast(
         "exec.approval.requested",
         &pending_json(&pending),
@@ -86,7 +89,7 @@ async fn ask(
     match tokio::time::timeout(timeout, decision).await {
         Ok(Ok(decision)) => Ok(decision),
         Ok(Err(_)) | Err(_) => {
-            state.approvals.expire(&pending.id);
+            state.services.approvals.expire(&pending.id);
             Err(ApprovalError::TimedOut(timeout.as_millis() as u64))
         }
     }
@@ -138,8 +141,8 @@ pub async fn request(state: &GatewayState, params: &Value) -> Result<Value, Erro
 pub async fn wait_decision(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("exec.approval.waitDecision", params)?;
     let id = p.str("id", false)?.trim();
-    let snapshot = state.approvals.get(id, now_ms());
-    let (Some(snapshot), Some(waiter)) = (snapshot, state.approvals.waiter(id)) else {
+    let snapshot = state.services.approvals.get(id, now_ms());
+    let (Some(snapshot), Some(waiter)) = (snapshot, state.services.approvals.waiter(id)) else {
         return Err(ErrorShape::invalid("approval expired or not found"));
     };
     let left = snapshot.expires_at_ms.saturating_sub(now_ms());
@@ -164,6 +167,7 @@ pub fn resolve(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
         ))
     })?;
     let resolved = state
+        .services
         .approvals
         .resolve(id, decision, now_ms())
         .map_err(error_shape)?;
@@ -182,6 +186,7 @@ pub fn resolve(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
 /// `exec.approval.list`: the pending approvals.
 pub fn list(state: &GatewayState) -> Result<Value, ErrorShape> {
     let pending: Vec<Value> = state
+        .services
         .approvals
         .list(now_ms())
         .iter()
@@ -195,6 +200,7 @@ pub fn get(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("exec.approval.get", params)?;
     let id = p.str("id", false)?.trim();
     state
+        .services
         .approvals
         .get(id, now_ms())
         .map(|pending| pending_json(&pending))

@@ -159,6 +159,7 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
         .opt_u64("timeoutMs", 0, MAX_WAIT_TIMEOUT_MS)?
         .unwrap_or(DEFAULT_WAIT_TIMEOUT_MS);
     match state
+        .services
         .runs
         .wait(&run_id, Duration::from_millis(timeout_ms))
         .await
@@ -232,7 +233,7 @@ fn send_or_command(
     match message.trim() {
         "/stop" => {
             let dropped = hub.queue.abort(&session_key);
-            let run_ids = state.runs.abort_session(&session_key);
+            let run_ids = state.services.runs.abort_session(&session_key);
             let aborted = dropped || !run_ids.is_empty();
             return Ok(Sent::Ack(
                 json!({"ok": true, "aborted": aborted, "runIds": run_ids}),
@@ -284,7 +285,8 @@ fn send_or_command(
         timeout_ms,
     };
     // Kept before the `res`: a crash before the run ends replays it.
-    let inbox = inbox::record_webchat(&state.store, &record).map_err(ErrorShape::unavailable)?;
+    let inbox =
+        inbox::record_webchat(&state.services.store, &record).map_err(ErrorShape::unavailable)?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
@@ -343,7 +345,7 @@ fn enqueue_webchat(
 /// Web chat messages accepted before a crash whose runs never ended run
 /// now (their `chat` events reach whoever reads the session).
 pub async fn replay_webchat(state: Arc<GatewayState>) {
-    for (key, record) in inbox::pending_webchat(&state.store).await {
+    for (key, record) in inbox::pending_webchat(&state.services.store).await {
         log::info!(
             "replaying web chat message {} accepted before the restart",
             record.run_id
@@ -414,20 +416,20 @@ pub fn abort(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSh
     let config = state.config();
     let session_key = canonical_key(&config, None, Some(raw_key));
     if let Some(run_id) = run_id {
-        return match state.runs.session_of(run_id) {
+        return match state.services.runs.session_of(run_id) {
             Some(owner) if owner != session_key => Err(ErrorShape::invalid(format!(
                 "run {run_id} does not belong to session {session_key}"
             ))),
-            Some(_) => {
-                Ok(json!({"ok": true, "aborted": state.runs.abort(run_id), "runIds": [run_id]}))
-            }
+            Some(_) => Ok(
+                json!({"ok": true, "aborted": state.services.runs.abort(run_id), "runIds": [run_id]}),
+            ),
             None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
         };
     }
     hub_of(state).queue.abort(&session_key);
-    let mut run_ids = state.runs.abort_session(&session_key);
+    let mut run_ids = state.services.runs.abort_session(&session_key);
     // Some clients pass a run id where the session key goes; honour it.
-    if run_ids.is_empty() && state.runs.abort(raw_key) {
+    if run_ids.is_empty() && state.services.runs.abort(raw_key) {
         run_ids.push(raw_key.to_string());
     }
     Ok(json!({"ok": true, "aborted": !run_ids.is_empty(), "runIds": run_ids}))

@@ -17,7 +17,7 @@ use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::{
     CronError, CronJob, CronOptions, CronService, JobRunner, Payload, RunFuture, RunMode,
-    RunResult, RunStatus, SessionTarget, SystemClock,
+    RunResult, RunStatus, SessionTarget,
 };
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::runs::{self, RunOrigin};
@@ -32,8 +32,8 @@ pub const DEFAULT_RUNS_LIMIT: u64 = 200;
 pub const MAX_RUNS_LIMIT: u64 = 2_000;
 
 /// Runs cron jobs as gateway agent runs.
-struct GatewayRunner {
-    state: Weak<GatewayState>,
+pub struct GatewayRunner {
+    pub state: Weak<GatewayState>,
 }
 
 impl JobRunner for GatewayRunner {
@@ -122,7 +122,7 @@ fn announce_destination(
     if let Some(destination) = ChannelDestination::new(channel, delivery.to.as_deref(), None) {
         return Some(destination);
     }
-    let last = ChannelDestination::last_route_of(&state.store, session_key)?;
+    let last = ChannelDestination::last_route_of(&state.services.store, session_key)?;
     match channel {
         Some(channel) if channel != last.channel => None,
         _ => Some(last),
@@ -210,28 +210,12 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob, slot: LaneS
     failed("the run ended without an outcome".into())
 }
 
-/// Builds the cron service from the config and starts its timer on the gateway's task tracker.
-pub fn start_service(state: &Arc<GatewayState>) {
-    let config = state.config();
-    let options = CronOptions {
+/// The cron service's options from the config.
+pub fn options(config: &crate::config::Config) -> CronOptions {
+    CronOptions {
         enabled: config.cron.enabled,
         run_log_keep: config.cron.run_log.keep_lines as usize,
-    };
-    let runner = Arc::new(GatewayRunner {
-        state: Arc::downgrade(state),
-    });
-    let service = CronService::new(
-        state.store.clone(),
-        Arc::new(SystemClock),
-        runner,
-        options,
-        state.runs.gate().clone(),
-    );
-    if state.cron.set(service.clone()).is_err() {
-        return;
     }
-    let shutdown = state.shutdown.clone();
-    state.tasks.spawn(service.run_timer(shutdown));
 }
 
 fn cron_error(error: CronError) -> ErrorShape {
@@ -260,11 +244,7 @@ pub fn handle(
     method: &str,
     params: &Value,
 ) -> Result<Value, ErrorShape> {
-    let service = state
-        .cron
-        .get()
-        .cloned()
-        .ok_or_else(|| ErrorShape::unavailable("the cron service is not running"))?;
+    let service = &state.services.cron;
     let p = Params::new(method, params)?;
     match method {
         "cron.list" => {
@@ -296,7 +276,7 @@ pub fn handle(
             let removed = service.remove(job_id(&p, method)?).map_err(cron_error)?;
             Ok(json!({"ok": true, "removed": removed}))
         }
-        "cron.run" => run(state, &service, &p),
+        "cron.run" => run(state, service, &p),
         "cron.runs" => {
             let id = job_id(&p, method)?;
             let limit = p

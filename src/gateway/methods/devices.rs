@@ -57,7 +57,7 @@ fn resolved(state: &GatewayState, request_id: &str, device_id: &str, decision: &
 /// `device.pair.list`.
 pub fn list(state: &GatewayState) -> Result<Value, ErrorShape> {
     let pending: Vec<Value> = state
-        .store
+        .services.store
         .pair_requests()
         .map_err(store_error)?
         .into_iter()
@@ -71,6 +71,7 @@ pub fn list(state: &GatewayState) -> Result<Value, ErrorShape> {
         })
         .collect();
     let paired: Vec<Value> = state
+        .services
         .store
         .devices()
         .map_err(store_error)?
@@ -85,7 +86,7 @@ pub fn list(state: &GatewayState) -> Result<Value, ErrorShape> {
 pub fn approve(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("device.pair.approve", params)?;
     let request_id = p.str("requestId", false)?;
-    let record = pairing::approve(&state.store, request_id, now_ms())
+    let record = pairing::approve(&state.services.store, request_id, now_ms())
         .map_err(store_error)?
         .ok_or_else(|| ErrorShape::invalid("unknown requestId"))?;
     log::info!("device {} paired (request {request_id})", record.device_id);
@@ -98,6 +99,7 @@ pub fn reject(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
     let p = Params::new("device.pair.reject", params)?;
     let request_id = p.str("requestId", false)?;
     let request = state
+        .services
         .store
         .take_pair_request(request_id)
         .map_err(store_error)?
@@ -110,7 +112,12 @@ pub fn reject(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
 pub fn remove(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("device.pair.remove", params)?;
     let device_id = p.str("deviceId", false)?.trim().to_ascii_lowercase();
-    if !state.store.remove_device(&device_id).map_err(store_error)? {
+    if !state
+        .services
+        .store
+        .remove_device(&device_id)
+        .map_err(store_error)?
+    {
         return Err(ErrorShape::invalid(format!(
             "unknown deviceId: {device_id}"
         )));
@@ -123,6 +130,7 @@ pub fn remove(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
 
 fn load_device(state: &GatewayState, device_id: &str) -> Result<DeviceRecord, ErrorShape> {
     state
+        .services
         .store
         .device(device_id)
         .map_err(store_error)?
@@ -164,8 +172,8 @@ pub fn rotate(
         )));
     }
     let now = now_ms();
-    let token =
-        pairing::issue_token(&state.store, &mut record, role, &scopes, now).map_err(store_error)?;
+    let token = pairing::issue_token(&state.services.store, &mut record, role, &scopes, now)
+        .map_err(store_error)?;
     let mut answer =
         json!({"deviceId": device_id, "role": role, "scopes": scopes, "rotatedAtMs": now});
     if caller.device_id.as_deref() == Some(device_id.as_str()) {
@@ -195,6 +203,10 @@ pub fn revoke(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
             "device {device_id} has no live token for role {role}"
         )));
     }
-    state.store.put_device(&record).map_err(store_error)?;
+    state
+        .services
+        .store
+        .put_device(&record)
+        .map_err(store_error)?;
     Ok(json!({"deviceId": device_id, "role": role, "revokedAtMs": now}))
 }

@@ -29,7 +29,7 @@ pub fn presence_list(state: &GatewayState) -> Vec<Value> {
 }
 
 fn sessions_summary(state: &GatewayState, now: u64) -> Value {
-    let sessions = state.store.sessions().unwrap_or_default();
+    let sessions = state.services.store.sessions().unwrap_or_default();
     let recent: Vec<Value> = sessions
         .iter()
         .take(RECENT_SESSIONS)
@@ -97,13 +97,13 @@ pub fn status(state: &GatewayState, info: &ClientInfo) -> Result<Value, ErrorSha
         "defaultAgentId": config.agents.default_agent_id(),
         "sessions": sessions_summary(state, now),
         "clients": state.clients.len(),
-        "activeRuns": state.runs.active_count(),
+        "activeRuns": state.services.runs.active_count(),
         "channelSummary": [],
         "authMode": state.secret().mode_name(),
-        "sandbox": state.sandbox_layers.get(),
+        "sandbox": state.services.sandbox_layers.get(),
     });
     if scopes::authorize("config.apply", &info.scopes).is_ok() {
-        let store = state.store.stats().ok().map(|s| {
+        let store = state.services.store.stats().ok().map(|s| {
             json!({"path": s.path, "mapSize": s.map_size, "usedBytes": s.used_bytes, "fileBytes": s.file_bytes})
         });
         status["store"] = json!(store);
@@ -113,7 +113,7 @@ pub fn status(state: &GatewayState, info: &ClientInfo) -> Result<Value, ErrorSha
             .path
             .as_ref()
             .map(|p| p.display().to_string()));
-        status["dataDir"] = json!(state.data_dir.display().to_string());
+        status["dataDir"] = json!(state.services.data_dir.display().to_string());
         status["tlsFingerprintSha256"] = json!(state.tls_fingerprint);
     }
     Ok(status)

@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 use crate::agent::turn::{TurnOverrides, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
-use crate::cron::SystemClock;
 use crate::gateway::clients::BroadcastOptions;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::launcher::launch_collecting;
@@ -27,9 +26,9 @@ use crate::store::Store;
 use super::params::Params;
 
 /// The heartbeat runner's view of the gateway.
-struct GatewayHeartbeatHost {
-    state: Weak<GatewayState>,
-    store: Store,
+pub struct GatewayHeartbeatHost {
+    pub state: Weak<GatewayState>,
+    pub store: Store,
 }
 
 impl GatewayHeartbeatHost {
@@ -130,30 +129,13 @@ pub fn deliver_heartbeat(state: &Arc<GatewayState>, delivery: &HeartbeatDelivery
     );
 }
 
-/// Builds the heartbeat runner and starts its timer on the gateway's task tracker.
-pub fn start_runner(state: &Arc<GatewayState>) {
-    let host = Arc::new(GatewayHeartbeatHost {
-        state: Arc::downgrade(state),
-        store: state.store.clone(),
-    });
-    let runner = HeartbeatRunner::new(host, Arc::new(SystemClock));
-    if state.heartbeat.set(runner.clone()).is_err() {
-        return;
-    }
-    state.tasks.spawn(runner.run_timer(state.shutdown.clone()));
-}
-
-fn runner(state: &GatewayState) -> Result<Arc<HeartbeatRunner>, ErrorShape> {
-    state
-        .heartbeat
-        .get()
-        .cloned()
-        .ok_or_else(|| ErrorShape::unavailable("the heartbeat runner is not running"))
+fn runner(state: &GatewayState) -> &Arc<HeartbeatRunner> {
+    &state.services.heartbeat
 }
 
 /// `last-heartbeat`: the newest heartbeat event, or null.
 pub fn last(state: &GatewayState) -> Result<Value, ErrorShape> {
-    Ok(runner(state)?.last_event().unwrap_or(Value::Null))
+    Ok(runner(state).last_event().unwrap_or(Value::Null))
 }
 
 /// `set-heartbeats {enabled}`.
@@ -162,7 +144,7 @@ pub fn set(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let enabled = p.opt_bool("enabled")?.ok_or_else(|| {
         ErrorShape::invalid("invalid set-heartbeats params: enabled (boolean) is required")
     })?;
-    runner(state)?.set_enabled(enabled);
+    runner(state).set_enabled(enabled);
     Ok(json!({"ok": true, "enabled": enabled}))
 }
 
@@ -186,12 +168,8 @@ pub fn wake(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
 
 /// The heartbeat and cron sides of a wake (also used by the `cron` tool).
 pub fn wake_both(state: &GatewayState, now: bool, text: Option<&str>) {
-    if let Some(runner) = state.heartbeat.get() {
-        runner.wake(now, text);
-    }
+    state.services.heartbeat.wake(now, text);
     if now {
-        if let Some(cron) = state.cron.get() {
-            cron.wake();
-        }
+        state.services.cron.wake();
     }
 }

@@ -30,7 +30,7 @@ fn service(
         }
         None => config.agents.default_agent_id(),
     };
-    let service = state.memory.service(&config, &agent_id);
+    let service = state.services.memory.service(&config, &agent_id);
     // Answers wait for the first sync of this process (the watcher's, or this one).
     if let Err(error) = service.ensure_synced() {
         log::warn!("memory: sync for agent {agent_id} failed: {error}");
@@ -76,6 +76,6 @@ impl crate::tools::memory::MemoryAccess for GatewayMemory {
         agent_id: &str,
     ) -> Option<Arc<MemoryService>> {
         let state = self.state.upgrade()?;
-        Some(state.memory.service(config, agent_id))
+        Some(state.services.memory.service(config, agent_id))
     }
 }

@@ -176,7 +176,7 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     // store stay on this thread while its commits are quick (`Store::run_blocking`).
     let handle = || dispatch_sync(state, info, method, &request.id, &params);
     if STORE_ONLY_METHODS.contains(&method) {
-        state.store.run_blocking(handle)
+        state.services.store.run_blocking(handle)
     } else {
         tokio::task::block_in_place(handle)
     }

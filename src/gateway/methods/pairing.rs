@@ -25,6 +25,7 @@ pub fn list(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSha
     let p = Params::new("pairing.list", params)?;
     let channel = p.opt_str("channel")?;
     let pending = state
+        .services
         .store
         .dm_pairing_list(channel, now_ms(), PAIRING_CODE_TTL_MS)
         .map_err(store_error)?;
@@ -46,6 +47,7 @@ pub fn approve(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Error
     let channel = p.str("channel", false)?;
     let code = p.str("code", false)?;
     let approval = state
+        .services
         .store
         .dm_pairing_approve(channel, code, now_ms(), PAIRING_CODE_TTL_MS)
         .map_err(store_error)?;

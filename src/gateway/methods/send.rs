@@ -77,16 +77,16 @@ fn select_channel(
             "unsupported channel: webchat is internal-only (web chat messages go through chat.send)"
                 .into(),
         )),
-        Some(channel) => state.channels.get(channel).ok_or_else(|| {
+        Some(channel) => state.services.channels.get(channel).ok_or_else(|| {
             SendFailure::Unavailable(format!(
                 "channel {channel:?} is not running in this gateway (configure channels.{channel})"
             ))
         }),
         None => {
-            let ids = state.channels.ids();
+            let ids = state.services.channels.ids();
             match ids.as_slice() {
                 [only] => state
-                    .channels
+                    .services.channels
                     .get(only)
                     .ok_or_else(|| SendFailure::Invalid(format!("unsupported channel: {only}"))),
                 [] => Err(SendFailure::Invalid(
@@ -250,7 +250,7 @@ pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
     let config = state.config();
     let mut accounts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut summaries = serde_json::Map::new();
-    for status in state.channels.status() {
+    for status in state.services.channels.status() {
         let rows: Vec<Value> = status
             .accounts
             .iter()

@@ -92,6 +92,7 @@ pub fn list(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     let now = now_ms();
     let config = state.config();
     let rows: Vec<Value> = state
+        .services
         .store
         .sessions()
         .map_err(store_error)?
@@ -165,7 +166,11 @@ pub fn patch(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> 
         send_policy: field(&p, "sendPolicy")?,
         model: field(&p, "model")?,
     };
-    let patched = state.sessions.patch(&key, &patch).map_err(session_error)?;
+    let patched = state
+        .services
+        .sessions
+        .patch(&key, &patch)
+        .map_err(session_error)?;
     let resolved = patched.model.map_or(
         Value::Null,
         |(provider, model)| json!({"modelProvider": provider, "model": model}),
@@ -187,7 +192,7 @@ pub fn reset(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> 
             )));
         }
     }
-    let entry = state.sessions.reset(&key).map_err(session_error)?;
+    let entry = state.services.sessions.reset(&key).map_err(session_error)?;
     Ok(json!({"ok": true, "key": key, "entry": row(&key, &entry)}))
 }
 
@@ -198,6 +203,7 @@ pub fn delete(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape>
     let key = canonical_key(&config, None, Some(p.str("key", false)?));
     let delete_transcript = p.opt_bool("deleteTranscript")?.unwrap_or(true);
     let removed = state
+        .services
         .sessions
         .delete(&key, delete_transcript)
         .map_err(session_error)?;
@@ -221,6 +227,7 @@ pub async fn compact_key(
     instructions: Option<&str>,
 ) -> Result<Value, ErrorShape> {
     let compacted = state
+        .services
         .sessions
         .compact(key, instructions)
         .await
@@ -259,12 +266,13 @@ pub fn history(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
         .opt_u64("limit", 1, MAX_HISTORY_LIMIT)?
         .unwrap_or(DEFAULT_HISTORY_LIMIT) as usize;
     let max_chars = p.opt_u64("maxChars", 1, 500_000)?.map(|v| v as usize);
-    let Some(entry) = state.store.session(&key).map_err(store_error)? else {
+    let Some(entry) = state.services.store.session(&key).map_err(store_error)? else {
         return Ok(
             json!({"sessionKey": key, "sessionId": null, "messages": [], "thinkingLevel": null}),
         );
     };
     let tail = state
+        .services
         .store
         .transcript_tail(&entry.session_id, limit)
         .map_err(store_error)?;
