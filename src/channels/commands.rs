@@ -344,11 +344,11 @@ fn subagents_steer(
     let config = state.runtime.config();
     match sync(|| registry.steer(&config, key, target, message)) {
         Ok(steered) => match steered.mode {
-            crate::agent::subagents_steer::SteerMode::Injected => format!(
+            crate::agent::subagents::steer::SteerMode::Injected => format!(
                 "🧭 Steered {}: it reads your message before its next step.",
                 subagent_name(&steered.run)
             ),
-            crate::agent::subagents_steer::SteerMode::Restarted => format!(
+            crate::agent::subagents::steer::SteerMode::Restarted => format!(
                 "🧭 Steered {}: it continues with your message.",
                 subagent_name(&steered.run)
             ),

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::subagents::{
+use super::{
     blocking, max_spawn_depth, now_ms, parse_run, run_json, SubagentError, SubagentRegistry,
     SubagentRun, SubagentStatus,
 };

@@ -7,17 +7,22 @@
 //! This module decides and records; it never starts a run itself: a [`RunLauncher`] from the gateway does,
 //! and the same launcher delivers announcements (today as a follow-up run in the requester session; the
 //! queue can take that over behind the same trait). List, kill and restart recovery live in
-//! `subagents_control.rs`; steering in `subagents_steer.rs`; the words in `subagents_prompt.rs`.
+//! `control.rs`; steering in `steer.rs`; the words in `prompt.rs`; what the config allows in `config.rs`.
+
+pub mod config;
+pub mod control;
+pub mod prompt;
+pub mod steer;
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
+pub use self::config::max_spawn_depth;
+use self::config::{check_target_agent, child_model, child_timeout_ms, max_children};
+use self::prompt::{announce_message, child_system_prompt, ChildPromptParts};
+use self::steer::LiveTurns;
 use super::runs::{RunOutcome, RunStatus};
-pub use super::subagents_config::max_spawn_depth;
-use super::subagents_config::{check_target_agent, child_model, child_timeout_ms, max_children};
-use super::subagents_prompt::{announce_message, child_system_prompt, ChildPromptParts};
-use super::subagents_steer::LiveTurns;
 use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
@@ -401,5 +406,4 @@ impl SubagentRegistry {
 }
 
 #[cfg(test)]
-#[path = "subagents_tests.rs"]
 mod tests;

@@ -8,8 +8,8 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::agent::provider::Usage;
-use crate::agent::subagents_control::RESTART_FAILURE_REASON;
-use crate::agent::subagents_steer::{SteerMode, SteerOutcome};
+use crate::agent::subagents::control::RESTART_FAILURE_REASON;
+use crate::agent::subagents::steer::{SteerMode, SteerOutcome};
 use crate::store::test_support::temp_store;
 
 #[derive(Default)]

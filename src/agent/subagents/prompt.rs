@@ -4,7 +4,7 @@
 //! Pure text builders after OpenClaw's `subagent-announce.ts`, restated; nothing here touches the store or
 //! starts runs.
 
-use super::subagents::{SubagentRun, SubagentStatus};
+use super::{SubagentRun, SubagentStatus};
 
 /// The most characters of a child's reply quoted in its announcement.
 pub const MAX_ANNOUNCED_RESULT_CHARS: usize = 4_000;

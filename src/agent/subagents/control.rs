@@ -3,15 +3,15 @@
 //! (interrupted runs are marked failed with a reason and announced, unannounced results are announced,
 //! orphan records and sessions are removed).
 //!
-//! Like `subagents.rs`, this file never starts a run itself: it goes through the registry's launcher.
+//! Like `subagents/mod.rs`, this file never starts a run itself: it goes through the registry's launcher.
 
 use std::sync::Arc;
 
-use super::subagents::{
+use super::steer::SteerOutcome;
+use super::{
     blocking, now_ms, parse_run, run_json, Requester, SpawnRequest, SubagentError,
     SubagentRegistry, SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
 };
-use super::subagents_steer::SteerOutcome;
 use crate::config::Config;
 
 /// The reason recorded for runs a restart interrupted.

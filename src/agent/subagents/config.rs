@@ -1,10 +1,10 @@
 //! What the config allows a sub-agent spawn: the depth and children limits,
 //! which agents a requester may spawn into (`allowAgents`), and the child's
 //! model and run timeout. Read-only over the config; the registry
-//! (`subagents.rs`) applies the answers.
+//! (`subagents/mod.rs`) applies the answers.
 
-use super::subagents::{SubagentError, MAX_SPAWN_DEPTH_LIMIT};
-use super::turn::DEFAULT_RUN_TIMEOUT_MS;
+use super::{SubagentError, MAX_SPAWN_DEPTH_LIMIT};
+use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
 use crate::config::Config;
 
 /// `maxSpawnDepth` in force (1–5).
