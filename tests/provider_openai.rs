@@ -6,8 +6,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use pincer::agent::openai::{OpenAiCompatProvider, MAX_SSE_EVENT_BYTES};
-use pincer::agent::provider::{
+use pincer::agent::providers::openai::{OpenAiCompatProvider, MAX_SSE_EVENT_BYTES};
+use pincer::agent::providers::{
     ChatMessage, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
 };
 use support::fake_openai::{FakeOpenAi, FakeReply};
@@ -497,16 +497,16 @@ async fn streamed_tool_calls_are_assembled_and_tools_are_offered() {
     });
     let provider = provider(&fake);
     let mut req = request("what is on my list?");
-    req.tools = vec![pincer::agent::provider::ToolSpec {
+    req.tools = vec![pincer::agent::providers::ToolSpec {
         name: "read".into(),
         description: "Read a file".into(),
         parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
     }]
     .into();
     req.messages.push(ChatMessage {
-        role: pincer::agent::provider::Role::Assistant,
+        role: pincer::agent::providers::Role::Assistant,
         content: String::new(),
-        tool_calls: vec![pincer::agent::provider::ToolCall {
+        tool_calls: vec![pincer::agent::providers::ToolCall {
             id: "c0".into(),
             name: "read".into(),
             arguments: "{}".into(),

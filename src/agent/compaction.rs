@@ -18,9 +18,9 @@ use crate::config::Config;
 use crate::store::{Store, StoreError, TranscriptEntry};
 
 use super::context::{cut_at, ContextWindow, CHARS_PER_TOKEN};
-use super::models::ResolvedModel;
 use super::prompt::read_capped;
-use super::provider::{ChatMessage, ProviderError, ProviderRequest};
+use super::providers::models::ResolvedModel;
+use super::providers::{ChatMessage, ProviderError, ProviderRequest};
 
 /// Newest transcript entries looked at for the prompt and for compaction.
 pub const MAX_HISTORY_SCAN_ENTRIES: usize = 200;

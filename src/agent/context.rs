@@ -11,7 +11,7 @@
 use crate::config::duration::{parse_duration_ms, DurationUnit};
 use crate::config::{Config, ContextPruningConfig, ContextPruningMode};
 
-use super::provider::{ChatMessage, Role};
+use super::providers::{ChatMessage, Role};
 
 /// Characters per token for estimates.
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -406,7 +406,7 @@ mod tests {
 
     fn round(id: &str, size: usize) -> Vec<ChatMessage> {
         let mut call = ChatMessage::assistant("");
-        call.tool_calls.push(super::super::provider::ToolCall {
+        call.tool_calls.push(super::super::providers::ToolCall {
             id: id.into(),
             name: "read".into(),
             arguments: "{}".into(),

@@ -15,8 +15,8 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use super::models::ResolvedModel;
-use super::provider::{BoxFuture, ProviderError};
+use super::providers::models::ResolvedModel;
+use super::providers::{BoxFuture, ProviderError};
 
 /// Retries of one auth profile (upstream's provider retry defaults).
 pub const DEFAULT_RETRY_ATTEMPTS: u32 = 3;

@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 use crate::agent::compaction::CompactionSettings;
 use crate::agent::context::{estimate_tokens, ContextWindow};
-use crate::agent::models::ResolvedModel;
-use crate::agent::provider::{ChatMessage, Role};
+use crate::agent::providers::models::ResolvedModel;
+use crate::agent::providers::{ChatMessage, Role};
 use crate::agent::tool_loop::{self, LoopInput, LoopResult};
 use crate::agent::turn::{TurnEnv, TurnSpec};
 use crate::config::Config;

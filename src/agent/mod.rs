@@ -4,18 +4,13 @@
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
 
-pub mod anthropic;
 pub mod compaction;
 pub mod context;
 pub mod failover;
-pub(crate) mod http;
 pub mod memory_flush;
-pub mod models;
-pub mod ollama;
-pub mod openai;
 pub mod prompt;
 pub mod prompt_files;
-pub mod provider;
+pub mod providers;
 pub mod reasoning;
 pub mod runs;
 pub mod runtime;

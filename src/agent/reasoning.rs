@@ -8,7 +8,7 @@
 //! [`RunEvent::ReasoningBlock`] after the answer when on. Reasoning is never
 //! written to the transcript and never fed back to the model.
 //!
-//! [`StreamEvent::ReasoningDelta`]: super::provider::StreamEvent::ReasoningDelta
+//! [`StreamEvent::ReasoningDelta`]: super::providers::StreamEvent::ReasoningDelta
 
 use crate::store::{SessionEntry, Store, StoreError};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::provider::Usage;
+use super::providers::Usage;
 use crate::queue::{Admission, LaneGate, LaneKind, LaneLimits, LanePass};
 
 /// How many finished outcomes are remembered.

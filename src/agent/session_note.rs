@@ -18,8 +18,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::models::ResolvedModel;
-use crate::agent::provider::{ChatMessage, ProviderRequest};
+use crate::agent::providers::models::ResolvedModel;
+use crate::agent::providers::{ChatMessage, ProviderRequest};
 use crate::memory::registry::MemoryServices;
 use crate::memory::MemoryError;
 use crate::store::{SessionEntry, Store, StoreError};
@@ -291,7 +291,7 @@ pub fn spawn_closing_note(
                 return;
             }
         };
-        let slug = match super::models::resolve_chain(&config, &agent_id, None, &http) {
+        let slug = match super::providers::models::resolve_chain(&config, &agent_id, None, &http) {
             Ok(chain) => slug_for(&chain[0], &conversation).await,
             Err(_) => None,
         };

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self, CompactionError, CompactionJob, CompactionReason};
+use super::context;
+use super::providers::models;
 use super::runtime::AgentRuntime;
-use super::{context, models};
 use crate::config::Config;
 use crate::memory::registry::MemoryServices;
 use crate::store::{SessionEntry, StoreError};

@@ -20,8 +20,8 @@ use crate::tools::{cap_result, ToolContext, ToolError};
 use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
 use super::context::{self, ContextWindow, PruningSettings};
 use super::failover::{pause, FailoverStep, ModelAttempt, PauseEnd};
-use super::models::ResolvedModel;
-use super::provider::{
+use super::providers::models::ResolvedModel;
+use super::providers::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall,
 };
 use super::reasoning::{ReasoningLevel, ReasoningSink};

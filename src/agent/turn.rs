@@ -15,8 +15,8 @@ use crate::config::Config;
 use crate::store::{SessionEntry, Store, TranscriptEntry};
 
 use super::failover::ThinkingLevel;
-use super::models::{resolve_chain, ResolvedModel};
-use super::provider::{ChatMessage, Role, Usage};
+use super::providers::models::{resolve_chain, ResolvedModel};
+use super::providers::{ChatMessage, Role, Usage};
 use super::reasoning::ReasoningLevel;
 use super::runs::{RunEvent, RunOutcome, RunStatus};
 use super::tool_loop::{self, LoopInput, LoopResult};
@@ -449,13 +449,13 @@ fn history_messages(
     pair_tool_calls(kept)
 }
 
-fn tool_calls_of(extra: &serde_json::Value) -> Vec<super::provider::ToolCall> {
+fn tool_calls_of(extra: &serde_json::Value) -> Vec<super::providers::ToolCall> {
     extra["toolCalls"]
         .as_array()
         .map(|calls| {
             calls
                 .iter()
-                .map(|c| super::provider::ToolCall {
+                .map(|c| super::providers::ToolCall {
                     id: c["id"].as_str().unwrap_or_default().to_string(),
                     name: c["name"].as_str().unwrap_or_default().to_string(),
                     arguments: c["arguments"].as_str().unwrap_or_default().to_string(),

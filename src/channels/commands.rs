@@ -222,7 +222,7 @@ fn current_model(state: &HubDeps, caller: &CommandCaller<'_>) -> String {
             e.model_override.as_ref()?
         ))
     });
-    match crate::agent::models::resolve_chain(
+    match crate::agent::providers::models::resolve_chain(
         &config,
         caller.agent_id,
         override_ref.as_deref(),

@@ -56,7 +56,7 @@ impl SessionRunner for GatewaySessionRunner {
         &'a self,
         run_id: &'a str,
         timeout: Duration,
-    ) -> crate::agent::provider::BoxFuture<'a, Option<SessionReply>> {
+    ) -> crate::agent::providers::BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async move {
             let state = self.state.upgrade()?;
             let runs = state.services.runs.clone();
@@ -79,7 +79,7 @@ impl SessionRunner for GatewaySessionRunner {
         &'a self,
         session_key: &'a str,
         text: String,
-    ) -> crate::agent::provider::BoxFuture<'a, Result<bool, String>> {
+    ) -> crate::agent::providers::BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
             let state = self
                 .state
@@ -98,7 +98,7 @@ impl SessionRunner for GatewaySessionRunner {
         })
     }
 
-    fn spawn_flow(&self, flow: crate::agent::provider::BoxFuture<'static, ()>) {
+    fn spawn_flow(&self, flow: crate::agent::providers::BoxFuture<'static, ()>) {
         if let Some(state) = self.state.upgrade() {
             state.tasks.spawn(flow);
         }

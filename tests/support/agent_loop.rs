@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pincer::agent::failover::{FailoverPolicy, RetryPolicy, Sleeper};
-use pincer::agent::models::{resolve_chain, ResolvedModel};
-use pincer::agent::provider::{BoxFuture, ChatMessage};
+use pincer::agent::providers::models::{resolve_chain, ResolvedModel};
+use pincer::agent::providers::{BoxFuture, ChatMessage};
 use pincer::agent::reasoning::ReasoningLevel;
 use pincer::agent::runs::RunEvent;
 use pincer::agent::tool_loop::{run, LoopInput, LoopResult};

@@ -170,7 +170,7 @@ impl SubagentRegistry {
         &self,
         id: &str,
         run_id: &str,
-        usage: Option<&crate::agent::provider::Usage>,
+        usage: Option<&crate::agent::providers::Usage>,
     ) -> Result<Option<SubagentRun>, SubagentError> {
         let new_run_id = uuid::Uuid::new_v4().to_string();
         let written = blocking(|| {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::*;
-use crate::agent::provider::Usage;
+use crate::agent::providers::Usage;
 use crate::agent::subagents::control::RESTART_FAILURE_REASON;
 use crate::agent::subagents::steer::{SteerMode, SteerOutcome};
 use crate::store::test_support::temp_store;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 
-use crate::agent::provider::ProviderError;
+use crate::agent::providers::ProviderError;
 
 /// The most bytes of a non-2xx body read to find the error message.
 pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;

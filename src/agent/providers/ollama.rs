@@ -15,13 +15,13 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::failover::ThinkingLevel;
 use super::http;
 use super::openai::{MAX_COMPLETION_TEXT_BYTES, MAX_TOOL_CALLS, STREAM_IDLE_TIMEOUT_MS};
 use super::provider::{
     BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, Role,
     StreamEvent, ToolCall,
 };
+use crate::agent::failover::ThinkingLevel;
 
 /// The most bytes one NDJSON line may hold.
 pub const MAX_NDJSON_LINE_BYTES: usize = 1024 * 1024;
@@ -359,7 +359,7 @@ impl LineSplitter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::ToolSpec;
+    use crate::agent::providers::ToolSpec;
 
     #[test]
     fn lines_split_anywhere_are_reassembled_and_capped() {

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::super::failover::ThinkingLevel;
 use super::super::provider::{ChatMessage, ProviderRequest, ToolCall, ToolSpec};
-use super::super::reasoning::reasoning_effort;
+use crate::agent::failover::ThinkingLevel;
+use crate::agent::reasoning::reasoning_effort;
 
 #[derive(Serialize)]
 pub(super) struct RequestBody<'a> {

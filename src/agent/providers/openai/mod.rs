@@ -19,10 +19,10 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::failover::ThinkingLevel;
 use super::provider::{
     BoxFuture, Completion, Provider, ProviderError, ProviderRequest, StreamEvent, ToolCall, Usage,
 };
+use crate::agent::failover::ThinkingLevel;
 pub use sse::{SseError, SseParser, MAX_SSE_EVENT_BYTES};
 
 use super::http::{configured_headers, describe_reqwest_error, error_from_response, idle_error};

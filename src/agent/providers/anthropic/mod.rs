@@ -18,11 +18,11 @@ use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::failover::ThinkingLevel;
 use super::openai::{SseParser, MAX_SSE_EVENT_BYTES, STREAM_IDLE_TIMEOUT_MS};
 use super::provider::{
     BoxFuture, Completion, Provider, ProviderError, ProviderRequest, StreamEvent,
 };
+use crate::agent::failover::ThinkingLevel;
 use wire::{Flow, ReplyState};
 
 /// The API version every request names.
@@ -181,7 +181,7 @@ mod tests {
 
     use super::wire::{request_body, Flow, ReplyState};
     use super::*;
-    use crate::agent::provider::{ChatMessage, ToolCall, ToolSpec};
+    use crate::agent::providers::{ChatMessage, ToolCall, ToolSpec};
 
     fn request(messages: Vec<ChatMessage>) -> ProviderRequest {
         ProviderRequest {

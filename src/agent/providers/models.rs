@@ -15,10 +15,10 @@ use std::sync::Arc;
 use crate::config::{Config, ModelApi, ModelProviderConfig};
 
 use super::anthropic::AnthropicProvider;
-use super::failover::{FailoverPolicy, ThinkingLevel};
 use super::ollama::OllamaProvider;
 use super::openai::OpenAiCompatProvider;
 use super::provider::Provider;
+use crate::agent::failover::{FailoverPolicy, ThinkingLevel};
 
 /// Builds the provider for one credential at a given thinking level.
 pub type ProviderBuilder = Arc<dyn Fn(ThinkingLevel) -> Arc<dyn Provider> + Send + Sync>;

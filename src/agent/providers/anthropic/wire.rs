@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::agent::failover::ThinkingLevel;
-use crate::agent::provider::{
+use crate::agent::providers::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall,
 };
 
