@@ -23,10 +23,6 @@ mod map_pages;
 #[cfg(test)]
 pub(crate) use map_pages::resident_map_kib;
 mod memory;
-mod memory_cache;
-mod memory_dot;
-mod memory_search;
-mod memory_sessions;
 mod meta;
 mod pace;
 pub use pace::{QUICK_COMMIT_MICROS, QUICK_STREAK};
@@ -56,9 +52,8 @@ pub use maintenance::{
 };
 pub use memory::{
     CacheWrite, MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
-    QuantizedVector, MAX_TERM_BYTES,
+    QuantizedVector, ScoredChunk, MAX_TERM_BYTES,
 };
-pub use memory_search::ScoredChunk;
 pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
 pub use transcript_truncate::TruncateOutcome;

@@ -6,10 +6,10 @@
 
 use std::ops::Bound;
 
-use super::codec::{corrupt, decode};
-use super::env::TRANSCRIPTS_DB;
-use super::transcripts::{check_session_id, entry_key, key_prefix, last_seq, seq_of};
-use super::{Store, StoreError, TranscriptEntry};
+use crate::store::codec::{corrupt, decode};
+use crate::store::env::TRANSCRIPTS_DB;
+use crate::store::transcripts::{check_session_id, entry_key, key_prefix, last_seq, seq_of};
+use crate::store::{Store, StoreError, TranscriptEntry};
 
 impl Store {
     /// The highest sequence number of `session_id`'s transcript, 0 when it has none.

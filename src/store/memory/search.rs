@@ -1,17 +1,18 @@
-//! Ranking straight from the memory map: the vector scan (integer cosine over int8 vectors, `memory_dot`,
+//! Ranking straight from the memory map: the vector scan (integer cosine over int8 vectors, `dot.rs`,
 //! with a top-k heap) and BM25 over the keyword postings. Neither copies the index into RAM: the scan reads
 //! each vector in place and keeps only `k` candidates; BM25 reads postings in place and keeps one score per
 //! chunk that contains a query term.
 //!
-//! This file must not decide how scores are merged (that is `memory::search`) nor tokenize queries.
+//! This file must not decide how scores are merged (that is `crate::memory::search`) nor tokenize queries.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::env::MEMORY_TERMS_DB;
-use super::memory::{raw_vector, read_df, read_stats, scoped, term_prefix, RAW_LAYOUT_VERSION};
-use super::memory_dot::QuantizedQuery;
-use super::{Store, StoreError};
+use super::cache::raw_vector;
+use super::dot::QuantizedQuery;
+use super::{read_df, read_stats, scoped, term_prefix, RAW_LAYOUT_VERSION};
+use crate::store::env::MEMORY_TERMS_DB;
+use crate::store::{Store, StoreError};
 
 /// BM25 term-frequency saturation.
 const BM25_K1: f32 = 1.2;
@@ -150,7 +151,7 @@ impl Store {
                 for item in dbs.memory_terms.prefix_iter(txn, &prefix)? {
                     let (key, value) = item?;
                     let (tf, len) = parse_posting(value).ok_or_else(|| {
-                        super::codec::corrupt(
+                        crate::store::codec::corrupt(
                             MEMORY_TERMS_DB,
                             &String::from_utf8_lossy(key),
                             "bad posting".into(),

@@ -10,7 +10,12 @@
 //! - cache:   `model key 0 sha256`      → same layout as vectors
 //!
 //! Replacing a file's chunks is one transaction, so a reader never sees half a file. This file must not
-//! tokenize, chunk or embed: callers hand it finished chunks; ranking lives in `memory_search.rs`.
+//! tokenize, chunk or embed: callers hand it finished chunks; ranking lives in `search.rs`.
+
+mod cache;
+mod dot;
+mod search;
+mod sessions;
 
 use heed::RwTxn;
 use serde::{Deserialize, Serialize};
@@ -18,9 +23,9 @@ use serde::{Deserialize, Serialize};
 use super::codec::{decode_at, encode, key_text, Record};
 use super::env::{Databases, TxnError, MEMORY_CHUNKS_DB, MEMORY_FILES_DB};
 use super::map_pages::PageRelease;
-pub(super) use super::memory_cache::raw_vector;
-pub use super::memory_cache::QuantizedVector;
 use super::{Store, StoreError};
+pub use cache::QuantizedVector;
+pub use search::ScoredChunk;
 
 /// Version byte of the raw vector and posting layouts.
 pub(super) const RAW_LAYOUT_VERSION: u8 = 1;
@@ -401,13 +406,7 @@ impl Store {
                 stats = write_file_chunks(txn, dbs, scope, write, stats, &mut pages)?;
             }
             write_stats(txn, dbs, scope, &stats)?;
-            super::memory_cache::put_cache_entries(
-                txn,
-                dbs,
-                cache_model_key,
-                cache_entries,
-                cache.max_entries,
-            )
+            cache::put_cache_entries(txn, dbs, cache_model_key, cache_entries, cache.max_entries)
         })?;
         self.release_after_memory_write();
         Ok(())

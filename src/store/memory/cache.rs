@@ -10,9 +10,9 @@ use std::collections::BinaryHeap;
 
 use heed::RwTxn;
 
-use super::env::{Databases, TxnError};
-use super::memory::{check_scope, scoped, RAW_LAYOUT_VERSION};
-use super::{Store, StoreError};
+use super::{check_scope, scoped, RAW_LAYOUT_VERSION};
+use crate::store::env::{Databases, TxnError};
+use crate::store::{Store, StoreError};
 
 /// Version byte of cache values (insertion number + raw vector).
 const CACHE_LAYOUT_VERSION: u8 = 2;
