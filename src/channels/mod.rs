@@ -14,7 +14,11 @@
 //! turn runner: a gateway run per turn), `stream` (a run's replies through
 //! the reply layer, previews by editing), `outbound` (limits and retries),
 //! `commands` (chat commands), `settings` (per-account config), `typing`.
+//! Shared by the adapters that hold a connection open (Discord, Slack):
+//! `account` (account state, task set, reconnect backoff) and `ws` (the
+//! outbound WebSocket client).
 
+pub mod account;
 pub mod commands;
 pub mod deliver;
 pub mod discord;
@@ -30,6 +34,7 @@ pub mod stream;
 pub mod telegram;
 pub mod turns;
 pub mod typing;
+pub mod ws;
 
 use std::sync::Arc;
 

@@ -23,12 +23,12 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::account::{pause, AccountState, Backoff};
 use super::payload::{self, op, CloseAction, GatewayFrame, Ready};
 use super::rest::DiscordRest;
 use super::translate::{self, BotIdentity, ChannelInfo, TranslateContext};
-use super::ws::{self, WsStream};
+use crate::channels::account::{pause, AccountState, Backoff};
 use crate::channels::media::{add_to_event, MediaLimits};
+use crate::channels::ws::{self, WsStream};
 use crate::channels::{InboundSink, SendError};
 use crate::config::schema::discord::AllowBots;
 

@@ -6,16 +6,15 @@
 //! It must not retry, split or shape replies (the hub does), nor gate or
 //! route messages (the pipeline does); it only translates and classifies.
 
-pub mod account;
 pub mod gateway;
 pub mod payload;
 pub mod rest;
 pub mod translate;
-pub mod ws;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
@@ -23,7 +22,6 @@ use crate::channels::{
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::discord::{AllowBots, DiscordAccountConfig, DiscordConfig};
-use account::{AccountState, AccountTasks};
 use gateway::GatewayAccount;
 use rest::DiscordRest;
 use translate::BotIdentity;

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::socket::{hand_over, SocketAccount};
 use super::translate::TranslateContext;
 use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
-use crate::channels::discord::account::{pause, AccountState, Backoff};
+use crate::channels::account::{pause, AccountState, Backoff};
 use crate::channels::http_routes::{HttpInbound, RouteResponse};
 use crate::channels::{BoxFuture, InboundSink, SendError};
 

@@ -18,7 +18,7 @@ pub mod web;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::channels::discord::account::{AccountState, AccountTasks};
+use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::http_routes::HttpRoutes;
 use crate::channels::media::MediaDefaults;
 use crate::channels::{

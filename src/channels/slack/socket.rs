@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::translate::{self, TranslateContext};
 use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
-use crate::channels::discord::account::{pause, AccountState, Backoff};
-use crate::channels::discord::ws::{self, WsStream};
+use crate::channels::account::{pause, AccountState, Backoff};
 use crate::channels::media::{add_to_event, MediaLimits};
+use crate::channels::ws::{self, WsStream};
 use crate::channels::{InboundSink, SendError};
 
 /// Largest Socket Mode message accepted.

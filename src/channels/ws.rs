@@ -3,7 +3,7 @@
 //! `wss://` over rustls with the webpki root certificates, with a bounded
 //! connect time and message size.
 //!
-//! It knows no platform's frames; Slack uses it too.
+//! It knows no platform's frames: Discord and Slack both use it.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
