@@ -99,16 +99,6 @@ pub enum FailoverReason {
     Cancelled,
 }
 
-impl FailoverReason {
-    /// Whether the same call may succeed if simply tried again later.
-    pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            FailoverReason::RateLimit | FailoverReason::Overloaded | FailoverReason::Timeout
-        )
-    }
-}
-
 const CONTEXT_OVERFLOW_MARKERS: [&str; 8] = [
     "context_length_exceeded",
     "context length",

@@ -8,7 +8,7 @@
 //! workspace and never calls a provider.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::Config;
 
@@ -244,11 +244,6 @@ pub fn skill_allowlist<'a>(config: &'a Config, agent_id: &str) -> Option<&'a [St
         .entry(agent_id)
         .and_then(|a| a.skills.as_deref())
         .or(config.agents.defaults.skills.as_deref())
-}
-
-/// Convenience for callers holding a workspace path.
-pub fn workspace_file(workspace: &Path, name: &str) -> PathBuf {
-    workspace.join(name)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //!
 //! [`StreamEvent::ReasoningDelta`]: super::providers::StreamEvent::ReasoningDelta
 
-use crate::store::{SessionEntry, Store, StoreError};
+use crate::store::SessionEntry;
 
 use super::failover::ThinkingLevel;
 use super::runs::RunEvent;
@@ -61,25 +61,6 @@ impl ReasoningLevel {
             .and_then(ReasoningLevel::parse)
             .unwrap_or_default()
     }
-}
-
-/// Sets a session's reasoning level (the `/reasoning` command and
-/// `sessions.patch` both land here), creating the session entry if needed.
-/// Returns the level now in force.
-pub fn set_reasoning_level(
-    store: &Store,
-    session_key: &str,
-    level: ReasoningLevel,
-    now_ms: u64,
-) -> Result<ReasoningLevel, StoreError> {
-    let mut entry = match store.session(session_key)? {
-        Some(entry) => entry,
-        None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now_ms),
-    };
-    entry.reasoning_level = Some(level.as_str().to_string());
-    entry.updated_at_ms = now_ms;
-    store.put_session(session_key, &entry)?;
-    Ok(level)
 }
 
 /// The separate reasoning block as upstream shows it: a `Reasoning:` line,
@@ -250,28 +231,6 @@ mod tests {
         assert_eq!(
             format_reasoning_block("step one\n\nstep two\n"),
             "Reasoning:\n_step one_\n\n_step two_"
-        );
-    }
-
-    #[test]
-    fn set_reasoning_level_persists_on_the_session() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store = Store::open(&dir.path().join("s"), Default::default()).expect("store");
-        set_reasoning_level(&store, "agent:main:main", ReasoningLevel::Stream, 5).expect("set");
-        let first = store
-            .session("agent:main:main")
-            .expect("read")
-            .expect("created");
-        assert_eq!(ReasoningLevel::of_session(&first), ReasoningLevel::Stream);
-        set_reasoning_level(&store, "agent:main:main", ReasoningLevel::Off, 6).expect("set");
-        let entry = store
-            .session("agent:main:main")
-            .expect("read")
-            .expect("kept");
-        assert_eq!(entry.reasoning_level.as_deref(), Some("off"));
-        assert_eq!(
-            entry.session_id, first.session_id,
-            "the same session, not a new one"
         );
     }
 }
