@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use crate::agent::runs::RunRegistry;
-use crate::agent::runtime::{AgentRuntime, RuntimeParts};
-use crate::agent::sessions::SessionOps;
-use crate::agent::subagents::SubagentRegistry;
+use crate::agent::RunRegistry;
+use crate::agent::SessionOps;
+use crate::agent::SubagentRegistry;
+use crate::agent::{AgentRuntime, RuntimeParts};
 use crate::channels::hub::{ChannelHub, HubDeps, HubSink};
 use crate::config::ConfigHandle;
 use crate::cron::service::SystemClock;

@@ -6,7 +6,7 @@
 
 mod support;
 
-use pincer::agent::runs::RunStatus;
+use pincer::agent::RunStatus;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::gateway::{config_with_provider, GatewayProcess};

@@ -5,7 +5,7 @@
 
 mod support;
 
-use pincer::agent::runs::RunStatus;
+use pincer::agent::RunStatus;
 use serde_json::{json, Value};
 use support::fake_openai::FakeReply;
 

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use pincer::agent::tool_loop::LoopResult;
+use pincer::agent::LoopResult;
 use serde_json::{json, Value};
 use support::agent_loop::{done_text, LoopHarness};
 use support::fake_anthropic::{AnthropicReply, FakeAnthropic};

@@ -121,7 +121,7 @@ async fn hooks_run_in_order_and_a_rewrite_changes_what_the_tool_reads() {
         ]
     );
     let started = events.iter().find_map(|e| match e {
-        pincer::agent::runs::RunEvent::Tool {
+        pincer::agent::RunEvent::Tool {
             phase: "start",
             args,
             ..
@@ -173,7 +173,7 @@ async fn a_blocked_call_is_an_error_result_for_the_model_and_never_runs() {
     let errored = events.iter().any(|e| {
         matches!(
             e,
-            pincer::agent::runs::RunEvent::Tool {
+            pincer::agent::RunEvent::Tool {
                 phase: "result",
                 is_error: true,
                 ..

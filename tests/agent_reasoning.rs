@@ -8,8 +8,7 @@
 
 mod support;
 
-use pincer::agent::reasoning::ReasoningLevel;
-use pincer::agent::runs::RunEvent;
+use pincer::agent::{ReasoningLevel, RunEvent};
 use serde_json::{json, Value};
 use support::agent_loop::{done_text, LoopHarness};
 use support::fake_anthropic::{AnthropicReply, FakeAnthropic};

@@ -4,8 +4,7 @@
 
 mod support;
 
-use pincer::agent::runs::{RunEvent, RunStatus};
-use pincer::agent::tool_loop::LoopResult;
+use pincer::agent::{LoopResult, RunEvent, RunStatus};
 use serde_json::json;
 use support::agent_loop::{done_text, LoopHarness};
 use support::fake_anthropic::{AnthropicReply, FakeAnthropic};

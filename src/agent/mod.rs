@@ -3,20 +3,55 @@
 //! This module owns providers and the run of one turn. It never formats for a
 //! chat platform and never talks to gateway connections directly: it emits
 //! values that the gateway turns into protocol events.
+//!
+//! Other layers use the façade below (`crate::agent::RunOutcome`), not the
+//! submodules; only `providers` stays public as a folder of its own, for the
+//! provider integration tests.
 
-pub mod compaction;
-pub mod context;
-pub mod failover;
-pub mod memory_flush;
-pub mod prompt;
-pub mod prompt_files;
+mod compaction;
+mod context;
+mod failover;
+mod memory_flush;
+mod prompt;
+mod prompt_files;
 pub mod providers;
-pub mod reasoning;
-pub mod runs;
-pub mod runtime;
-pub mod session_note;
-pub mod sessions;
-pub mod skills;
-pub mod subagents;
-pub mod tool_loop;
-pub mod turn;
+mod reasoning;
+mod runs;
+mod runtime;
+mod session_note;
+mod sessions;
+mod skills;
+mod subagents;
+mod tool_loop;
+mod turn;
+
+// Runs: starting, observing and ending them (the gateway, channels, cron, heartbeat).
+pub use runs::{RunEvent, RunOutcome, RunRegistry, RunStatus};
+pub use runtime::{
+    AgentRuntime, FinalReply, NoObserver, PreparedRun, RunListeners, RunObserver, RunOrigin,
+    RunPlacement, RunStartError, RunWaiters, RuntimeParts,
+};
+pub use turn::{ReplySettlement, TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+
+// Reasoning levels and their display.
+pub use reasoning::{format_reasoning_block, ReasoningLevel};
+
+// Sessions: resets, patches, compactions and deletes.
+pub use sessions::{Compacted, FieldPatch, SessionError, SessionOps, SessionPatch};
+
+// Sub-agents: the registry and the launcher the gateway implements.
+pub use subagents::steer::SteerMode;
+pub use subagents::{OutcomeFuture, RunLauncher, SubagentRegistry, SubagentRun};
+
+// Model resolution (the `/model` and `/status` commands name the model in force).
+pub use providers::models::resolve_chain;
+
+// The turn engine, for the integration tests that drive one turn or one model
+// loop directly (tests/support/).
+pub use context::resolve_window;
+pub use failover::{FailoverPolicy, RetryPolicy, Sleeper};
+pub use tool_loop::{run as run_tool_loop, LoopInput, LoopResult};
+pub use turn::{run_turn, TurnEnv};
+
+/// Runs a store call off the async workers' backs; the heartbeat borrows it.
+pub(crate) use subagents::blocking;

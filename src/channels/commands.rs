@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::sessions::{Compacted, FieldPatch, SessionError, SessionPatch};
+use crate::agent::{Compacted, FieldPatch, SessionError, SessionPatch};
 use crate::pipeline::commands::{CommandInvocation, COMMANDS};
 use crate::routing::Route;
 
@@ -222,7 +222,7 @@ fn current_model(state: &HubDeps, caller: &CommandCaller<'_>) -> String {
             e.model_override.as_ref()?
         ))
     });
-    match crate::agent::providers::models::resolve_chain(
+    match crate::agent::resolve_chain(
         &config,
         caller.agent_id,
         override_ref.as_deref(),
@@ -306,13 +306,13 @@ fn preview(text: &str, chars: usize) -> String {
     shown
 }
 
-fn subagent_name(run: &crate::agent::subagents::SubagentRun) -> String {
+fn subagent_name(run: &crate::agent::SubagentRun) -> String {
     run.label
         .clone()
         .unwrap_or_else(|| preview(&run.task, SUBAGENT_TASK_PREVIEW_CHARS))
 }
 
-fn subagents_list(registry: &crate::agent::subagents::SubagentRegistry, key: &str) -> String {
+fn subagents_list(registry: &crate::agent::SubagentRegistry, key: &str) -> String {
     match sync(|| registry.children_of(key)) {
         Ok(runs) if runs.is_empty() => "No sub-agents in this session.".into(),
         Ok(runs) => {
@@ -333,7 +333,7 @@ fn subagents_list(registry: &crate::agent::subagents::SubagentRegistry, key: &st
 
 fn subagents_steer(
     state: &HubDeps,
-    registry: &Arc<crate::agent::subagents::SubagentRegistry>,
+    registry: &Arc<crate::agent::SubagentRegistry>,
     key: &str,
     args: &str,
 ) -> String {
@@ -344,11 +344,11 @@ fn subagents_steer(
     let config = state.runtime.config();
     match sync(|| registry.steer(&config, key, target, message)) {
         Ok(steered) => match steered.mode {
-            crate::agent::subagents::steer::SteerMode::Injected => format!(
+            crate::agent::SteerMode::Injected => format!(
                 "🧭 Steered {}: it reads your message before its next step.",
                 subagent_name(&steered.run)
             ),
-            crate::agent::subagents::steer::SteerMode::Restarted => format!(
+            crate::agent::SteerMode::Restarted => format!(
                 "🧭 Steered {}: it continues with your message.",
                 subagent_name(&steered.run)
             ),
@@ -357,11 +357,7 @@ fn subagents_steer(
     }
 }
 
-fn subagents_info(
-    registry: &crate::agent::subagents::SubagentRegistry,
-    key: &str,
-    target: &str,
-) -> String {
+fn subagents_info(registry: &crate::agent::SubagentRegistry, key: &str, target: &str) -> String {
     let run = match sync(|| registry.resolve_child(key, target)) {
         Ok(run) => run,
         Err(error) => return format!("⚠️ {error}"),
@@ -398,7 +394,7 @@ fn subagents_info(
 
 fn subagents_log(
     state: &HubDeps,
-    registry: &crate::agent::subagents::SubagentRegistry,
+    registry: &crate::agent::SubagentRegistry,
     key: &str,
     args: &str,
 ) -> String {

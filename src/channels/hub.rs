@@ -23,9 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::agent::runtime::AgentRuntime;
-use crate::agent::subagents::SubagentRegistry;
-use crate::agent::turn::DEFAULT_RUN_TIMEOUT_MS;
+use crate::agent::{AgentRuntime, SubagentRegistry, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::Config;
 use crate::pipeline::commands::CommandInvocation;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
@@ -89,7 +87,7 @@ pub struct HubDeps {
     /// The running chat adapters.
     pub channels: Arc<ChannelRegistry>,
     /// Reset, patch and compact for the chat commands.
-    pub sessions: Arc<crate::agent::sessions::SessionOps>,
+    pub sessions: Arc<crate::agent::SessionOps>,
     /// The sub-agent registry (`/subagents`).
     pub subagents: Arc<SubagentRegistry>,
     pub observer: Arc<dyn HubObserver>,

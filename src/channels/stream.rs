@@ -27,7 +27,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
+use crate::agent::{RunEvent, RunOutcome, RunStatus};
 use crate::config::schema::channels::StreamingMode;
 use crate::pipeline::{InboundPipeline, TypingGuard};
 use crate::reply::shape::{normalize, ToolFailure};

@@ -20,9 +20,7 @@ use std::sync::{Arc, Weak};
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::agent::runs::RunOutcome;
-use crate::agent::runtime::{RunOrigin, RunStartError};
-use crate::agent::turn::{ReplySettlement, TurnSpec};
+use crate::agent::{ReplySettlement, RunOrigin, RunOutcome, RunStartError, TurnSpec};
 use crate::pipeline::TypingGuard;
 use crate::queue::{Turn, TurnContext, TurnRunner};
 

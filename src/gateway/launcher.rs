@@ -10,9 +10,9 @@ use std::sync::{Arc, Weak};
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
-use crate::agent::subagents::{OutcomeFuture, RunLauncher};
-use crate::agent::turn::{TurnOverrides, TurnSpec};
+use crate::agent::{
+    OutcomeFuture, RunEvent, RunLauncher, RunOutcome, RunStatus, TurnOverrides, TurnSpec,
+};
 use crate::cron::CronService;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::system::clock::now_ms;

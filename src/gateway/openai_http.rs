@@ -18,8 +18,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
-use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{RunEvent, RunOutcome, RunStatus, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::system::clock::now_ms;
 
 use super::http::{

@@ -11,9 +11,10 @@ use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::agent::reasoning::format_reasoning_block;
-use crate::agent::runs::{RunEvent, RunOutcome, RunStatus};
-use crate::agent::turn::TurnSpec;
+use crate::agent::{
+    format_reasoning_block, RunEvent, RunListeners, RunObserver, RunOutcome, RunStartError,
+    RunStatus, RunWaiters, TurnSpec,
+};
 use crate::queue::LaneKind;
 use crate::system::clock::now_ms;
 
@@ -26,8 +27,7 @@ use super::state::GatewayState;
 /// Minimum gap between two `chat` delta events of one run.
 pub const CHAT_DELTA_THROTTLE_MS: u64 = 150;
 
-pub use crate::agent::runtime::{FinalReply, PreparedRun, RunOrigin, RunPlacement};
-use crate::agent::runtime::{RunListeners, RunObserver, RunStartError, RunWaiters};
+pub use crate::agent::{FinalReply, PreparedRun, RunOrigin, RunPlacement};
 
 /// A run that did not start, as a wire error.
 pub fn start_error(error: RunStartError) -> ErrorShape {

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use crate::agent::runs::RunStatus;
-use crate::agent::turn::TurnSpec;
+use futures_util::future::BoxFuture;
+
+use crate::agent::{RunStatus, TurnSpec};
 use crate::queue::LaneKind;
 use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
 use crate::tools::sessions_send::{SessionRunner, SessionSend};
@@ -56,7 +57,7 @@ impl SessionRunner for GatewaySessionRunner {
         &'a self,
         run_id: &'a str,
         timeout: Duration,
-    ) -> crate::agent::providers::BoxFuture<'a, Option<SessionReply>> {
+    ) -> BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async move {
             let state = self.state.upgrade()?;
             let runs = state.services.runs.clone();
@@ -79,7 +80,7 @@ impl SessionRunner for GatewaySessionRunner {
         &'a self,
         session_key: &'a str,
         text: String,
-    ) -> crate::agent::providers::BoxFuture<'a, Result<bool, String>> {
+    ) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
             let state = self
                 .state
@@ -98,7 +99,7 @@ impl SessionRunner for GatewaySessionRunner {
         })
     }
 
-    fn spawn_flow(&self, flow: crate::agent::providers::BoxFuture<'static, ()>) {
+    fn spawn_flow(&self, flow: BoxFuture<'static, ()>) {
         if let Some(state) = self.state.upgrade() {
             state.tasks.spawn(flow);
         }

@@ -7,14 +7,14 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use crate::agent::runtime::AgentRuntime;
+use crate::agent::AgentRuntime;
 use crate::config::ConfigHandle;
 use crate::system::lifecycle::Lifecycle;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::agent::runs::RunRegistry;
+use crate::agent::RunRegistry;
 use crate::config::{Config, LoadedConfig};
 use crate::store::Store;
 use crate::system::board::BoardLimits;
@@ -75,7 +75,7 @@ pub struct GatewayServices {
     /// Background processes and the exec approval gate, shared by every run's tools.
     pub tool_services: crate::tools::ToolServices,
     /// The sub-agent registry (also behind `tool_services.subagents`).
-    pub subagents: Arc<crate::agent::subagents::SubagentRegistry>,
+    pub subagents: Arc<crate::agent::SubagentRegistry>,
     /// Pending exec approvals (`exec.approval.*`).
     pub approvals: Arc<crate::tools::approval::ApprovalTable>,
     /// The cron service (its timer starts with the gateway).
@@ -89,7 +89,7 @@ pub struct GatewayServices {
     /// Memory search services and their watchers, per agent (kept in line with the config).
     pub memory: Arc<crate::memory::registry::MemoryServices>,
     /// Reset, patch, compact and delete of sessions (methods and chat commands alike).
-    pub sessions: Arc<crate::agent::sessions::SessionOps>,
+    pub sessions: Arc<crate::agent::SessionOps>,
     /// What the sandbox can do on this host (probed once, after start).
     pub sandbox_layers: std::sync::OnceLock<serde_json::Value>,
 }

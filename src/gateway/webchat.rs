@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use serde_json::{json, Value};
 
-use crate::agent::runs::{RunOutcome, RunStatus};
-use crate::agent::runtime::RunStartError;
-use crate::agent::turn::ReplySettlement;
+use crate::agent::ReplySettlement;
+use crate::agent::RunStartError;
+use crate::agent::{RunOutcome, RunStatus};
 use crate::channels::hub::{ChannelHub, HubObserver};
 use crate::channels::outbound::DeliveryError;
 use crate::channels::turns::{TurnAnswers, WebchatAnswers};

@@ -23,11 +23,10 @@ use super::hours::within_active_hours;
 use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
-use crate::agent::reasoning::{format_reasoning_block, ReasoningLevel};
-use crate::agent::runs::RunOutcome;
-use crate::agent::runs::RunStatus;
-use crate::agent::subagents::blocking;
-use crate::agent::turn::{TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{
+    blocking, format_reasoning_block, ReasoningLevel, RunOutcome, RunStatus, TurnOverrides,
+    TurnSpec, DEFAULT_RUN_TIMEOUT_MS,
+};
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
 use crate::cron::CronClock;

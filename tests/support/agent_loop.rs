@@ -1,17 +1,16 @@
-//! Drives `tool_loop::run` directly for provider and failover tests: a
+//! Drives the agent's tool loop (`run_tool_loop`) directly for provider and failover tests: a
 //! temporary store and workspace, the built-in tool registry, a config built
 //! from JSON, and a sleeper that records backoff delays instead of sleeping.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pincer::agent::failover::{FailoverPolicy, RetryPolicy, Sleeper};
 use pincer::agent::providers::models::{resolve_chain, ResolvedModel};
 use pincer::agent::providers::{BoxFuture, ChatMessage};
-use pincer::agent::reasoning::ReasoningLevel;
-use pincer::agent::runs::RunEvent;
-use pincer::agent::tool_loop::{run, LoopInput, LoopResult};
-use pincer::agent::turn::{TurnEnv, TurnSpec};
+use pincer::agent::{
+    run_tool_loop, FailoverPolicy, LoopInput, LoopResult, ReasoningLevel, RetryPolicy, RunEvent,
+    Sleeper, TurnEnv, TurnSpec,
+};
 use pincer::config::Config;
 use pincer::store::{Store, StoreOptions};
 use serde_json::Value;
@@ -118,7 +117,7 @@ impl LoopHarness {
             allowed_tools: vec!["read".into()],
             cancel,
             events: &events,
-            window: pincer::agent::context::resolve_window(&self.env.config, None),
+            window: pincer::agent::resolve_window(&self.env.config, None),
             system_prompt: "You are a test.".into(),
             last_call_ms: None,
             reasoning: self.reasoning,
@@ -129,7 +128,7 @@ impl LoopHarness {
             ChatMessage::user(message),
         ];
         let mut seen = Vec::new();
-        let turn = run(input, messages);
+        let turn = run_tool_loop(input, messages);
         tokio::pin!(turn);
         let result = loop {
             tokio::select! {

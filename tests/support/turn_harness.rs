@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use pincer::agent::runs::RunOutcome;
-use pincer::agent::turn::{run_turn, TurnEnv, TurnSpec};
+use pincer::agent::{run_turn, RunOutcome, TurnEnv, TurnSpec};
 use pincer::store::{SessionEntry, Store, StoreOptions, TranscriptEntry};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::turn::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
@@ -167,12 +167,10 @@ pub async fn wait(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
         None => Ok(json!({"runId": run_id, "status": "timeout"})),
         Some(outcome) => {
             let status = match outcome.status {
-                crate::agent::runs::RunStatus::Ok => "ok",
-                crate::agent::runs::RunStatus::Error => "error",
+                crate::agent::RunStatus::Ok => "ok",
+                crate::agent::RunStatus::Error => "error",
                 // Upstream reports an aborted run as a timeout.
-                crate::agent::runs::RunStatus::Aborted | crate::agent::runs::RunStatus::Timeout => {
-                    "timeout"
-                }
+                crate::agent::RunStatus::Aborted | crate::agent::RunStatus::Timeout => "timeout",
             };
             Ok(json!({
                 "runId": run_id, "status": status, "startedAt": outcome.started_at_ms,

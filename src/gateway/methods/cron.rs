@@ -11,8 +11,7 @@ use std::sync::{Arc, Weak};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::agent::runs::{RunEvent, RunStatus as AgentStatus};
-use crate::agent::turn::TurnSpec;
+use crate::agent::{RunEvent, RunStatus as AgentStatus, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::{

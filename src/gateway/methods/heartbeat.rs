@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 
-use crate::agent::turn::{TurnOverrides, TurnSpec};
+use crate::agent::{TurnOverrides, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::gateway::clients::BroadcastOptions;

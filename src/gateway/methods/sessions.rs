@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::agent::sessions::{Compacted, FieldPatch, SessionError, SessionPatch};
+use crate::agent::{Compacted, FieldPatch, SessionError, SessionPatch};
 
 use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
