@@ -52,6 +52,3 @@ pub use context::resolve_window;
 pub use failover::{FailoverPolicy, RetryPolicy, Sleeper};
 pub use tool_loop::{run as run_tool_loop, LoopInput, LoopResult};
 pub use turn::{run_turn, TurnEnv};
-
-/// Runs a store call off the async workers' backs; the heartbeat borrows it.
-pub(crate) use subagents::blocking;

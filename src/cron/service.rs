@@ -80,15 +80,7 @@ pub enum RunMode {
     Force,
 }
 
-/// Runs a store call off the async workers' backs when the runtime allows it.
-fn blocking<R>(call: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(call)
-        }
-        _ => call(),
-    }
-}
+use crate::system::blocking::off_worker;
 
 fn parse_job(json: &str) -> Result<CronJob, CronError> {
     serde_json::from_str(json).map_err(|e| CronError::Corrupt(e.to_string()))
@@ -127,7 +119,7 @@ impl CronService {
     /// Every job, sorted by next run (jobs without one last); disabled jobs only when asked.
     pub fn list(&self, include_disabled: bool) -> Result<Vec<CronJob>, CronError> {
         let mut jobs = Vec::new();
-        for (_, json) in blocking(|| self.store.cron_jobs())? {
+        for (_, json) in off_worker(|| self.store.cron_jobs())? {
             let job = parse_job(&json)?;
             if include_disabled || job.enabled {
                 jobs.push(job);
@@ -138,7 +130,7 @@ impl CronService {
     }
 
     pub fn get(&self, id: &str) -> Result<CronJob, CronError> {
-        match blocking(|| self.store.cron_job(id))? {
+        match off_worker(|| self.store.cron_job(id))? {
             Some(json) => parse_job(&json),
             None => Err(CronError::NotFound(id.to_string())),
         }
@@ -162,7 +154,7 @@ impl CronService {
             .map_err(|e| CronError::Invalid(e.to_string()))?;
         job.state = JobState::default();
         job.recompute_next(now);
-        blocking(|| self.store.cron_job_put(&job.id, &to_json(&job)))?;
+        off_worker(|| self.store.cron_job_put(&job.id, &to_json(&job)))?;
         self.wake.notify_one();
         Ok(job)
     }
@@ -175,7 +167,7 @@ impl CronService {
             .ok_or_else(|| CronError::Invalid("patch must be an object".into()))?;
         let now = self.now_ms();
         let mut failure = None;
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.cron_job_update(id, |current| {
                 failure = None;
                 let mut value: Value = serde_json::from_str(current?).ok()?;
@@ -211,14 +203,14 @@ impl CronService {
 
     /// Deletes a job and its run log; returns whether it existed.
     pub fn remove(&self, id: &str) -> Result<bool, CronError> {
-        let removed = blocking(|| self.store.cron_job_delete(id))?;
+        let removed = off_worker(|| self.store.cron_job_delete(id))?;
         self.wake.notify_one();
         Ok(removed)
     }
 
     /// The newest `limit` run-log entries of a job, newest first.
     pub fn runs(&self, id: &str, limit: usize) -> Result<Vec<Value>, CronError> {
-        let entries = blocking(|| self.store.cron_runs(id, limit))?;
+        let entries = off_worker(|| self.store.cron_runs(id, limit))?;
         Ok(entries
             .iter()
             .filter_map(|e| serde_json::from_str(e).ok())
@@ -246,7 +238,7 @@ impl CronService {
                 continue;
             }
             cleared += usize::from(stale);
-            blocking(|| {
+            off_worker(|| {
                 self.store.cron_job_update(&job.id, |cur| {
                     let mut job = parse_job(cur?).ok()?;
                     // An interrupted run keeps its slot (`nextRunAtMs` is only moved when a run finishes),
@@ -269,7 +261,7 @@ impl CronService {
             error: Some(reason.to_string()),
             summary: None,
         };
-        blocking(|| {
+        off_worker(|| {
             self.store.cron_job_update(id, |cur| {
                 let mut job = parse_job(cur?).ok()?;
                 let started = job.state.running_at_ms?;
@@ -307,7 +299,7 @@ impl CronService {
 
     /// Marks the job running if it may start now; `None` when it is running, disabled or not due.
     pub fn claim(&self, id: &str, mode: RunMode, now: u64) -> Result<Option<CronJob>, CronError> {
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.cron_job_update(id, |cur| {
                 let mut job = parse_job(cur?).ok()?;
                 let may_start = match mode {
@@ -382,7 +374,7 @@ impl CronService {
         let ended = self.now_ms();
         let started = job.state.running_at_ms.unwrap_or(ended);
         let mut delete = false;
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.cron_job_update(&job.id, |cur| {
                 let mut stored = parse_job(cur?).ok()?;
                 delete = stored.apply_result(&result, started, ended);
@@ -404,7 +396,7 @@ impl CronService {
             "durationMs": ended.saturating_sub(started),
             "nextRunAtMs": updated.state.next_run_at_ms,
         });
-        blocking(|| {
+        off_worker(|| {
             self.store.cron_run_append(
                 &updated.id,
                 started,

@@ -24,13 +24,14 @@ use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
 use crate::agent::{
-    blocking, format_reasoning_block, ReasoningLevel, RunOutcome, RunStatus, TurnOverrides,
-    TurnSpec, DEFAULT_RUN_TIMEOUT_MS,
+    format_reasoning_block, ReasoningLevel, RunOutcome, RunStatus, TurnOverrides, TurnSpec,
+    DEFAULT_RUN_TIMEOUT_MS,
 };
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
 use crate::cron::CronClock;
 use crate::store::Store;
+use crate::system::blocking::off_worker;
 use futures_util::future::BoxFuture;
 
 /// The timer never sleeps longer than this, so config changes and clock jumps are noticed.
@@ -388,7 +389,7 @@ impl HeartbeatRunner {
         };
         let store = self.host.store();
         // An isolated session starts empty; the main session is noted so an acknowledgement leaves no trace.
-        let mark = blocking(|| match isolated {
+        let mark = off_worker(|| match isolated {
             true => session::reset_isolated(&store, &session_key).map(|()| None),
             false => session::mark(&store, &session_key).map(Some),
         });
@@ -423,7 +424,7 @@ impl HeartbeatRunner {
             }
             HeartbeatReply::Ack => {
                 if let Some(mark) = &mark {
-                    let pruned = blocking(|| {
+                    let pruned = off_worker(|| {
                         session::prune_ack(
                             &store,
                             &session_key,
@@ -491,7 +492,7 @@ impl HeartbeatRunner {
         now: u64,
     ) -> Value {
         let store = self.host.store();
-        let entry = blocking(|| store.session(session_key)).ok().flatten();
+        let entry = off_worker(|| store.session(session_key)).ok().flatten();
         let preview: String = text.chars().take(PREVIEW_CHARS).collect();
         let Some(target) = resolve_target(settings, entry.as_ref()) else {
             return json!({"status": "skipped", "reason": "no-target", "preview": preview});
@@ -522,7 +523,7 @@ impl HeartbeatRunner {
         if let Err(e) = self.host.deliver(&delivery) {
             return json!({"status": "failed", "reason": e, "preview": preview});
         }
-        let remembered = blocking(|| -> Result<(), crate::store::StoreError> {
+        let remembered = off_worker(|| -> Result<(), crate::store::StoreError> {
             if let Some(mut entry) = store.session(session_key)? {
                 entry.last_heartbeat_text = Some(text);
                 entry.last_heartbeat_sent_at_ms = Some(now);

@@ -223,14 +223,14 @@ impl Store {
     }
 
     /// Runs store work for async code: on the calling thread while the store's commits are quick and no other
-    /// write is open, else on a blocking thread through `block_in_place`, which keeps the event loop going while
-    /// `work` waits for fsync (see `pace.rs`). Call it on a multi-threaded runtime; `work` should touch only the
-    /// store, besides CPU work.
+    /// write is open, else off the async worker (`system::blocking::off_worker`: `block_in_place` on a
+    /// multi-threaded runtime, which keeps the event loop going while `work` waits for fsync; see `pace.rs`).
+    /// `work` should touch only the store, besides CPU work.
     pub fn run_blocking<R>(&self, work: impl FnOnce() -> R) -> R {
         if self.env.pace.inline_ok() {
             work()
         } else {
-            tokio::task::block_in_place(work)
+            crate::system::blocking::off_worker(work)
         }
     }
 

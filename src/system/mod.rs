@@ -1,6 +1,7 @@
 //! The host: logging to journald (or stderr) with an in-memory tail for
 //! `logs.tail`, systemd readiness notification, and the clock.
 
+pub mod blocking;
 pub mod board;
 pub mod clock;
 pub mod lifecycle;

@@ -5,12 +5,13 @@
 //!
 //! Like `subagents/mod.rs`, this file never starts a run itself: it goes through the registry's launcher.
 
+use crate::system::blocking::off_worker;
 use std::sync::Arc;
 
 use super::steer::SteerOutcome;
 use super::{
-    blocking, now_ms, parse_run, run_json, Requester, SpawnRequest, SubagentError,
-    SubagentRegistry, SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
+    now_ms, parse_run, run_json, Requester, SpawnRequest, SubagentError, SubagentRegistry,
+    SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
 };
 use crate::config::Config;
 
@@ -119,7 +120,7 @@ impl SubagentRegistry {
         by: &str,
     ) -> Result<Option<SubagentRun>, SubagentError> {
         let now = now_ms();
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.subagent_run_update(&run.id, |current| {
                 let mut stored = parse_run(current?).ok()?;
                 if stored.status != SubagentStatus::Running {
@@ -146,7 +147,7 @@ impl SubagentRegistry {
                 run.status = SubagentStatus::Failed;
                 run.error = Some(RESTART_FAILURE_REASON.into());
                 run.ended_at_ms = Some(now);
-                blocking(|| self.store.subagent_run_put(&run.id, &run_json(&run)))?;
+                off_worker(|| self.store.subagent_run_put(&run.id, &run_json(&run)))?;
                 self.mirror_status(&run);
                 report.failed += 1;
             }
@@ -155,8 +156,8 @@ impl SubagentRegistry {
                 report.announced += 1;
                 continue;
             }
-            if blocking(|| self.store.session(&run.child_session_key))?.is_none() {
-                blocking(|| self.store.subagent_run_delete(&run.id))?;
+            if off_worker(|| self.store.session(&run.child_session_key))?.is_none() {
+                off_worker(|| self.store.subagent_run_delete(&run.id))?;
                 report.pruned += 1;
             }
         }
@@ -184,7 +185,7 @@ impl SubagentRegistry {
                 .ended_at_ms
                 .is_some_and(|ended| now.saturating_sub(ended) > keep_ms);
             if old && run.announced && run.status != SubagentStatus::Running {
-                blocking(|| -> Result<(), crate::store::StoreError> {
+                off_worker(|| -> Result<(), crate::store::StoreError> {
                     if let Some(entry) = self.store.delete_session(&run.child_session_key)? {
                         self.store.delete_transcript(&entry.session_id)?;
                     }
@@ -205,9 +206,9 @@ impl SubagentRegistry {
             .map(|r| r.child_session_key)
             .collect();
         let mut pruned = 0;
-        for (key, entry) in blocking(|| self.store.sessions())? {
+        for (key, entry) in off_worker(|| self.store.sessions())? {
             if key.contains(SUBAGENT_KEY_MARKER) && !known.contains(&key) {
-                blocking(|| -> Result<(), crate::store::StoreError> {
+                off_worker(|| -> Result<(), crate::store::StoreError> {
                     self.store.delete_session(&key)?;
                     self.store.delete_transcript(&entry.session_id)?;
                     Ok(())

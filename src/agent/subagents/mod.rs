@@ -57,15 +57,7 @@ pub trait RunLauncher: Send + Sync {
     fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String>;
 }
 
-/// Runs a store call off the async workers' backs when the runtime allows it.
-pub(crate) fn blocking<R>(call: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(call)
-        }
-        _ => call(),
-    }
-}
+use crate::system::blocking::off_worker;
 
 pub(crate) fn now_ms() -> u64 {
     crate::system::clock::now_ms()
@@ -142,7 +134,7 @@ impl SubagentRegistry {
 
     /// Every recorded run, oldest first.
     pub fn runs(&self) -> Result<Vec<SubagentRun>, SubagentError> {
-        let mut runs = blocking(|| self.store.subagent_runs())?
+        let mut runs = off_worker(|| self.store.subagent_runs())?
             .iter()
             .map(|(_, json)| parse_run(json))
             .collect::<Result<Vec<_>, _>>()?;
@@ -178,7 +170,7 @@ impl SubagentRegistry {
         entry.label = run.label.clone();
         entry.thinking_level = thinking;
         entry.status = Some(SubagentStatus::Running.as_str().into());
-        blocking(|| {
+        off_worker(|| {
             self.store.put_session(&run.child_session_key, &entry)?;
             self.store.subagent_run_put(&run.id, &run_json(&run))
         })?;
@@ -190,7 +182,7 @@ impl SubagentRegistry {
 
     /// `maxSpawnDepth` and `maxChildrenPerAgent` for this requester; returns its depth.
     fn check_limits(&self, config: &Config, requester: &Requester) -> Result<u32, SubagentError> {
-        let parent = blocking(|| self.store.session(&requester.session_key))?;
+        let parent = off_worker(|| self.store.session(&requester.session_key))?;
         let depth = session_depth(parent.as_ref(), &requester.session_key);
         let max_depth = max_spawn_depth(config);
         if depth >= max_depth {
@@ -293,7 +285,7 @@ impl SubagentRegistry {
         let Some(run) = settled else {
             // Killed (or otherwise ended) while running: the turn has now written its last session
             // update, so the stored end state goes on the session again.
-            let current = blocking(|| self.store.subagent_run(id))?;
+            let current = off_worker(|| self.store.subagent_run(id))?;
             if let Some(run) = current.map(|json| parse_run(&json)).transpose()? {
                 if run.run_id == outcome.run_id {
                     self.mirror_status(&run);
@@ -317,7 +309,7 @@ impl SubagentRegistry {
         change: impl Fn(&mut SubagentRun),
     ) -> Result<Option<SubagentRun>, SubagentError> {
         let now = now_ms();
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.subagent_run_update(id, |current| {
                 let mut run = parse_run(current?).ok()?;
                 if run.run_id != run_id || run.status != SubagentStatus::Running {
@@ -333,7 +325,7 @@ impl SubagentRegistry {
 
     /// Writes the run's status onto the child's session entry (`sessions.list` shows it).
     pub(crate) fn mirror_status(&self, run: &SubagentRun) {
-        let result = blocking(|| {
+        let result = off_worker(|| {
             let Some(mut entry) = self.store.session(&run.child_session_key)? else {
                 return Ok(());
             };
@@ -358,7 +350,7 @@ impl SubagentRegistry {
         let mut key = run.requester_session_key.clone();
         let mut agent = run.requester_agent_id.clone();
         for _ in 0..MAX_ANNOUNCE_HOPS {
-            if blocking(|| self.store.session(&key))?.is_some()
+            if off_worker(|| self.store.session(&key))?.is_some()
                 || !key.contains(SUBAGENT_KEY_MARKER)
             {
                 return Ok(Some((agent, key)));
@@ -386,7 +378,7 @@ impl SubagentRegistry {
                 run.id
             ),
         }
-        blocking(|| {
+        off_worker(|| {
             self.store.subagent_run_update(&run.id, |current| {
                 let mut stored = parse_run(current?).ok()?;
                 stored.announced = true;
@@ -394,7 +386,7 @@ impl SubagentRegistry {
             })
         })?;
         if run.cleanup == Cleanup::Delete {
-            blocking(|| -> Result<(), StoreError> {
+            off_worker(|| -> Result<(), StoreError> {
                 if let Some(entry) = self.store.delete_session(&run.child_session_key)? {
                     self.store.delete_transcript(&entry.session_id)?;
                 }

@@ -8,12 +8,13 @@
 //! Limits as upstream: a message of at most `MAX_STEER_MESSAGE_CHARS`, one steer per `STEER_RATE_LIMIT_MS`
 //! from one session to one child. This file never starts a run itself: the registry's launcher does.
 
+use crate::system::blocking::off_worker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    blocking, max_spawn_depth, now_ms, parse_run, run_json, SubagentError, SubagentRegistry,
-    SubagentRun, SubagentStatus,
+    max_spawn_depth, now_ms, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
+    SubagentStatus,
 };
 use crate::config::Config;
 use crate::queue::{QueuedMessage, SteerInbox};
@@ -173,7 +174,7 @@ impl SubagentRegistry {
         usage: Option<&crate::agent::providers::Usage>,
     ) -> Result<Option<SubagentRun>, SubagentError> {
         let new_run_id = uuid::Uuid::new_v4().to_string();
-        let written = blocking(|| {
+        let written = off_worker(|| {
             self.store.subagent_run_update(id, |current| {
                 let mut stored = parse_run(current?).ok()?;
                 if stored.status != SubagentStatus::Running || stored.run_id != run_id {
