@@ -11,6 +11,7 @@
 mod compaction;
 mod context;
 mod failover;
+mod history;
 mod memory_flush;
 mod prompt;
 mod prompt_files;

@@ -20,13 +20,14 @@ use crate::tools::{cap_result, ToolContext, ToolError};
 use super::compaction::{self, CompactionJob, CompactionReason, CompactionSettings};
 use super::context::{self, ContextWindow, PruningSettings};
 use super::failover::{pause, FailoverStep, ModelAttempt, PauseEnd};
+use super::history::prompt_messages;
 use super::providers::models::ResolvedModel;
 use super::providers::{
     ChatMessage, Completion, ProviderError, ProviderRequest, Role, StreamEvent, ToolCall,
 };
 use super::reasoning::{ReasoningLevel, ReasoningSink};
 use super::runs::{RunEvent, RunStatus};
-use super::turn::{prompt_messages, TurnEnv, TurnSpec};
+use super::turn::{TurnEnv, TurnSpec};
 
 /// Model calls one run may make at most (each tool round is one).
 pub const MAX_TOOL_ITERATIONS: usize = 24;
