@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::store::{SessionEntry, Store, TranscriptEntry};
+use crate::system::clock::now_ms;
 
 use super::failover::ThinkingLevel;
 use super::history::{prompt_messages, PromptHistory};
@@ -79,10 +80,6 @@ pub struct TurnOverrides {
     pub light_context: bool,
     /// The reasoning level instead of the session's (heartbeat `includeReasoning` collects it).
     pub reasoning: Option<ReasoningLevel>,
-}
-
-fn now_ms() -> u64 {
-    crate::system::clock::now_ms()
 }
 
 /// Runs one turn to its end. Never panics on provider or store failures:

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::AccountStatus;
+use crate::system::clock::now_ms;
 
 /// First reconnect delay after a failed attempt; doubles per failure.
 pub const RECONNECT_BASE_DELAY_MS: u64 = 1_000;
@@ -130,14 +131,6 @@ impl AccountTasks {
             let _ = handle.await;
         }
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// 0 after a connection that worked, then 1 s, 2 s, 4 s … up to 60 s, each

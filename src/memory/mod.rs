@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::config::schema::memory::{MemorySource, ResolvedMemorySearch};
 use crate::config::Config;
 use crate::store::{Store, StoreError};
+use crate::system::clock::now_ms;
 
 pub use discovery::MemoryFile;
 pub use embedder::{EmbedError, Embedder, EmbedderSettings};
@@ -135,12 +136,6 @@ impl std::fmt::Debug for MemoryService {
 /// Meta key holding the last sync of an agent (JSON: `atMs`, `report`).
 fn last_sync_key(agent_id: &str) -> String {
     format!("memory_last_sync:{agent_id}")
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl MemoryService {

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use super::steer::SteerOutcome;
 use super::{
-    now_ms, parse_run, run_json, Requester, SpawnRequest, SubagentError, SubagentRegistry,
-    SubagentRun, SubagentStatus, SUBAGENT_KEY_MARKER,
+    parse_run, run_json, Requester, SpawnRequest, SubagentError, SubagentRegistry, SubagentRun,
+    SubagentStatus, SUBAGENT_KEY_MARKER,
 };
 use crate::config::Config;
+use crate::system::clock::now_ms;
 
 /// The reason recorded for runs a restart interrupted.
 pub const RESTART_FAILURE_REASON: &str =

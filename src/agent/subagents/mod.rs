@@ -27,6 +27,7 @@ use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::store::{SessionEntry, Store, StoreError};
+use crate::system::clock::now_ms;
 pub use crate::tools::subagent_control::{
     Cleanup, Requester, SpawnRequest, SubagentError, SubagentRun, SubagentStatus,
 };
@@ -58,10 +59,6 @@ pub trait RunLauncher: Send + Sync {
 }
 
 use crate::system::blocking::off_worker;
-
-pub(crate) fn now_ms() -> u64 {
-    crate::system::clock::now_ms()
-}
 
 pub(crate) fn parse_run(json: &str) -> Result<SubagentRun, SubagentError> {
     serde_json::from_str(json).map_err(|e| SubagentError::Corrupt(e.to_string()))

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
-    max_spawn_depth, now_ms, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
+    max_spawn_depth, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
     SubagentStatus,
 };
 use crate::config::Config;
 use crate::queue::{QueuedMessage, SteerInbox};
+use crate::system::clock::now_ms;
 pub use crate::tools::subagent_control::{
     SteerMode, SteerOutcome, MAX_STEER_MESSAGE_CHARS, STEER_RATE_LIMIT_MS,
 };
