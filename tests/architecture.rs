@@ -6,6 +6,7 @@
 //! each import that goes up a layer. `module_graph` prints the graph of
 //! top-level modules and the cycles in it:
 //! `cargo test --test architecture -- --nocapture print_module_graph`.
+//! It also holds the lock policy: no `std::sync` lock in `src/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -299,6 +300,48 @@ fn imports_go_down_the_layers_only() {
 fn module_graph_has_no_cycles() {
     let found = cycles(&graph(&imports()));
     assert!(found.is_empty(), "module cycles: {found:?}");
+}
+
+/// The lock policy of ARCHITECTURE.md: `src/` locks with `parking_lot`, whose
+/// locks do not poison, never with `std::sync`'s.
+#[test]
+fn synchronous_locks_are_parking_lot() {
+    const STD_LOCK_NAMES: &[&str] = &[
+        "Mutex",
+        "MutexGuard",
+        "RwLock",
+        "RwLockReadGuard",
+        "RwLockWriteGuard",
+        "PoisonError",
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let text = fs::read_to_string(&file).expect("source file is UTF-8");
+        for (index, line) in text.lines().enumerate() {
+            let code = code_of(line);
+            let std_lock = code.contains("std::sync::")
+                && code
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|word| STD_LOCK_NAMES.contains(&word));
+            if std_lock {
+                let relative = file.strip_prefix(&src).unwrap_or(&file);
+                found.push(format!(
+                    "src/{}:{}: {}",
+                    relative.display(),
+                    index + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "std::sync locks in src/ (use parking_lot's):\n{}",
+        found.join("\n")
+    );
 }
 
 /// Prints the graph of top-level modules and its cycles (see the file's doc).

@@ -13,7 +13,9 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::prompt::{self, BootstrapFile, BootstrapLimits};
 use super::skills::{self, Skill};
@@ -102,6 +104,7 @@ impl PromptFileCache {
             limits,
         };
         let kept = self
+            .kept
             .lock()
             .iter()
             .find(|kept| kept.key == key)
@@ -118,7 +121,7 @@ impl PromptFileCache {
         let files = Arc::new(files);
         let racy_since = crate::system::clock::now_ms() as i64 - self.racy_window_ms;
         if stamps.iter().all(|(_, s)| !s.changed_after_ms(racy_since)) {
-            let mut kept = self.lock();
+            let mut kept = self.kept.lock();
             kept.retain(|k| k.key != key);
             if kept.len() >= MAX_KEPT {
                 kept.remove(0);
@@ -130,10 +133,6 @@ impl PromptFileCache {
             });
         }
         files
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -359,6 +358,6 @@ mod tests {
         for dir in &dirs {
             cache.load(dir.path(), false, LIMITS);
         }
-        assert_eq!(cache.lock().len(), MAX_KEPT);
+        assert_eq!(cache.kept.lock().len(), MAX_KEPT);
     }
 }

@@ -7,9 +7,10 @@
 //! bounded table.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -144,13 +145,9 @@ impl RunRegistry {
         &self.lanes
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Registers a new run; `None` when a run with this id is already active.
     pub fn register(&self, run_id: &str, session_key: &str) -> Option<RunTicket> {
-        let mut tables = self.lock();
+        let mut tables = self.tables.lock();
         if tables.active.contains_key(run_id) {
             return None;
         }
@@ -189,7 +186,7 @@ impl RunRegistry {
 
     /// Records a run's outcome and wakes its waiters.
     pub fn finish(&self, ticket: RunTicket, outcome: RunOutcome, now_ms: u64) {
-        let mut tables = self.lock();
+        let mut tables = self.tables.lock();
         tables.active.remove(&ticket.run_id);
         self.lanes.prune_idle_sessions();
         prune_finished(&mut tables, now_ms);
@@ -203,7 +200,7 @@ impl RunRegistry {
 
     /// Aborts one run; returns whether it was active.
     pub fn abort(&self, run_id: &str) -> bool {
-        match self.lock().active.get(run_id) {
+        match self.tables.lock().active.get(run_id) {
             Some(run) => {
                 run.cancel.cancel();
                 true
@@ -214,7 +211,7 @@ impl RunRegistry {
 
     /// Aborts every active run of a session; returns their ids.
     pub fn abort_session(&self, session_key: &str) -> Vec<String> {
-        let tables = self.lock();
+        let tables = self.tables.lock();
         let mut ids = Vec::new();
         for (id, run) in &tables.active {
             if run.session_key == session_key {
@@ -228,26 +225,28 @@ impl RunRegistry {
 
     /// Aborts everything (shutdown deadline passed).
     pub fn abort_all(&self) {
-        for run in self.lock().active.values() {
+        for run in self.tables.lock().active.values() {
             run.cancel.cancel();
         }
     }
 
     /// The session of an active run.
     pub fn session_of(&self, run_id: &str) -> Option<String> {
-        self.lock()
+        self.tables
+            .lock()
             .active
             .get(run_id)
             .map(|r| r.session_key.clone())
     }
 
     pub fn active_count(&self) -> usize {
-        self.lock().active.len()
+        self.tables.lock().active.len()
     }
 
     /// Active run ids of one session.
     pub fn active_in_session(&self, session_key: &str) -> Vec<String> {
         let mut ids: Vec<String> = self
+            .tables
             .lock()
             .active
             .iter()
@@ -260,7 +259,11 @@ impl RunRegistry {
 
     /// A remembered outcome.
     pub fn finished(&self, run_id: &str) -> Option<RunOutcome> {
-        self.lock().finished.get(run_id).map(|(_, o)| o.clone())
+        self.tables
+            .lock()
+            .finished
+            .get(run_id)
+            .map(|(_, o)| o.clone())
     }
 
     /// Waits up to `timeout` for a run to finish. `None` on timeout.
@@ -268,7 +271,7 @@ impl RunRegistry {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let receiver = {
-                let tables = self.lock();
+                let tables = self.tables.lock();
                 if let Some((_, outcome)) = tables.finished.get(run_id) {
                     return Some(outcome.clone());
                 }
@@ -382,7 +385,7 @@ mod tests {
             let ticket = registry.register(&id, "k").expect("new");
             registry.finish(ticket, outcome(&id, "k"), 100);
         }
-        assert!(registry.lock().finished.len() <= MAX_FINISHED_RUNS);
+        assert!(registry.tables.lock().finished.len() <= MAX_FINISHED_RUNS);
         assert!(registry.finished("r0").is_none());
         assert!(registry
             .finished(&format!("r{}", MAX_FINISHED_RUNS + 49))

@@ -8,9 +8,9 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -35,10 +35,6 @@ pub struct AccountState<I> {
     identity: Mutex<Option<I>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl<I: Clone> AccountState<I> {
     pub fn new(account_id: &str, configured: bool) -> AccountState<I> {
         let status = AccountStatus {
@@ -54,11 +50,11 @@ impl<I: Clone> AccountState<I> {
     }
 
     pub fn status(&self) -> AccountStatus {
-        lock(&self.status).clone()
+        self.status.lock().clone()
     }
 
     pub fn update(&self, change: impl FnOnce(&mut AccountStatus)) {
-        change(&mut lock(&self.status));
+        change(&mut self.status.lock());
     }
 
     /// Connected (READY, RESUMED, hello): the last error is cleared.
@@ -97,11 +93,11 @@ impl<I: Clone> AccountState<I> {
     }
 
     pub fn identity(&self) -> Option<I> {
-        lock(&self.identity).clone()
+        self.identity.lock().clone()
     }
 
     pub fn set_identity(&self, identity: I) {
-        *lock(&self.identity) = Some(identity);
+        *self.identity.lock() = Some(identity);
     }
 }
 
@@ -115,18 +111,18 @@ pub struct AccountTasks {
 impl AccountTasks {
     /// The token the current tasks stop on.
     pub fn token(&self) -> CancellationToken {
-        lock(&self.cancel).clone()
+        self.cancel.lock().clone()
     }
 
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        lock(&self.handles).push(tokio::spawn(task));
+        self.handles.lock().push(tokio::spawn(task));
     }
 
     /// Cancels every task, waits for them, and readies a fresh token.
     pub async fn stop(&self) {
-        let cancel = std::mem::take(&mut *lock(&self.cancel));
+        let cancel = std::mem::take(&mut *self.cancel.lock());
         cancel.cancel();
-        let handles = std::mem::take(&mut *lock(&self.handles));
+        let handles = std::mem::take(&mut *self.handles.lock());
         for handle in handles {
             let _ = handle.await;
         }

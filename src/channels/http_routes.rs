@@ -9,12 +9,13 @@
 //! the answer are the handler's job.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
+use parking_lot::RwLock;
 
 use super::BoxFuture;
 
@@ -79,7 +80,7 @@ impl HttpRoutes {
         if self.reserved.iter().any(|r| r == path) {
             return Err(RouteError::Reserved { path: path.into() });
         }
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let mut routes = self.routes.write();
         if let Some(taken) = routes.get(path).filter(|r| r.owner != owner) {
             return Err(RouteError::Taken {
                 path: path.into(),
@@ -93,7 +94,7 @@ impl HttpRoutes {
 
     /// Stops serving `path` (only when `owner` holds it).
     pub fn remove(&self, path: &str, owner: &str) {
-        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let mut routes = self.routes.write();
         if routes.get(path).is_some_and(|r| r.owner == owner) {
             routes.remove(path);
         }
@@ -101,13 +102,13 @@ impl HttpRoutes {
 
     /// The handler of `path`, if an adapter serves it.
     pub fn get(&self, path: &str) -> Option<Arc<dyn HttpInbound>> {
-        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        let routes = self.routes.read();
         routes.get(path).map(|r| Arc::clone(&r.handler))
     }
 
     /// Served paths, sorted.
     pub fn paths(&self) -> Vec<String> {
-        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        let routes = self.routes.read();
         routes.keys().cloned().collect()
     }
 }

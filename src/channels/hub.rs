@@ -18,9 +18,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::agent::{AgentRuntime, SubagentRegistry, DEFAULT_RUN_TIMEOUT_MS};
@@ -153,7 +154,7 @@ impl ChannelHub {
 
     /// Rebuilds the routing tables when the config was swapped.
     fn refresh_router(&self, config: &Arc<Config>) {
-        let mut routed = self.routed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut routed = self.routed.lock();
         if routed
             .upgrade()
             .is_some_and(|seen| Arc::ptr_eq(&seen, config))
@@ -175,12 +176,7 @@ impl ChannelHub {
 
     /// Deliveries that finally failed, oldest first.
     pub fn delivery_failures(&self) -> Vec<DeliveryFailure> {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        self.failures.lock().iter().cloned().collect()
     }
 
     /// Logs a run's failed deliveries and tells the observer about them.
@@ -190,7 +186,7 @@ impl ChannelHub {
             self.deps
                 .observer
                 .delivery_failed(run_id, session_key, &error);
-            let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            let mut failures = self.failures.lock();
             failures.push_back(DeliveryFailure {
                 run_id: run_id.map(str::to_string),
                 session_key: session_key.to_string(),
@@ -425,10 +421,7 @@ impl ChannelHub {
         match decision {
             Decision::Run { message, route } => {
                 // A burst the debouncer released early needs no timer entry.
-                self.held
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&debounce_key(&route));
+                self.held.lock().remove(&debounce_key(&route));
                 for other in &dest.broadcast {
                     // Each agent of a broadcast group answers in its own session, in parallel.
                     let copy = Destination {
@@ -479,7 +472,6 @@ impl ChannelHub {
         let previous = self
             .command_tails
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(route.session_key.clone(), (id, tail))
             .map(|(_, previous)| previous);
         let hub = self.clone();
@@ -489,7 +481,7 @@ impl ChannelHub {
             }
             super::commands::execute(&hub, command, &route, &dest, &sender_id).await;
             let _ = done.send(());
-            let mut tails = hub.command_tails.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tails = hub.command_tails.lock();
             if tails
                 .get(&route.session_key)
                 .is_some_and(|(tail, _)| *tail == id)
@@ -502,7 +494,7 @@ impl ChannelHub {
     /// Remembers where a held burst goes and arms its flush timer.
     fn hold(self: &Arc<Self>, mut dest: Destination, flush_at_ms: u64) {
         let key = debounce_key(&dest.route);
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock();
         if let Some(earlier) = held.remove(&key) {
             // The burst's earlier messages are answered by the same turn.
             let mut inbox = earlier.inbox;
@@ -525,11 +517,7 @@ impl ChannelHub {
     fn flush_held(&self) {
         let config = self.config();
         for (key, text) in self.pipeline.flush_due(now_ms()) {
-            let dest = self
-                .held
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
+            let dest = self.held.lock().remove(&key);
             match dest {
                 Some(dest) => {
                     let route = dest.route.clone();

@@ -6,7 +6,9 @@
 //! The registry holds adapters; it must not route, queue or shape replies.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::Config;
 use crate::store::Store;
@@ -76,36 +78,21 @@ impl ChannelRegistry {
     pub fn register(&self, adapter: Arc<dyn Channel>) {
         self.adapters
             .write()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(adapter.id().to_string(), adapter);
     }
 
     /// The adapter of `channel`.
     pub fn get(&self, channel: &str) -> Option<Arc<dyn Channel>> {
-        self.adapters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(channel)
-            .cloned()
+        self.adapters.read().get(channel).cloned()
     }
 
     /// Registered channel ids, sorted.
     pub fn ids(&self) -> Vec<String> {
-        self.adapters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.adapters.read().keys().cloned().collect()
     }
 
     fn all(&self) -> Vec<Arc<dyn Channel>> {
-        self.adapters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.adapters.read().values().cloned().collect()
     }
 
     /// Starts every adapter; a failing one is logged and reported in
@@ -116,11 +103,11 @@ impl ChannelRegistry {
             match adapter.start(sink.clone()).await {
                 Ok(()) => {
                     log::info!("channel {id} started");
-                    self.errors().remove(id);
+                    self.start_errors.lock().remove(id);
                 }
                 Err(error) => {
                     log::error!("channel {id} failed to start: {error}");
-                    self.errors().insert(id.to_string(), error);
+                    self.start_errors.lock().insert(id.to_string(), error);
                 }
             }
         }
@@ -134,13 +121,9 @@ impl ChannelRegistry {
         }
     }
 
-    fn errors(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
-        self.start_errors.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Every channel's accounts.
     pub fn status(&self) -> Vec<ChannelStatus> {
-        let errors = self.errors().clone();
+        let errors = self.start_errors.lock().clone();
         self.all()
             .into_iter()
             .map(|adapter| ChannelStatus {

@@ -20,10 +20,11 @@
 //! This file must not choose where replies go (the hub does) nor call a
 //! platform API other than through the `Channel` trait.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -77,15 +78,11 @@ struct Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn sent(&self, pieces: &[String]) {
         for piece in pieces {
             self.pipeline.record_outbound(&self.session_key, piece);
         }
-        let mut progress = self.lock();
+        let mut progress = self.inner.lock();
         progress.report.messages_sent += pieces.len();
         for guard in &mut progress.typing {
             guard.first_block_sent();
@@ -94,11 +91,11 @@ impl Shared {
 
     fn failed(&self, error: DeliveryError) {
         log::warn!("reply to {} not delivered: {error}", self.session_key);
-        self.lock().report.failures.push(error);
+        self.inner.lock().report.failures.push(error);
     }
 
     fn stop_typing(&self) {
-        self.lock().typing.clear();
+        self.inner.lock().typing.clear();
     }
 }
 
@@ -198,7 +195,7 @@ pub async fn deliver_run(
     dispatcher.mark_complete();
     dispatcher.wait_idle().await;
     shared.stop_typing();
-    let report = shared.lock().report.clone();
+    let report = shared.inner.lock().report.clone();
     report
 }
 
@@ -417,7 +414,7 @@ async fn run_preview(
             }),
             Some(id) => edit(&route, id, &text).await.map(|()| {
                 shared.pipeline.record_outbound(&shared.session_key, &text);
-                shared.lock().report.edits += 1;
+                shared.inner.lock().report.edits += 1;
             }),
         };
         if let Err(error) = result {
@@ -489,7 +486,7 @@ async fn finish_preview(
         match edit(route, &message_id, &first).await {
             Ok(()) => {
                 shared.pipeline.record_outbound(&shared.session_key, &first);
-                shared.lock().report.edits += 1;
+                shared.inner.lock().report.edits += 1;
             }
             Err(error) => shared.failed(error),
         }

@@ -5,7 +5,9 @@
 //! This file holds and swaps; it must not load, validate or apply anything
 //! (what a new config changes is each owner's business).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use super::{Config, LoadedConfig};
 
@@ -25,26 +27,20 @@ impl ConfigHandle {
 
     /// The running configuration.
     pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.config.read().clone()
     }
 
     /// The running configuration with its file path, text and hash.
     pub fn loaded(&self) -> Arc<LoadedConfig> {
-        self.loaded
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.loaded.read().clone()
     }
 
     /// Swaps in a new configuration; returns it.
     pub fn replace(&self, loaded: LoadedConfig) -> Arc<Config> {
         let config = Arc::new(loaded.config.clone());
-        let mut slot = self.loaded.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.loaded.write();
         *slot = Arc::new(loaded);
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config.clone();
+        *self.config.write() = config.clone();
         config
     }
 }

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use subtle::ConstantTimeEq;
 
 /// The most addresses the limiter remembers; the stalest is forgotten first.
@@ -139,7 +139,7 @@ impl AuthRateLimiter {
         if self.exempt(ip) {
             return None;
         }
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = self.entries.lock();
         let entry = entries.get(&ip)?;
         (entry.locked_until_ms > now_ms).then(|| entry.locked_until_ms - now_ms)
     }
@@ -149,7 +149,7 @@ impl AuthRateLimiter {
         if self.exempt(ip) {
             return None;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = self.entries.lock();
         if entries.len() >= MAX_TRACKED_ADDRESSES && !entries.contains_key(&ip) {
             let stalest = entries
                 .iter()
@@ -182,7 +182,7 @@ impl AuthRateLimiter {
 
     /// Forgets an address after a successful login.
     pub fn record_success(&self, ip: IpAddr) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = self.entries.lock();
         entries.remove(&ip);
     }
 }

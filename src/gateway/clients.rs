@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -172,13 +173,10 @@ impl ClientRegistry {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Adds a connection after its hello; bumps the presence version.
     pub fn insert(&self, info: ClientInfo, sender: ClientSender) {
-        self.lock()
+        self.entries
+            .lock()
             .insert(info.conn_id.clone(), Entry { info, sender });
         self.presence_version.fetch_add(1, Ordering::AcqRel);
     }
@@ -187,7 +185,7 @@ impl ClientRegistry {
     /// one step: from the moment the client reads its hello it is listed in
     /// presence and receives broadcasts, and no event is queued ahead of it.
     pub fn insert_with_hello(&self, info: ClientInfo, sender: ClientSender, hello: String) {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         sender.send(hello, false);
         entries.insert(info.conn_id.clone(), Entry { info, sender });
         drop(entries);
@@ -196,7 +194,7 @@ impl ClientRegistry {
 
     /// Removes a connection; returns whether it was there.
     pub fn remove(&self, conn_id: &str) -> bool {
-        let removed = self.lock().remove(conn_id).is_some();
+        let removed = self.entries.lock().remove(conn_id).is_some();
         if removed {
             self.presence_version.fetch_add(1, Ordering::AcqRel);
         }
@@ -204,7 +202,7 @@ impl ClientRegistry {
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.entries.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -213,13 +211,18 @@ impl ClientRegistry {
 
     /// Whether a connection advertised a capability (e.g. `tool-events`).
     pub fn has_cap(&self, conn_id: &str, cap: &str) -> bool {
-        self.lock()
+        self.entries
+            .lock()
             .get(conn_id)
             .is_some_and(|e| e.info.caps.iter().any(|c| c == cap))
     }
 
     pub fn infos(&self) -> Vec<ClientInfo> {
-        self.lock().values().map(|e| e.info.clone()).collect()
+        self.entries
+            .lock()
+            .values()
+            .map(|e| e.info.clone())
+            .collect()
     }
 
     /// The current `stateVersion`.
@@ -240,7 +243,7 @@ impl ClientRegistry {
     pub fn broadcast(&self, event: &str, payload: &Value, options: BroadcastOptions<'_>) -> u64 {
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let frame = event_frame(event, payload, Some(seq), options.state_version);
-        for entry in self.lock().values() {
+        for entry in self.entries.lock().values() {
             if entry.info.may_see(options.scope) {
                 entry.sender.send(frame.clone(), options.drop_if_slow);
             }
@@ -250,7 +253,7 @@ impl ClientRegistry {
 
     /// Sends an event to one connection, without a `seq` (targeted events carry none).
     pub fn send_to(&self, conn_id: &str, event: &str, payload: &Value) -> bool {
-        let sender = self.lock().get(conn_id).map(|e| e.sender.clone());
+        let sender = self.entries.lock().get(conn_id).map(|e| e.sender.clone());
         match sender {
             Some(sender) => {
                 sender.send(event_frame(event, payload, None, None), false) == SendOutcome::Queued
@@ -261,13 +264,13 @@ impl ClientRegistry {
 
     /// Sends a raw frame (a late `res`) to one connection.
     pub fn send_raw(&self, conn_id: &str, frame: String) -> bool {
-        let sender = self.lock().get(conn_id).map(|e| e.sender.clone());
+        let sender = self.entries.lock().get(conn_id).map(|e| e.sender.clone());
         sender.is_some_and(|s| s.send(frame, false) == SendOutcome::Queued)
     }
 
     /// Closes every connection with a code and reason.
     pub fn close_all(&self, code: u16, reason: &str) {
-        for entry in self.lock().values() {
+        for entry in self.entries.lock().values() {
             entry.sender.close(code, reason);
         }
     }
@@ -275,7 +278,7 @@ impl ClientRegistry {
     /// Closes every connection of one device (after its removal or revocation).
     pub fn close_device(&self, device_id: &str, code: u16, reason: &str) -> usize {
         let mut closed = 0;
-        for entry in self.lock().values() {
+        for entry in self.entries.lock().values() {
             if entry.info.device_id.as_deref() == Some(device_id) {
                 entry.sender.close(code, reason);
                 closed += 1;

@@ -6,8 +6,8 @@
 //! client's first try and its retry does not run the turn twice.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::store::{Settlement, Store};
@@ -112,14 +112,10 @@ impl IdempotencyCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Looks a key up (memory first, then the store).
     pub fn get(&self, key: &str, now_ms: u64) -> Option<Seen> {
         {
-            let guard = self.lock();
+            let guard = self.entries.lock();
             if let Some(entry) = guard.map.get(key) {
                 if entry.expires_at_ms > now_ms {
                     return Some(entry.seen.clone());
@@ -141,13 +137,15 @@ impl IdempotencyCache {
         if self.get(key, now_ms).is_some() {
             return false;
         }
-        self.lock().insert(key, Seen::InFlight { ack }, now_ms);
+        self.entries
+            .lock()
+            .insert(key, Seen::InFlight { ack }, now_ms);
         true
     }
 
     /// Adds a waiter for an in-flight key; `false` when full or not in flight.
     pub fn add_waiter(&self, key: &str, waiter: Waiter) -> bool {
-        let mut guard = self.lock();
+        let mut guard = self.entries.lock();
         match guard.map.get_mut(key) {
             Some(entry)
                 if matches!(entry.seen, Seen::InFlight { .. })
@@ -202,7 +200,7 @@ impl IdempotencyCache {
         error: Option<Value>,
         now_ms: u64,
     ) -> Vec<Waiter> {
-        let mut entries = self.lock();
+        let mut entries = self.entries.lock();
         let waiters = entries
             .map
             .remove(key)
@@ -214,7 +212,7 @@ impl IdempotencyCache {
 
     /// Forgets a key (the request failed before anything ran).
     pub fn forget(&self, key: &str) {
-        self.lock().map.remove(key);
+        self.entries.lock().map.remove(key);
     }
 }
 
@@ -290,7 +288,7 @@ mod tests {
         for i in 0..(DEDUPE_MAX + 10) {
             cache.begin(&format!("k{i}"), json!(i), 0);
         }
-        assert!(cache.lock().map.len() <= DEDUPE_MAX);
+        assert!(cache.entries.lock().map.len() <= DEDUPE_MAX);
         assert!(cache.get("k0", 1).is_none());
     }
 
@@ -314,7 +312,7 @@ mod tests {
             }
         }
         cache.forget("k1");
-        let entries = cache.lock();
+        let entries = cache.entries.lock();
         assert!(entries.map.len() <= DEDUPE_MAX);
         assert!(
             entries.order.len() <= 2 * DEDUPE_MAX + 1,

@@ -5,12 +5,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use crate::agent::AgentRuntime;
 use crate::config::ConfigHandle;
 use crate::system::lifecycle::Lifecycle;
 
+use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -174,10 +175,7 @@ impl GatewayState {
     }
 
     pub fn secret(&self) -> SharedSecret {
-        self.secret
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.secret.read().clone()
     }
 
     pub fn is_ready(&self) -> bool {
@@ -209,7 +207,7 @@ impl GatewayState {
 
     /// Claims an unauthenticated-socket slot for `ip`; `false` when over budget.
     pub fn claim_preauth(&self, ip: IpAddr) -> bool {
-        let mut map = self.preauth.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.preauth.lock();
         let count = map.entry(ip).or_insert(0);
         if *count >= MAX_PREAUTH_CONNECTIONS_PER_IP {
             return false;
@@ -220,7 +218,7 @@ impl GatewayState {
 
     /// Returns a slot claimed by [`claim_preauth`](Self::claim_preauth).
     pub fn release_preauth(&self, ip: IpAddr) {
-        let mut map = self.preauth.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.preauth.lock();
         if let Some(count) = map.get_mut(&ip) {
             *count = count.saturating_sub(1);
             if *count == 0 {
@@ -231,7 +229,7 @@ impl GatewayState {
 
     /// Counts one config write; `Err(retry_after_ms)` past the per-minute budget.
     pub fn claim_config_write(&self, now_ms: u64) -> Result<(), u64> {
-        let mut writes = self.config_writes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut writes = self.config_writes.lock();
         while writes
             .front()
             .is_some_and(|t| now_ms.saturating_sub(*t) >= 60_000)

@@ -8,8 +8,9 @@
 //! turns or decide what a message gets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::agent::ReplySettlement;
@@ -137,7 +138,7 @@ impl ReplySettlement for WebchatSettlement {
                 idempotency::settlement(key, ok, &payload, error.as_ref(), now, done)
             })
             .collect();
-        *self.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some((ok, payload, error));
+        *self.answer.lock() = Some((ok, payload, error));
         settlements
     }
 
@@ -155,12 +156,7 @@ impl TurnAnswers for WebchatSettlement {
         let kept = self
             .committed
             .load(Ordering::Acquire)
-            .then(|| {
-                self.answer
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take()
-            })
+            .then(|| self.answer.lock().take())
             .flatten();
         if let Some((ok, payload, error)) = kept {
             for key in &self.keys {

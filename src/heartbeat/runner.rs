@@ -12,9 +12,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -255,10 +256,6 @@ impl HeartbeatRunner {
         settings.every_ms().max(self.host.min_every_ms())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, RunnerState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// `set-heartbeats`: pauses or resumes interval heartbeats.
     pub fn set_enabled(&self, enabled: bool) {
         self.enabled.store(enabled, Ordering::Release);
@@ -271,12 +268,12 @@ impl HeartbeatRunner {
 
     /// `last-heartbeat`: the newest heartbeat event, if any.
     pub fn last_event(&self) -> Option<Value> {
-        self.lock().last_event.clone()
+        self.state.lock().last_event.clone()
     }
 
     /// `wake`: queues `text` as a system event for the next heartbeat; `now` runs one at once.
     pub fn wake(&self, now: bool, text: Option<&str>) {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) {
             if state.pending.len() >= MAX_PENDING_EVENTS {
                 state.pending.pop_front();
@@ -293,7 +290,7 @@ impl HeartbeatRunner {
     /// When the next interval heartbeat is due.
     pub fn next_due_ms(&self) -> Option<u64> {
         let config = self.host.config();
-        let state = self.lock();
+        let state = self.state.lock();
         heartbeat_agents(&config)
             .iter()
             .map(|(id, h)| {
@@ -312,7 +309,7 @@ impl HeartbeatRunner {
         let now = self.clock.now_ms();
         let config = self.host.config();
         let due: Vec<(String, HeartbeatConfig)> = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             let due: Vec<(String, HeartbeatConfig)> = heartbeat_agents(&config)
                 .into_iter()
                 .filter(|(id, h)| {
@@ -346,7 +343,7 @@ impl HeartbeatRunner {
         let agents = heartbeat_agents(&config);
         let mut events = Vec::new();
         for (agent, settings) in agents {
-            self.lock().last_run_ms.insert(agent.clone(), now);
+            self.state.lock().last_run_ms.insert(agent.clone(), now);
             events.push(
                 self.run_once(&config, &agent, &settings, WakeReason::Wake)
                     .await,
@@ -361,7 +358,7 @@ impl HeartbeatRunner {
         event["agentId"] = json!(agent);
         event["sessionKey"] = json!(session_key);
         event["durationMs"] = json!(now.saturating_sub(started));
-        self.lock().last_event = Some(event.clone());
+        self.state.lock().last_event = Some(event.clone());
         self.host.publish(&event);
         event
     }
@@ -470,7 +467,7 @@ impl HeartbeatRunner {
             Err(e) => log::warn!("heartbeat {agent}: {e}; running anyway"),
         }
         let file = std::fs::read_to_string(self.host.workspace(agent).join(HEARTBEAT_FILE)).ok();
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let empty = is_effectively_empty(file.as_deref());
         if reason == WakeReason::Interval && state.pending.is_empty() && empty {
             return Err(skipped("empty-heartbeat-file"));
@@ -542,7 +539,7 @@ impl HeartbeatRunner {
     /// one is due (at most `MAX_TIMER_DELAY_MS`), a wake, or shutdown.
     pub async fn run_timer(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
-            let wake_now = std::mem::take(&mut self.lock().wake_now);
+            let wake_now = std::mem::take(&mut self.state.lock().wake_now);
             if wake_now {
                 self.run_now().await;
             } else {

@@ -44,13 +44,8 @@ impl HeartbeatHost for FakeHost {
         spec: TurnSpec,
         _overrides: TurnOverrides,
     ) -> Result<HeartbeatTurnFuture, String> {
-        let text = self
-            .replies
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .expect("a scripted reply");
-        self.runs.lock().expect("lock").push(spec.clone());
+        let text = self.replies.lock().pop_front().expect("a scripted reply");
+        self.runs.lock().push(spec.clone());
         let outcome = RunOutcome {
             run_id: spec.run_id,
             session_key: spec.session_key,
@@ -76,7 +71,7 @@ impl HeartbeatHost for FakeHost {
         self.min_every_ms
     }
     fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String> {
-        self.delivered.lock().expect("lock").push(delivery.clone());
+        self.delivered.lock().push(delivery.clone());
         Ok(())
     }
 }
@@ -129,11 +124,7 @@ impl Fixture {
     }
 
     fn reply(&self, text: &str) {
-        self.host
-            .replies
-            .lock()
-            .expect("lock")
-            .push_back(text.into());
+        self.host.replies.lock().push_back(text.into());
     }
 
     fn advance(&self, minutes: u64) {
@@ -143,14 +134,13 @@ impl Fixture {
     }
 
     fn delivered(&self) -> Vec<HeartbeatDelivery> {
-        self.host.delivered.lock().expect("lock").clone()
+        self.host.delivered.lock().clone()
     }
 
     fn prompts(&self) -> Vec<String> {
         self.host
             .runs
             .lock()
-            .expect("lock")
             .iter()
             .map(|s| s.message.clone())
             .collect()
@@ -267,7 +257,7 @@ async fn an_isolated_heartbeat_runs_in_a_fresh_side_session_and_delivers_to_the_
     f.reply("The bank wrote twice.");
     let events = f.runner.run_now().await;
     assert_eq!(events[0]["status"], "sent", "{}", events[0]);
-    let runs = f.host.runs.lock().expect("lock").clone();
+    let runs = f.host.runs.lock().clone();
     assert_eq!(runs[0].session_key, side);
     assert!(
         f.host.store.session(side).expect("read").is_none(),

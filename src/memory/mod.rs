@@ -26,7 +26,9 @@ pub mod watch;
 pub mod wordpiece;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::config::schema::memory::{MemorySource, ResolvedMemorySearch};
 use crate::config::Config;
@@ -202,10 +204,7 @@ impl MemoryService {
         if !self.settings.enabled {
             return Err(MemoryError::Disabled);
         }
-        let mut last = self
-            .sync_gate
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut last = self.sync_gate.lock();
         let session_sources = if self.settings.sources.contains(&MemorySource::Sessions) {
             sessions::agent_sessions(&self.store, &self.agent_id)?
         } else {
@@ -252,11 +251,7 @@ impl MemoryService {
 
     /// Syncs unless this service has synced already (waits for a sync that is running).
     pub fn ensure_synced(&self) -> Result<(), MemoryError> {
-        let synced = self
-            .sync_gate
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some();
+        let synced = self.sync_gate.lock().is_some();
         if !synced && self.settings.enabled {
             self.sync(false, &mut |_| {})?;
         }
@@ -326,7 +321,6 @@ impl MemoryService {
         let last = self
             .sync_gate
             .try_lock()
-            .ok()
             .and_then(|guard| guard.clone())
             .or_else(|| self.recorded_last_sync());
         let note = self.limits.clamped.then(|| {

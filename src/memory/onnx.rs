@@ -18,12 +18,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::Tensor;
+use parking_lot::Mutex;
 
 use super::embedder::{
     model_shape, EmbedError, Embedder, EmbedderSettings, DEFAULT_MAX_SEQUENCE_TOKENS,
@@ -220,7 +221,7 @@ impl OnnxEmbedder {
 
     /// Drops the model if unused for `idle_unload`; returns whether it did.
     pub fn unload_if_idle(&self) -> bool {
-        let mut model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut model = self.model.lock();
         let idle = model
             .as_ref()
             .is_some_and(|m| m.last_used.elapsed() >= self.settings.idle_unload);
@@ -492,7 +493,7 @@ impl Embedder for OnnxEmbedder {
             .iter()
             .map(|text| self.encode(text))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut slot = self.model.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.model.lock();
         if slot.is_none() {
             *slot = Some(self.load()?);
         }
@@ -525,10 +526,7 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn is_loaded(&self) -> bool {
-        self.model
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
+        self.model.lock().is_some()
     }
 }
 

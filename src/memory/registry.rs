@@ -7,8 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -35,10 +36,7 @@ pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
     let board = crate::system::board::detect();
     let embedder_settings =
         EmbedderSettings::resolve(settings.local_model_path.as_deref(), &board.embedder);
-    let mut slots = EMBEDDERS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut slots = EMBEDDERS.get_or_init(Mutex::default).lock();
     slots
         .entry(embedder_settings.clone())
         .or_insert_with(|| open_local(embedder_settings).map_err(|e| e.to_string()))
@@ -109,7 +107,7 @@ impl MemoryServices {
     /// The service of `agent_id` under `config`: the running one while its settings and workspace are
     /// unchanged, else a new one (without a watcher until the next `apply`).
     pub fn service(&self, config: &Config, agent_id: &str) -> Arc<MemoryService> {
-        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut agents = self.agents.lock();
         if let Some(agent) = agents.get(agent_id) {
             if self.is_current(&agent.service, config, agent_id) {
                 return Arc::clone(&agent.service);
@@ -135,7 +133,7 @@ impl MemoryServices {
         ids.extend(config.agents.list.iter().map(|a| a.id.clone()));
         ids.sort();
         ids.dedup();
-        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut agents = self.agents.lock();
         agents.retain(|id, _| ids.contains(id));
         for id in ids {
             let current = agents
@@ -166,7 +164,6 @@ impl MemoryServices {
     pub fn is_watching(&self, agent_id: &str) -> bool {
         self.agents
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(agent_id)
             .and_then(|a| a.watcher.as_ref())
             .is_some_and(|w| !w.is_cancelled())

@@ -6,7 +6,8 @@
 //! This file must not decide what happens to a message beyond "seen".
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use crate::store::{Store, StoreError};
 
@@ -54,7 +55,7 @@ impl InboundDedupe {
     pub fn check_and_record(&self, key: &DeliveryKey<'_>, now_ms: u64) -> Result<bool, StoreError> {
         let rendered = key.render();
         {
-            let mut guard = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut guard = self.seen.lock();
             let (map, order) = &mut *guard;
             if map.get(&rendered).is_some_and(|expiry| *expiry > now_ms) {
                 return Ok(true);
@@ -79,7 +80,7 @@ impl InboundDedupe {
 
     /// Keys held in memory.
     pub fn len(&self) -> usize {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+        self.seen.lock().1.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -5,7 +5,8 @@
 //! This file must not send anything.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 /// Most remembered outbound items (upstream's echo tracker size).
 pub const MAX_ECHO_ITEMS: usize = 500;
@@ -27,7 +28,7 @@ impl EchoTracker {
     /// Remembers something the bot sent into `session_key`.
     pub fn record(&self, session_key: &str, text: &str) {
         let key = EchoTracker::key(session_key, text);
-        let mut guard = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.items.lock();
         let (set, order) = &mut *guard;
         if set.insert(key.clone()) {
             order.push_back(key);
@@ -42,7 +43,7 @@ impl EchoTracker {
     /// Whether an inbound text is our own echo (consumed once matched).
     pub fn is_echo(&self, session_key: &str, text: &str) -> bool {
         let key = EchoTracker::key(session_key, text);
-        let mut guard = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.items.lock();
         let (set, order) = &mut *guard;
         if set.remove(&key) {
             order.retain(|k| k != &key);
@@ -52,7 +53,7 @@ impl EchoTracker {
     }
 
     pub fn len(&self) -> usize {
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).1.len()
+        self.items.lock().1.len()
     }
 
     pub fn is_empty(&self) -> bool {

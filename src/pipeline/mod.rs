@@ -17,7 +17,7 @@ pub mod dedupe;
 pub mod echo;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::routing::{Route, RouteInput, Router};
 use crate::store::{Store, StoreError};
@@ -28,6 +28,7 @@ use context::{with_group_history, InboundMessage};
 use debounce::{DebounceStep, InboundDebouncer};
 use dedupe::{DeliveryKey, InboundDedupe};
 use echo::EchoTracker;
+use parking_lot::Mutex;
 
 /// Errors of the pipeline.
 #[derive(Debug, thiserror::Error)]
@@ -275,14 +276,11 @@ impl InboundPipeline {
             }
             Some(Refusal::NotActivated) => {
                 // Not addressed to the bot: kept as context for its next answer here.
-                self.group_history
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .record(
-                        &route.session_key,
-                        msg.body_for_agent.clone(),
-                        inbound.group_history_limit,
-                    );
+                self.group_history.lock().record(
+                    &route.session_key,
+                    msg.body_for_agent.clone(),
+                    inbound.group_history_limit,
+                );
                 return Ok(Decision::Ignored(IgnoreReason::Refused(
                     Refusal::NotActivated,
                 )));
@@ -304,11 +302,7 @@ impl InboundPipeline {
         }
         let mut msg = msg;
         if msg.chat().is_group() {
-            let history = self
-                .group_history
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(&route.session_key);
+            let history = self.group_history.lock().take(&route.session_key);
             msg.body_for_agent =
                 with_group_history(&history, &msg.body_for_agent, inbound.group_history_limit);
         }
@@ -322,18 +316,14 @@ impl InboundPipeline {
         inbound: &Inbound<'_>,
     ) -> Result<Decision, PipelineError> {
         let key = debounce_key(&route);
-        let step = self
-            .debouncer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .offer(
-                &key,
-                &msg.body_for_agent,
-                !msg.media.is_empty(),
-                false,
-                inbound.debounce_ms,
-                inbound.now_ms,
-            );
+        let step = self.debouncer.lock().offer(
+            &key,
+            &msg.body_for_agent,
+            !msg.media.is_empty(),
+            false,
+            inbound.debounce_ms,
+            inbound.now_ms,
+        );
         match step {
             DebounceStep::Held { flush_at_ms } => Ok(Decision::Held { flush_at_ms }),
             DebounceStep::Release(text) => {
@@ -348,18 +338,12 @@ impl InboundPipeline {
 
     /// Bursts whose quiet period ended: `(channel\u{1f}sessionKey, merged text)`.
     pub fn flush_due(&self, now_ms: u64) -> Vec<(String, String)> {
-        self.debouncer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .due(now_ms)
+        self.debouncer.lock().due(now_ms)
     }
 
     /// Groups with unanswered messages kept as context.
     pub fn history_groups(&self) -> usize {
-        self.group_history
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.group_history.lock().len()
     }
 
     /// Remembers an outbound text so its echo is ignored.

@@ -12,11 +12,12 @@
 //! This file must not know what a run does or where its messages came from.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::system::board::BoardLimits;
 
+use parking_lot::Mutex;
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 /// Default main-lane size (a Pi 4's profile; upstream's `maxConcurrent`).
@@ -127,7 +128,7 @@ impl LaneGate {
 
     /// The lanes' sizes.
     pub fn limits(&self) -> LaneLimits {
-        *self.limits.lock().unwrap_or_else(|e| e.into_inner())
+        *self.limits.lock()
     }
 
     /// Gives the lanes new sizes (a config reload). A lane grows at once; a
@@ -135,7 +136,7 @@ impl LaneGate {
     /// end, so no running turn is cut short. Must be called inside a Tokio
     /// runtime when a lane shrinks below its busy slots.
     pub fn resize(&self, new: LaneLimits) {
-        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut limits = self.limits.lock();
         let old = *limits;
         let new = LaneLimits {
             main: new.main.max(1),
@@ -210,7 +211,7 @@ impl LaneGate {
     /// Waits until no other run of this session holds its lane.
     async fn session_turn(&self, session_key: &str) -> OwnedMutexGuard<()> {
         let lock = {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let mut sessions = self.sessions.lock();
             sessions.entry(session_key.to_string()).or_default().clone()
         };
         lock.lock_owned().await
@@ -218,16 +219,13 @@ impl LaneGate {
 
     /// Forgets session locks nobody holds or waits for (keeps the map bounded).
     pub fn prune_idle_sessions(&self) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sessions = self.sessions.lock();
         sessions.retain(|_, lock| Arc::strong_count(lock) > 1);
     }
 
     /// Session locks currently remembered.
     pub fn session_count(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.sessions.lock().len()
     }
 
     /// Free slots in a lane right now.

@@ -19,10 +19,11 @@ pub mod pending;
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::schema::messages::{QueueConfig, QueueDrop, QueueMode};
@@ -116,16 +117,12 @@ pub struct SteerInbox {
 impl SteerInbox {
     /// Takes every steered message so far.
     pub fn take(&self) -> Vec<QueuedMessage> {
-        self.items
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect()
+        self.items.lock().drain(..).collect()
     }
 
     /// Hands `message` to the running turn; gives it back when the inbox is full.
     pub fn push(&self, message: QueuedMessage, cap: usize) -> Result<(), QueuedMessage> {
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = self.items.lock();
         if items.len() >= cap {
             return Err(message);
         }
@@ -199,13 +196,6 @@ impl CommandQueue {
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionSlot>> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Hands a message to its session. Must be called inside a Tokio runtime.
     pub fn enqueue(
         &self,
@@ -214,7 +204,7 @@ impl CommandQueue {
         settings: QueueSettings,
         message: QueuedMessage,
     ) -> EnqueueOutcome {
-        let mut sessions = self.sessions();
+        let mut sessions = self.inner.sessions.lock();
         let now = tokio::time::Instant::now();
         let Some(slot) = sessions.get_mut(session_key) else {
             let mut pending = PendingQueue::default();
@@ -241,7 +231,7 @@ impl CommandQueue {
     /// Aborts the session's running turn and drops what waits; returns
     /// whether anything was running or waiting.
     pub fn abort(&self, session_key: &str) -> bool {
-        let mut sessions = self.sessions();
+        let mut sessions = self.inner.sessions.lock();
         let Some(slot) = sessions.get_mut(session_key) else {
             return false;
         };
@@ -257,28 +247,34 @@ impl CommandQueue {
 
     /// Messages waiting in a session (not counting the running turn's).
     pub fn pending_len(&self, session_key: &str) -> usize {
-        self.sessions()
+        self.inner
+            .sessions
+            .lock()
             .get(session_key)
             .map_or(0, |s| s.pending.len())
     }
 
     /// Summary lines held for a session's dropped messages.
     pub fn summary_len(&self, session_key: &str) -> usize {
-        self.sessions()
+        self.inner
+            .sessions
+            .lock()
             .get(session_key)
             .map_or(0, |s| s.pending.summary_len())
     }
 
     /// Whether a turn of this session is running.
     pub fn is_running(&self, session_key: &str) -> bool {
-        self.sessions()
+        self.inner
+            .sessions
+            .lock()
             .get(session_key)
             .is_some_and(|s| s.active.is_some())
     }
 
     /// Sessions with a running or waiting turn.
     pub fn session_count(&self) -> usize {
-        self.sessions().len()
+        self.inner.sessions.lock().len()
     }
 }
 
@@ -358,7 +354,7 @@ async fn drain(queue: CommandQueue, session_key: String) {
             };
             queue.inner.runner.run(turn, ctx).await;
         }
-        let mut sessions = queue.sessions();
+        let mut sessions = queue.inner.sessions.lock();
         if let Some(slot) = sessions.get_mut(&session_key) {
             slot.active = None;
             // Steered messages the turn never took become a follow-up.
@@ -370,7 +366,7 @@ async fn drain(queue: CommandQueue, session_key: String) {
 /// Takes the next turn and marks it active; `None` (and the session
 /// forgotten) when nothing waits.
 fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind, ActiveTurn)> {
-    let mut sessions = queue.sessions();
+    let mut sessions = queue.inner.sessions.lock();
     let slot = sessions.get_mut(session_key)?;
     let collect = slot.settings.mode == QueueMode::Collect;
     let Some(QueuedTurn { prompt, messages }) = slot.pending.take_turn(collect) else {
@@ -397,7 +393,7 @@ fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind
 async fn wait_for_quiet(queue: &CommandQueue, session_key: &str) {
     loop {
         let deadline = {
-            let sessions = queue.sessions();
+            let sessions = queue.inner.sessions.lock();
             let Some(slot) = sessions.get(session_key) else {
                 return;
             };

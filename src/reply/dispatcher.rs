@@ -18,9 +18,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::Instant;
 
@@ -126,16 +127,10 @@ struct Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// One reply finished (or was never queued); may complete the run.
     fn release_one(&self) {
         let became_idle = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             state.pending -= 1;
             if state.pending == 1 && state.complete {
                 state.pending = 0;
@@ -149,7 +144,7 @@ impl Shared {
 
     fn mark_complete(&self) {
         let became_idle = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             if std::mem::replace(&mut state.complete, true) {
                 return;
             }
@@ -172,11 +167,7 @@ impl Shared {
         if let Some(on_idle) = &self.on_idle {
             on_idle();
         }
-        let registration = self
-            .registration
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let registration = self.registration.lock().take();
         if let Some((registry, id)) = registration {
             if let Some(registry) = registry.upgrade() {
                 registry.unregister(id);
@@ -228,11 +219,7 @@ impl ReplyDispatcher {
         });
         if let Some(registry) = &options.registry {
             let id = registry.register(shared.clone());
-            *shared
-                .registration
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) =
-                Some((Arc::downgrade(registry), id));
+            *shared.registration.lock() = Some((Arc::downgrade(registry), id));
         }
         let (jobs, rx) = mpsc::unbounded_channel();
         let room = Arc::new(Semaphore::new(options.queue_capacity.max(1)));
@@ -263,7 +250,7 @@ impl ReplyDispatcher {
         let Ok(permit) = self.handle.room.acquire().await else {
             return EnqueueOutcome::Closed;
         };
-        let mut state = self.handle.shared.lock();
+        let mut state = self.handle.shared.state.lock();
         if state.idle {
             return EnqueueOutcome::Closed;
         }
@@ -287,7 +274,7 @@ impl ReplyDispatcher {
     }
 
     pub fn is_idle(&self) -> bool {
-        self.handle.shared.lock().idle
+        self.handle.shared.state.lock().idle
     }
 
     /// Replies still queued or being sent (the run's reservation not counted).
@@ -296,11 +283,11 @@ impl ReplyDispatcher {
     }
 
     pub fn queued_counts(&self) -> KindCounts {
-        self.handle.shared.lock().queued
+        self.handle.shared.state.lock().queued
     }
 
     pub fn failed_counts(&self) -> KindCounts {
-        self.handle.shared.lock().failed
+        self.handle.shared.state.lock().failed
     }
 }
 
@@ -312,7 +299,7 @@ async fn wait_idle(shared: &Shared) {
 
 fn pending_replies(shared: &Shared) -> usize {
     // Until idle, `pending` includes the run's reservation.
-    shared.lock().pending.saturating_sub(1)
+    shared.state.lock().pending.saturating_sub(1)
 }
 
 /// The dispatcher's single sending task: one job at a time, in queue order.
@@ -336,7 +323,7 @@ async fn send_in_order(
         }
         if let Err(err) = sink.deliver(payload, kind).await {
             log::warn!("{kind:?} reply not delivered: {err}");
-            shared.lock().failed.bump(kind);
+            shared.state.lock().failed.bump(kind);
         }
         room.add_permits(1);
         shared.release_one();
@@ -355,36 +342,30 @@ impl DispatcherRegistry {
         Arc::new(Self::default())
     }
 
-    fn live(&self) -> MutexGuard<'_, HashMap<u64, Arc<Shared>>> {
-        self.live
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn register(&self, shared: Arc<Shared>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.live().insert(id, shared);
+        self.live.lock().insert(id, shared);
         id
     }
 
     fn unregister(&self, id: u64) {
-        self.live().remove(&id);
+        self.live.lock().remove(&id);
     }
 
     /// Dispatchers that are not idle yet.
     pub fn live_count(&self) -> usize {
-        self.live().len()
+        self.live.lock().len()
     }
 
     /// Replies queued or being sent across all live dispatchers.
     pub fn pending_replies(&self) -> usize {
-        let live: Vec<Arc<Shared>> = self.live().values().cloned().collect();
+        let live: Vec<Arc<Shared>> = self.live.lock().values().cloned().collect();
         live.iter().map(|shared| pending_replies(shared)).sum()
     }
 
     /// Waits until every dispatcher registered now is idle, or `deadline`.
     pub async fn wait_all(&self, deadline: Instant) -> Result<(), DrainTimeout> {
-        let live: Vec<Arc<Shared>> = self.live().values().cloned().collect();
+        let live: Vec<Arc<Shared>> = self.live.lock().values().cloned().collect();
         for shared in &live {
             if tokio::time::timeout_at(deadline, wait_idle(shared))
                 .await

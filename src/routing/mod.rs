@@ -13,13 +13,14 @@ pub mod index;
 pub mod session_key;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use crate::config::schema::bindings::{BroadcastStrategy, PeerKind};
 use crate::config::schema::session::DmScope;
 use crate::config::Config;
 
 use index::{peer_label, BindingIndex, MatchScope};
+use parking_lot::{Mutex, RwLock};
 use session_key::{
     main_session_key, normalize_account_id, normalize_agent_id, peer_session_key, PeerKeyParts,
 };
@@ -139,14 +140,11 @@ impl Router {
     /// Rebuilds index and cache for a new config version.
     pub fn reload(&self, config: &Config) {
         let fresh = Arc::new(RoutingTables::build(config));
-        *self.tables.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        *self.tables.write() = fresh;
     }
 
     fn current(&self) -> Arc<RoutingTables> {
-        self.tables
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.tables.read().clone()
     }
 
     /// Resolves one message to an agent and session.
@@ -183,11 +181,7 @@ impl Router {
 
     /// Entries in the result cache (for tests and status).
     pub fn cached_routes(&self) -> usize {
-        self.current()
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.current().cache.lock().len()
     }
 
     /// Bindings in the current index.
@@ -217,15 +211,11 @@ impl RoutingTables {
     }
 
     fn cache_get(&self, key: &str) -> Option<Route> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+        self.cache.lock().get(key).cloned()
     }
 
     fn cache_put(&self, key: String, route: Route) {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.cache.lock();
         if cache.len() >= MAX_ROUTE_CACHE_KEYS {
             cache.clear();
         }

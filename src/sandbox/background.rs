@@ -10,9 +10,10 @@
 use std::collections::VecDeque;
 use std::io;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::ChildStdin;
 use tokio::sync::watch;
@@ -142,7 +143,7 @@ impl BackgroundRun {
 
     /// Reads the held output from `offset` on.
     pub fn read_output(&self, offset: u64) -> OutputSlice {
-        lock(&self.output).read_from(offset)
+        self.output.lock().read_from(offset)
     }
 
     /// The run's current state.
@@ -167,12 +168,6 @@ impl BackgroundRun {
         let _ = tokio::time::timeout(limit, ended).await;
         self.state()
     }
-}
-
-fn lock(output: &Mutex<LiveOutput>) -> MutexGuard<'_, LiveOutput> {
-    output
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Starts one command under the policy of its spec and returns while it runs. Same layers,
@@ -252,7 +247,7 @@ async fn drain_into(
         tokio::select! {
             read = pipe.read(&mut chunk) => match read {
                 Ok(0) | Err(_) => return,
-                Ok(read) => lock(&output).push(&chunk[..read]),
+                Ok(read) => output.lock().push(&chunk[..read]),
             },
             () = stop.cancelled() => return,
         }

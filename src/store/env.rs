@@ -17,11 +17,11 @@
 //!   far each kind of write may take it) and the write's closure runs again from the start.
 
 use std::path::Path;
-use std::sync::{PoisonError, RwLock};
 use std::time::Instant;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
+use parking_lot::RwLock;
 
 use super::map::{os_page_size, round_up, to_usize, MapLimits, Room};
 use super::meta;
@@ -206,10 +206,7 @@ impl LmdbEnv {
         body: impl FnOnce(&RoTxn<'_>, &Databases) -> Result<R, TxnError>,
     ) -> Result<R, StoreError> {
         let txn = {
-            let gate = self
-                .resize_gate
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let gate = self.resize_gate.read();
             match self.env.read_txn() {
                 Ok(txn) => Some((gate, txn)),
                 Err(heed::Error::Mdb(MdbError::MapResized)) => None,
@@ -220,10 +217,7 @@ impl LmdbEnv {
             Some(open) => open,
             None => {
                 self.adopt_foreign_resize(operation)?;
-                let gate = self
-                    .resize_gate
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let gate = self.resize_gate.read();
                 let txn = self.env.read_txn().map_err(|e| lmdb_error(operation, e))?;
                 (gate, txn)
             }
@@ -282,10 +276,7 @@ impl LmdbEnv {
         &self,
         body: &mut impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError>,
     ) -> (Result<R, TxnError>, usize) {
-        let _gate = self
-            .resize_gate
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _gate = self.resize_gate.read();
         let observed_map = self.env.info().map_size;
         let _writing = self.pace.writing();
         let outcome = (|| {

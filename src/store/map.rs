@@ -11,8 +11,6 @@
 //! Every resize holds the environment's resize gate exclusively, so no transaction of this process is open
 //! (LMDB's precondition). This file must not begin transactions; `env.rs` does.
 
-use std::sync::PoisonError;
-
 use super::env::{lmdb_error, LmdbEnv};
 use super::StoreError;
 
@@ -63,10 +61,7 @@ impl MapLimits {
 impl LmdbEnv {
     /// Doubles the map (up to `room`'s ceiling) unless another thread already grew it past `observed_map`.
     pub(super) fn grow(&self, observed_map: usize, room: Room) -> Result<(), StoreError> {
-        let _gate = self
-            .resize_gate
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _gate = self.resize_gate.write();
         let current = self.env.info().map_size;
         if current > observed_map {
             return Ok(());
@@ -93,10 +88,7 @@ impl LmdbEnv {
         if self.env.info().map_size <= self.limits.write_ceiling {
             return;
         }
-        let _gate = self
-            .resize_gate
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _gate = self.resize_gate.write();
         // SAFETY: the exclusive gate guarantees no transaction of this process is open. LMDB raises a size
         // below the highest page in use to that page.
         if let Err(error) = unsafe { self.env.resize(self.limits.write_ceiling) } {
@@ -109,10 +101,7 @@ impl LmdbEnv {
 
     /// Adopts the larger map another process committed (`MDB_MAP_RESIZED`).
     pub(super) fn adopt_foreign_resize(&self, operation: &'static str) -> Result<(), StoreError> {
-        let _gate = self
-            .resize_gate
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _gate = self.resize_gate.write();
         // SAFETY: the exclusive gate guarantees no transaction of this process is open; size 0 means "take
         // the size recorded in the environment".
         unsafe { self.env.resize(0) }.map_err(|e| lmdb_error(operation, e))

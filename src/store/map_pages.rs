@@ -11,7 +11,6 @@
 //! so LMDB cannot move the map meanwhile. This file must not begin transactions.
 
 use std::path::Path;
-use std::sync::PoisonError;
 
 use super::env::LmdbEnv;
 use crate::system::mapped_files::{self, Advice};
@@ -24,10 +23,7 @@ impl LmdbEnv {
     /// Drops this process's resident pages of the map; returns the bytes of mapping advised.
     pub(super) fn release_mapped_pages(&self) -> std::io::Result<usize> {
         // No resize may move the map between reading its address and advising it.
-        let _gate = self
-            .resize_gate
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let _gate = self.resize_gate.read();
         advise_unmap(self.path())
     }
 }

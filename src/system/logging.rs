@@ -4,9 +4,10 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use log::{LevelFilter, Log, Metadata, Record};
+use parking_lot::Mutex;
 
 /// How many bytes of recent log lines the ring keeps.
 pub const LOG_RING_BYTES: usize = 256 * 1024;
@@ -128,7 +129,7 @@ impl Log for PincerLogger {
                 let _ = writeln!(std::io::stderr(), "{line}");
             }
         }
-        ring().lock().unwrap_or_else(|e| e.into_inner()).push(line);
+        ring().lock().push(line);
     }
 
     fn flush(&self) {

@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -131,12 +131,6 @@ pub struct ApprovalTable {
     allowlist: Mutex<BTreeMap<String, BTreeSet<String>>>,
 }
 
-fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl ApprovalTable {
     /// Opens a pending approval; the receiver gets the decision (dropped on expiry).
     pub fn open(
@@ -146,7 +140,7 @@ impl ApprovalTable {
         now_ms: u64,
         timeout: Duration,
     ) -> Result<(PendingApproval, oneshot::Receiver<ApprovalDecision>), ApprovalError> {
-        let mut pending = guard(&self.pending);
+        let mut pending = self.pending.lock();
         pending.retain(|_, p| p.snapshot.expires_at_ms > now_ms);
         if pending.len() >= MAX_PENDING_APPROVALS {
             return Err(ApprovalError::TooManyPending);
@@ -181,7 +175,7 @@ impl ApprovalTable {
         now_ms: u64,
     ) -> Result<PendingApproval, ApprovalError> {
         let entry = {
-            let mut pending = guard(&self.pending);
+            let mut pending = self.pending.lock();
             match pending.remove(id) {
                 Some(entry) if entry.snapshot.expires_at_ms > now_ms => entry,
                 _ => return Err(ApprovalError::Unknown),
@@ -191,7 +185,8 @@ impl ApprovalTable {
             let request = &entry.snapshot.request;
             if let Some(program) = program_of(&request.command) {
                 let agent = request.agent_id.clone().unwrap_or_default();
-                guard(&self.allowlist)
+                self.allowlist
+                    .lock()
                     .entry(agent)
                     .or_default()
                     .insert(program.to_owned());
@@ -208,7 +203,7 @@ impl ApprovalTable {
 
     /// Drops a pending approval (its time ran out); waiters learn there was no decision.
     pub fn expire(&self, id: &str) -> Option<PendingApproval> {
-        let entry = guard(&self.pending).remove(id)?;
+        let entry = self.pending.lock().remove(id)?;
         for waiter in entry.waiters {
             let _ = waiter.send(None);
         }
@@ -217,7 +212,7 @@ impl ApprovalTable {
 
     /// A receiver for the decision of a pending approval (`None` on expiry).
     pub fn waiter(&self, id: &str) -> Option<oneshot::Receiver<Option<ApprovalDecision>>> {
-        let mut pending = guard(&self.pending);
+        let mut pending = self.pending.lock();
         let entry = pending.get_mut(id)?;
         let (sender, receiver) = oneshot::channel();
         entry.waiters.push(sender);
@@ -226,7 +221,7 @@ impl ApprovalTable {
 
     /// The pending approvals that have not expired, oldest first.
     pub fn list(&self, now_ms: u64) -> Vec<PendingApproval> {
-        let pending = guard(&self.pending);
+        let pending = self.pending.lock();
         let mut list: Vec<PendingApproval> = pending
             .values()
             .filter(|p| p.snapshot.expires_at_ms > now_ms)
@@ -238,7 +233,8 @@ impl ApprovalTable {
 
     /// One pending approval.
     pub fn get(&self, id: &str, now_ms: u64) -> Option<PendingApproval> {
-        guard(&self.pending)
+        self.pending
+            .lock()
             .get(id)
             .filter(|p| p.snapshot.expires_at_ms > now_ms)
             .map(|p| p.snapshot.clone())
@@ -246,7 +242,8 @@ impl ApprovalTable {
 
     /// True when an `allow-always` decision covers `command` for `agent_id`.
     pub fn allowlisted(&self, agent_id: &str, command: &str) -> bool {
-        guard(&self.allowlist)
+        self.allowlist
+            .lock()
             .get(agent_id)
             .is_some_and(|prefixes| prefixes.iter().any(|p| matches_prefix(command, p)))
     }

@@ -11,9 +11,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::config::Config;
@@ -190,14 +191,10 @@ fn call_fingerprint(tool: &str, args: &Value) -> u64 {
 }
 
 impl LoopDetectionHook {
-    fn lock(&self) -> std::sync::MutexGuard<'_, LoopHistories> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Records the call and returns how many identical calls the history
     /// held before it.
     fn record(&self, session_key: &str, fingerprint: u64, history_size: usize) -> usize {
-        let mut tables = self.lock();
+        let mut tables = self.sessions.lock();
         if !tables.by_session.contains_key(session_key) {
             if tables.order.len() >= MAX_LOOP_TRACKED_SESSIONS {
                 if let Some(oldest) = tables.order.pop_front() {
@@ -328,6 +325,9 @@ mod tests {
         for i in 0..(MAX_LOOP_TRACKED_SESSIONS + 10) {
             hook.before(&call(&on, &format!("s{i}")), &json!({}));
         }
-        assert_eq!(hook.lock().by_session.len(), MAX_LOOP_TRACKED_SESSIONS);
+        assert_eq!(
+            hook.sessions.lock().by_session.len(),
+            MAX_LOOP_TRACKED_SESSIONS
+        );
     }
 }

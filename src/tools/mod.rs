@@ -149,7 +149,7 @@ pub struct ToolRegistry {
     /// Normalised specs by (allowed tools, dialect): every model call offers
     /// the same few sets, so they are built once (at most
     /// `MAX_CACHED_SPEC_SETS`, the oldest dropped first).
-    spec_cache: std::sync::Mutex<Vec<SpecSet>>,
+    spec_cache: parking_lot::Mutex<Vec<SpecSet>>,
 }
 
 /// One cached set of normalised tool specs.
@@ -201,10 +201,7 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.spec_cache
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.spec_cache.get_mut().clear();
         self.tools.insert(tool.name(), tool);
     }
 
@@ -219,7 +216,7 @@ impl ToolRegistry {
     /// The specs of the allowed tools normalised for `dialect`, in name
     /// order; shared, built once per distinct set.
     pub fn specs_for(&self, allowed: &[String], dialect: schema::SchemaDialect) -> Arc<[ToolSpec]> {
-        let mut cache = self.spec_cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.spec_cache.lock();
         if let Some(set) = cache
             .iter()
             .find(|set| set.dialect == dialect && set.allowed == allowed)

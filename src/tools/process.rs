@@ -8,9 +8,10 @@
 //! processes and must not keep output beyond each run's caps.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::sandbox::exec::ExecRequest;
@@ -64,12 +65,6 @@ pub struct ProcessSummary {
     pub runtime_ms: u64,
 }
 
-fn guard<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl ProcessRegistry {
     /// Starts `request` in the background for `session_key`; returns the run's id.
     pub async fn start(
@@ -96,7 +91,7 @@ impl ProcessRegistry {
             *serial,
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         );
-        guard(&self.runs).insert(
+        self.runs.lock().insert(
             id.clone(),
             Entry {
                 session_key: session_key.to_owned(),
@@ -111,7 +106,7 @@ impl ProcessRegistry {
 
     /// Drops the session's oldest finished run when it is at the cap; errs when all are running.
     fn make_room(&self, session_key: &str) -> Result<(), ProcessError> {
-        let mut runs = guard(&self.runs);
+        let mut runs = self.runs.lock();
         let own: Vec<(&String, &Entry)> = runs
             .iter()
             .filter(|(_, e)| e.session_key == session_key)
@@ -134,7 +129,8 @@ impl ProcessRegistry {
     }
 
     fn run(&self, session_key: &str, id: &str) -> Result<Arc<BackgroundRun>, ProcessError> {
-        guard(&self.runs)
+        self.runs
+            .lock()
             .get(id)
             .filter(|e| e.session_key == session_key)
             .map(|e| e.run.clone())
@@ -143,7 +139,7 @@ impl ProcessRegistry {
 
     /// The session's runs, oldest first.
     pub fn list(&self, session_key: &str) -> Vec<ProcessSummary> {
-        let runs = guard(&self.runs);
+        let runs = self.runs.lock();
         let mut list: Vec<(u64, ProcessSummary)> = runs
             .iter()
             .filter(|(_, e)| e.session_key == session_key)
@@ -172,7 +168,7 @@ impl ProcessRegistry {
     ) -> Result<(crate::sandbox::OutputSlice, RunState), ProcessError> {
         let run = self.run(session_key, id)?;
         let state = run.wait(wait).await;
-        let mut runs = guard(&self.runs);
+        let mut runs = self.runs.lock();
         let entry = runs
             .get_mut(id)
             .ok_or_else(|| ProcessError::Unknown(id.to_owned()))?;
@@ -216,13 +212,13 @@ impl ProcessRegistry {
     pub fn remove(&self, session_key: &str, id: &str) -> Result<(), ProcessError> {
         let run = self.run(session_key, id)?;
         run.kill();
-        guard(&self.runs).remove(id);
+        self.runs.lock().remove(id);
         Ok(())
     }
 
     /// Forgets the session's finished runs; returns how many.
     pub fn clear(&self, session_key: &str) -> usize {
-        let mut runs = guard(&self.runs);
+        let mut runs = self.runs.lock();
         let before = runs.len();
         runs.retain(|_, e| e.session_key != session_key || e.run.state() == RunState::Running);
         before - runs.len()
@@ -230,7 +226,7 @@ impl ProcessRegistry {
 
     /// Kills and forgets every run of a session (reset, delete); returns how many.
     pub fn kill_session(&self, session_key: &str) -> usize {
-        let mut runs = guard(&self.runs);
+        let mut runs = self.runs.lock();
         let before = runs.len();
         runs.retain(|_, e| {
             let own = e.session_key == session_key;
@@ -245,7 +241,7 @@ impl ProcessRegistry {
     /// Kills and forgets every run (gateway shutdown), then waits up to `limit` for the
     /// killed process trees to end; returns how many were still running.
     pub async fn kill_all(&self, limit: Duration) -> usize {
-        let runs = std::mem::take(&mut *guard(&self.runs));
+        let runs = std::mem::take(&mut *self.runs.lock());
         let running: Vec<Arc<BackgroundRun>> = runs
             .into_values()
             .filter(|e| e.run.state() == RunState::Running)

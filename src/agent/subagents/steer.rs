@@ -10,7 +10,9 @@
 
 use crate::system::blocking::off_worker;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use super::{
     max_spawn_depth, parse_run, run_json, SubagentError, SubagentRegistry, SubagentRun,
@@ -49,15 +51,11 @@ pub(crate) struct LiveTurns {
     last_steer_ms: Mutex<HashMap<String, u64>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl LiveTurns {
     /// A fresh inbox for turn `run_id` of record `id` (replacing an older turn's).
     pub(crate) fn open(&self, id: &str, run_id: &str, max_spawn_depth: u32) -> SteerInbox {
         let inbox = SteerInbox::default();
-        lock(&self.turns).insert(
+        self.turns.lock().insert(
             id.to_string(),
             LiveTurn {
                 run_id: run_id.to_string(),
@@ -70,7 +68,7 @@ impl LiveTurns {
 
     /// Puts `text` in the inbox of turn `run_id`; false when that turn is not live (or its inbox is full).
     fn hand(&self, id: &str, run_id: &str, text: &str) -> bool {
-        let turns = lock(&self.turns);
+        let turns = self.turns.lock();
         let Some(turn) = turns.get(id).filter(|t| t.run_id == run_id) else {
             return false;
         };
@@ -80,7 +78,7 @@ impl LiveTurns {
 
     /// Closes turn `run_id` of record `id`: later steers no longer reach it. Returns what it left untaken.
     pub(crate) fn close(&self, id: &str, run_id: &str) -> Leftovers {
-        let mut turns = lock(&self.turns);
+        let mut turns = self.turns.lock();
         let Some(turn) = turns.get(id).filter(|t| t.run_id == run_id) else {
             return Leftovers {
                 messages: Vec::new(),
@@ -98,7 +96,7 @@ impl LiveTurns {
     /// Records a steer from `from` to `child` at `now`, or refuses it within the rate limit.
     fn admit(&self, from: &str, child: &str, now: u64) -> Result<(), SubagentError> {
         let key = format!("{from}\u{0}{child}");
-        let mut last = lock(&self.last_steer_ms);
+        let mut last = self.last_steer_ms.lock();
         if let Some(at) = last.get(&key) {
             let since = now.saturating_sub(*at);
             if since < STEER_RATE_LIMIT_MS {

@@ -2,8 +2,8 @@
 //! decide when (and how) a launched run ends.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::*;
@@ -43,7 +43,7 @@ fn outcome(spec: &TurnSpec, status: RunStatus, text: &str) -> RunOutcome {
 
 impl FakeLauncher {
     fn specs(&self) -> Vec<(TurnSpec, LaneKind)> {
-        self.launched.lock().expect("lock").clone()
+        self.launched.lock().clone()
     }
 
     fn complete(&self, run_id: &str, status: RunStatus, text: &str) {
@@ -53,7 +53,7 @@ impl FakeLauncher {
             .find(|(s, _)| s.run_id == run_id)
             .expect("launched run")
             .0;
-        let sender = self.pending.lock().expect("lock").remove(run_id);
+        let sender = self.pending.lock().remove(run_id);
         let _ = sender
             .expect("pending run")
             .send(outcome(&spec, status, text));
@@ -62,14 +62,13 @@ impl FakeLauncher {
     fn inbox(&self, run_id: &str) -> SteerInbox {
         self.inboxes
             .lock()
-            .expect("lock")
             .get(run_id)
             .cloned()
             .expect("launched with an inbox")
     }
 
     fn announcements(&self) -> Vec<(String, String, String)> {
-        self.announced.lock().expect("lock").clone()
+        self.announced.lock().clone()
     }
 }
 
@@ -80,19 +79,10 @@ impl RunLauncher for FakeLauncher {
         lane: LaneKind,
         steer: SteerInbox,
     ) -> Result<OutcomeFuture, String> {
-        self.inboxes
-            .lock()
-            .expect("lock")
-            .insert(spec.run_id.clone(), steer);
+        self.inboxes.lock().insert(spec.run_id.clone(), steer);
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .expect("lock")
-            .insert(spec.run_id.clone(), tx);
-        self.launched
-            .lock()
-            .expect("lock")
-            .push((spec.clone(), lane));
+        self.pending.lock().insert(spec.run_id.clone(), tx);
+        self.launched.lock().push((spec.clone(), lane));
         Ok(Box::pin(async move {
             rx.await
                 .unwrap_or_else(|_| outcome(&spec, RunStatus::Aborted, ""))
@@ -100,15 +90,14 @@ impl RunLauncher for FakeLauncher {
     }
 
     fn abort_run(&self, run_id: &str) -> bool {
-        self.aborted.lock().expect("lock").push(run_id.to_string());
+        self.aborted.lock().push(run_id.to_string());
         // A real abort ends the run with an aborted outcome.
-        self.pending.lock().expect("lock").remove(run_id).is_some()
+        self.pending.lock().remove(run_id).is_some()
     }
 
     fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String> {
         self.announced
             .lock()
-            .expect("lock")
             .push((agent_id.into(), session_key.into(), message));
         Ok(())
     }
@@ -318,7 +307,7 @@ async fn kill_cascades_to_grandchildren_and_announces_nothing() {
         status_of(&f.registry, &grandchild.id),
         SubagentStatus::Killed
     );
-    let aborted = f.launcher.aborted.lock().expect("lock").clone();
+    let aborted = f.launcher.aborted.lock().clone();
     assert_eq!(aborted, [child.run_id.clone(), grandchild.run_id.clone()]);
     for _ in 0..50 {
         tokio::task::yield_now().await;
@@ -358,7 +347,7 @@ async fn steer_reaches_the_running_turn_and_starts_no_new_one() {
     settle_until(|| f.launcher.announcements().len() == 1).await;
     assert!(f.launcher.announcements()[0].2.contains("short"));
     assert_eq!(f.launcher.specs().len(), 1, "steer started another turn");
-    assert!(f.launcher.aborted.lock().expect("lock").is_empty());
+    assert!(f.launcher.aborted.lock().is_empty());
 }
 
 #[tokio::test]
@@ -400,7 +389,7 @@ async fn steer_without_a_live_turn_stops_it_and_restarts_with_the_message() {
     let steered = steer(&f, "make it shorter").expect("steer");
     assert_eq!(steered.mode, SteerMode::Restarted);
     assert_ne!(steered.run.run_id, run.run_id);
-    assert_eq!(*f.launcher.aborted.lock().expect("lock"), vec![run.run_id]);
+    assert_eq!(*f.launcher.aborted.lock(), vec![run.run_id]);
     let specs = f.launcher.specs();
     assert_eq!(specs.len(), 2);
     assert_eq!(specs[1].0.message, "make it shorter");

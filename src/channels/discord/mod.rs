@@ -12,7 +12,7 @@ pub mod rest;
 pub mod translate;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::media::MediaDefaults;
@@ -23,6 +23,7 @@ use crate::channels::{
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::discord::{AllowBots, DiscordAccountConfig, DiscordConfig};
 use gateway::GatewayAccount;
+use parking_lot::Mutex;
 use rest::DiscordRest;
 use translate::BotIdentity;
 
@@ -130,11 +131,11 @@ impl DiscordChannel {
         let to = to.strip_prefix("discord:").unwrap_or(to);
         if let Some(user_id) = to.strip_prefix("user:") {
             let (account, rest) = self.account(&target.account_id)?;
-            if let Some(id) = lock(&account.dm_channels).get(user_id) {
+            if let Some(id) = account.dm_channels.lock().get(user_id) {
                 return Ok(id.clone());
             }
             let channel_id = rest.open_dm(user_id).await?;
-            let mut cache = lock(&account.dm_channels);
+            let mut cache = account.dm_channels.lock();
             if cache.len() >= MAX_CACHED_DM_CHANNELS {
                 cache.clear();
             }
@@ -191,10 +192,6 @@ impl Account {
             dm_channels: Mutex::new(HashMap::new()),
         })
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Channel for DiscordChannel {

@@ -16,7 +16,7 @@ pub mod translate;
 pub mod web;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::http_routes::HttpRoutes;
@@ -28,6 +28,7 @@ use crate::channels::{
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
 use events_http::{EventsAccount, EventsRoute};
+use parking_lot::Mutex;
 use socket::SocketAccount;
 use web::{SlackIdentity, SlackWeb};
 
@@ -75,10 +76,6 @@ impl Drop for SlackChannel {
         self.tasks.token().cancel();
         self.remove_routes();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl SlackChannel {
@@ -211,7 +208,7 @@ impl SlackChannel {
                 return Ok(user.to_string());
             }
             let (account, web) = self.account(&target.account_id)?;
-            if let Some(channel) = lock(&account.dm_channels).get(user) {
+            if let Some(channel) = account.dm_channels.lock().get(user) {
                 return Ok(channel.clone());
             }
             let channel = web.open_dm(user).await?;
@@ -227,7 +224,7 @@ impl SlackChannel {
 }
 
 fn remember_dm(account: &Account, user: &str, channel: &str) {
-    let mut cache = lock(&account.dm_channels);
+    let mut cache = account.dm_channels.lock();
     if cache.len() >= MAX_CACHED_DM_CHANNELS {
         cache.clear();
     }

@@ -23,9 +23,10 @@ pub mod wire;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -93,7 +94,7 @@ pub struct Account {
 
 impl Account {
     fn with_status<R>(&self, change: impl FnOnce(&mut AccountStatus) -> R) -> R {
-        change(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()))
+        change(&mut self.status.lock())
     }
 
     fn mark_connected(&self) {

@@ -127,7 +127,6 @@ pub fn logs_tail(params: &Value) -> Result<Value, ErrorShape> {
     let max_bytes = p.opt_u64("maxBytes", 1, 1_000_000)?.unwrap_or(250_000) as usize;
     let tail = crate::system::logging::ring()
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .tail(cursor, limit, max_bytes);
     Ok(json!({
         "file": "memory:pincer",

@@ -1,9 +1,9 @@
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
 use super::*;
 use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
 use futures_util::future::BoxFuture;
+use parking_lot::Mutex;
 
 /// Answers each session's runs from its own script; records every start
 /// and announcement.
@@ -23,7 +23,7 @@ impl ScriptedRunner {
             ..Default::default()
         };
         {
-            let mut scripts = runner.scripts.lock().expect("lock");
+            let mut scripts = runner.scripts.lock();
             scripts.insert(
                 "agent:main:main".into(),
                 requester.iter().copied().collect(),
@@ -36,7 +36,6 @@ impl ScriptedRunner {
     fn steps(&self) -> Vec<(String, String, String)> {
         self.started
             .lock()
-            .expect("lock")
             .iter()
             .map(|s| {
                 (
@@ -54,22 +53,20 @@ impl SessionRunner for ScriptedRunner {
         let text = self
             .scripts
             .lock()
-            .expect("lock")
             .get_mut(&send.session_key)
             .and_then(VecDeque::pop_front)
             .ok_or_else(|| format!("no script left for {}", send.session_key))?;
-        let mut started = self.started.lock().expect("lock");
+        let mut started = self.started.lock();
         started.push(send);
         let run_id = format!("run-{}", started.len());
         self.outcomes
             .lock()
-            .expect("lock")
             .insert(run_id.clone(), text.to_string());
         Ok(run_id)
     }
 
     fn wait<'a>(&'a self, run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<SessionReply>> {
-        let text = self.outcomes.lock().expect("lock").get(run_id).cloned();
+        let text = self.outcomes.lock().get(run_id).cloned();
         Box::pin(async move {
             let _ = run_id;
             Some(SessionReply {
@@ -81,10 +78,7 @@ impl SessionRunner for ScriptedRunner {
     }
 
     fn announce<'a>(&'a self, key: &'a str, text: String) -> BoxFuture<'a, Result<bool, String>> {
-        self.announced
-            .lock()
-            .expect("lock")
-            .push((key.to_string(), text));
+        self.announced.lock().push((key.to_string(), text));
         let has_chat = self.has_chat;
         Box::pin(async move { Ok(has_chat) })
     }
@@ -117,7 +111,6 @@ async fn the_sessions_answer_each_other_in_turn_then_the_target_announces() {
     runner
         .scripts
         .lock()
-        .expect("lock")
         .get_mut("agent:main:main")
         .expect("script")
         .push_back(REPLY_SKIP);
@@ -147,7 +140,7 @@ async fn the_sessions_answer_each_other_in_turn_then_the_target_announces() {
     assert!(announce_prompt.contains("Round 1 reply: yes, at 02:00"));
     assert!(announce_prompt.contains("Latest reply: 12 GB"));
     assert_eq!(
-        runner.announced.lock().expect("lock").clone(),
+        runner.announced.lock().clone(),
         vec![(
             "agent:ops:main".to_string(),
             "Backup done: 12 GB at 02:00".to_string()
@@ -172,18 +165,14 @@ async fn zero_turns_goes_straight_to_the_announce_step_and_skip_posts_nothing() 
     let runner = ScriptedRunner::new(&[], &[ANNOUNCE_SKIP], true);
     assert_eq!(flow(0).run(runner.clone()).await, None);
     assert_eq!(runner.steps().len(), 1);
-    assert!(runner.announced.lock().expect("lock").is_empty());
+    assert!(runner.announced.lock().is_empty());
 }
 
 #[tokio::test]
 async fn a_target_without_a_chat_announces_nothing() {
     let runner = ScriptedRunner::new(&[], &["news"], false);
     assert_eq!(flow(0).run(runner.clone()).await, None);
-    assert_eq!(
-        runner.announced.lock().expect("lock").len(),
-        1,
-        "tried once"
-    );
+    assert_eq!(runner.announced.lock().len(), 1, "tried once");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::json;
 
 use super::*;
@@ -17,7 +18,7 @@ struct RecordingRunner {
 
 impl SessionRunner for RecordingRunner {
     fn start(&self, send: SessionSend) -> Result<String, String> {
-        let mut started = self.started.lock().expect("lock");
+        let mut started = self.started.lock();
         started.push(send);
         Ok(format!("run-{}", started.len()))
     }
@@ -79,7 +80,7 @@ async fn call(f: &Fixture, args: serde_json::Value) -> serde_json::Value {
 }
 
 fn started(f: &Fixture) -> Vec<SessionSend> {
-    f.runner.started.lock().expect("lock").clone()
+    f.runner.started.lock().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

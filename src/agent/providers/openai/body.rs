@@ -9,8 +9,9 @@
 //! `Arc<[ToolSpec]>` per set), so it is written once per set and kept (`MAX_TOOL_SETS`): writing the
 //! schemas was ~6 % of the gateway's CPU per turn.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -56,7 +57,7 @@ fn tools_json(specs: &Arc<[ToolSpec]>) -> Option<ToolsJson> {
     if specs.is_empty() {
         return None;
     }
-    let mut sets = TOOL_SETS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut sets = TOOL_SETS.lock();
     let kept = sets.iter().find_map(|(set, json)| {
         let alive = set.upgrade()?;
         Arc::ptr_eq(&alive, specs).then(|| json.clone())
