@@ -5,11 +5,10 @@
 //! sleeping. A run is claimed by setting `runningAtMs` in one store transaction, so two callers (the timer and
 //! `cron.run`) never start the same job twice. The service never runs agents itself: the runner does.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -44,7 +43,7 @@ impl CronClock for SystemClock {
 }
 
 /// A boxed future returned by a runner.
-pub type RunFuture = Pin<Box<dyn Future<Output = RunResult> + Send>>;
+pub type RunFuture = BoxFuture<'static, RunResult>;
 
 /// Executes one job's payload (an agent turn, a system event) and reports how it went.
 pub trait JobRunner: Send + Sync {

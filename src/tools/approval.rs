@@ -8,10 +8,9 @@
 //! [`MAX_PENDING_APPROVALS`] pending entries.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -95,8 +94,7 @@ pub enum ApprovalError {
 }
 
 /// A boxed decision future for `dyn ApprovalGate`.
-pub type DecisionFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<ApprovalDecision, ApprovalError>> + Send + 'a>>;
+pub type DecisionFuture<'a> = BoxFuture<'a, Result<ApprovalDecision, ApprovalError>>;
 
 /// How a tool asks an operator; implemented by the gateway.
 pub trait ApprovalGate: Send + Sync {

@@ -6,9 +6,7 @@
 //!
 //! This file validates arguments and reports; it must not know a platform.
 
-use std::future::Future;
-use std::pin::Pin;
-
+use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
@@ -36,8 +34,7 @@ pub struct MessageReceipt {
 }
 
 /// A boxed delivery future.
-pub type MessengerFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<MessageReceipt, String>> + Send + 'a>>;
+pub type MessengerFuture<'a> = BoxFuture<'a, Result<MessageReceipt, String>>;
 
 /// Outbound delivery for agent-originated messages.
 pub trait Messenger: Send + Sync {

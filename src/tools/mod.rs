@@ -25,11 +25,10 @@ pub mod web_fetch;
 pub mod workspace;
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +46,7 @@ pub struct ToolSpec {
 pub const MAX_TOOL_RESULT_CHARS: usize = 64 * 1024;
 
 /// A boxed future for `dyn Tool`.
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+pub type ToolFuture<'a> = BoxFuture<'a, Result<ToolOutput, ToolError>>;
 
 /// What a tool run may use.
 #[derive(Clone)]
