@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::providers::models::ResolvedModel;
 use super::providers::{BoxFuture, ProviderError};
+use crate::system::backoff::{Backoff, Jitter};
 
 /// Retries of one auth profile (upstream's provider retry defaults).
 pub const DEFAULT_RETRY_ATTEMPTS: u32 = 3;
@@ -150,18 +151,18 @@ pub fn classify(error: &ProviderError) -> FailoverReason {
 pub struct RetryPolicy {
     /// Calls per auth profile for transient errors (1 = no retry).
     pub attempts: u32,
-    pub min_delay_ms: u64,
-    pub max_delay_ms: u64,
-    pub jitter: f64,
+    pub backoff: Backoff,
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: DEFAULT_RETRY_ATTEMPTS,
-            min_delay_ms: DEFAULT_MIN_DELAY_MS,
-            max_delay_ms: DEFAULT_MAX_DELAY_MS,
-            jitter: DEFAULT_JITTER,
+            backoff: Backoff::new(
+                Duration::from_millis(DEFAULT_MIN_DELAY_MS),
+                Duration::from_millis(DEFAULT_MAX_DELAY_MS),
+            )
+            .with_jitter(Jitter::Around(DEFAULT_JITTER)),
         }
     }
 }
@@ -169,17 +170,12 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// The wait before retry number `retry` (1-based). `unit` is a random
     /// number in `[0, 1)` for the jitter. A `retry-after` is honoured as a
-    /// lower bound (jitter only adds to it), capped at `max_delay_ms`.
+    /// lower bound (jitter only adds to it), capped at the backoff's maximum.
     pub fn delay(&self, retry: u32, retry_after_ms: Option<u64>, unit: f64) -> Duration {
-        let exponent = retry.saturating_sub(1).min(20);
-        let base = self.min_delay_ms.saturating_mul(1 << exponent) as f64;
-        let spread = self.jitter.clamp(0.0, 1.0) * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
-        let mut delay = (base * (1.0 + spread)).max(self.min_delay_ms as f64);
-        if let Some(after) = retry_after_ms {
-            delay = (after as f64) * (1.0 + spread.abs()).max(1.0);
-            delay = delay.max(after as f64);
+        match retry_after_ms {
+            Some(after) => self.backoff.stretch(Duration::from_millis(after), unit),
+            None => self.backoff.delay(retry.saturating_sub(1), unit),
         }
-        Duration::from_millis(delay.min(self.max_delay_ms as f64).round() as u64)
     }
 }
 
@@ -396,22 +392,12 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_and_is_capped() {
-        let policy = RetryPolicy {
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        };
-        assert_eq!(policy.delay(1, None, 0.5), Duration::from_millis(500));
-        assert_eq!(policy.delay(2, None, 0.5), Duration::from_millis(1000));
-        assert_eq!(policy.delay(3, None, 0.5), Duration::from_millis(2000));
-        assert_eq!(policy.delay(12, None, 0.5), Duration::from_millis(30_000));
-    }
-
-    #[test]
-    fn jitter_stays_within_its_fraction() {
+    fn retry_n_waits_step_n_minus_one_with_upstreams_numbers() {
         let policy = RetryPolicy::default();
+        assert_eq!(policy.delay(1, None, 0.5), Duration::from_millis(500));
         assert_eq!(policy.delay(2, None, 0.0), Duration::from_millis(900));
         assert_eq!(policy.delay(2, None, 1.0), Duration::from_millis(1100));
+        assert_eq!(policy.delay(12, None, 0.5), Duration::from_millis(30_000));
     }
 
     #[test]

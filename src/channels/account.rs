@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::AccountStatus;
+use crate::system::backoff::{self, Jitter};
 use crate::system::clock::now_ms;
 
 /// First reconnect delay after a failed attempt; doubles per failure.
@@ -129,29 +130,26 @@ impl AccountTasks {
     }
 }
 
-/// 0 after a connection that worked, then 1 s, 2 s, 4 s … up to 60 s, each
-/// with up to 20 % jitter.
-pub fn reconnect_delay_ms(failures: u32) -> u64 {
-    if failures == 0 {
-        return 0;
-    }
-    let base = RECONNECT_BASE_DELAY_MS
-        .saturating_mul(1 << (failures - 1).min(16))
-        .min(RECONNECT_MAX_DELAY_MS);
-    base + (base as f64 * 0.2 * rand::random::<f64>()) as u64
-}
+/// The reconnect delays after failures: 1 s, 2 s, 4 s … up to 60 s, each
+/// with up to 20 % more as jitter.
+pub const RECONNECT_BACKOFF: backoff::Backoff = backoff::Backoff::new(
+    Duration::from_millis(RECONNECT_BASE_DELAY_MS),
+    Duration::from_millis(RECONNECT_MAX_DELAY_MS),
+)
+.with_jitter(Jitter::Up(0.2));
 
-/// Reconnect pacing over consecutive connection attempts.
+/// Reconnect pacing over consecutive connection attempts: none after a
+/// stable connection, else [`RECONNECT_BACKOFF`].
 #[derive(Debug)]
 pub struct Backoff {
-    failures: u32,
+    steps: backoff::Backoff,
     started: std::time::Instant,
 }
 
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
-            failures: 0,
+            steps: RECONNECT_BACKOFF,
             started: std::time::Instant::now(),
         }
     }
@@ -168,11 +166,10 @@ impl Backoff {
     pub fn next_delay_ms(&mut self, established: bool) -> u64 {
         let lasted_ms = self.started.elapsed().as_millis() as u64;
         if established && lasted_ms >= STABLE_CONNECTION_MS {
-            self.failures = 0;
-        } else {
-            self.failures = self.failures.saturating_add(1);
+            self.steps.reset();
+            return 0;
         }
-        reconnect_delay_ms(self.failures)
+        self.steps.next_delay().as_millis() as u64
     }
 }
 
@@ -190,12 +187,12 @@ mod tests {
 
     #[test]
     fn reconnect_delay_doubles_and_is_capped() {
-        assert_eq!(reconnect_delay_ms(0), 0);
-        let first = reconnect_delay_ms(1);
+        let ms = |delay: Duration| delay.as_millis() as u64;
+        let first = ms(RECONNECT_BACKOFF.delay(0, rand::random()));
         assert!((1_000..=1_200).contains(&first), "{first}");
-        let third = reconnect_delay_ms(3);
+        let third = ms(RECONNECT_BACKOFF.delay(2, rand::random()));
         assert!((4_000..=4_800).contains(&third), "{third}");
-        let many = reconnect_delay_ms(30);
+        let many = ms(RECONNECT_BACKOFF.delay(29, rand::random()));
         assert!((60_000..=72_000).contains(&many), "{many}");
     }
 

@@ -20,6 +20,7 @@ use rand::Rng;
 use crate::config::schema::common::RetryConfig;
 use crate::reply::chunk_text;
 use crate::reply::fences::parse_fence_spans;
+use crate::system::backoff::{Backoff, Jitter};
 
 use super::{
     Channel, ChunkMode, EditMessage, OutboundTarget, SendError, SentMessage, TextFormat, TextLimits,
@@ -35,35 +36,35 @@ pub const DEFAULT_MIN_DELAY_MS: u64 = 500;
 pub struct RetryPolicy {
     /// Calls in total, the first included (at least 1).
     pub attempts: u32,
-    pub min_delay_ms: u64,
-    pub max_delay_ms: u64,
-    /// Random spread of a backoff delay, 0..1 (not applied to `retry_after`).
-    pub jitter: f64,
+    /// The pause before retry `n` is step `n - 1`; its jitter (a spread
+    /// around the step) is not applied to `retry_after`.
+    pub backoff: Backoff,
 }
 
 impl RetryPolicy {
     /// The channel's default policy.
     pub fn for_channel(channel: &str) -> RetryPolicy {
         let defaults = RetryConfig::default();
-        RetryPolicy {
-            attempts: defaults.attempts,
+        RetryPolicy::from_config(&RetryConfig {
             min_delay_ms: if channel == "telegram" {
                 TELEGRAM_MIN_DELAY_MS
             } else {
                 DEFAULT_MIN_DELAY_MS
             },
-            max_delay_ms: defaults.max_delay_ms,
-            jitter: defaults.jitter,
-        }
+            ..defaults
+        })
     }
 
     /// A configured `retry` block (its keys win over the channel default).
     pub fn from_config(config: &RetryConfig) -> RetryPolicy {
+        let backoff = Backoff::new(
+            Duration::from_millis(config.min_delay_ms),
+            Duration::from_millis(config.max_delay_ms.max(config.min_delay_ms)),
+        )
+        .with_jitter(Jitter::Around(config.jitter.clamp(0.0, 1.0)));
         RetryPolicy {
             attempts: config.attempts.max(1),
-            min_delay_ms: config.min_delay_ms,
-            max_delay_ms: config.max_delay_ms.max(config.min_delay_ms),
-            jitter: config.jitter.clamp(0.0, 1.0),
+            backoff,
         }
     }
 
@@ -79,32 +80,24 @@ impl RetryPolicy {
         if attempt >= self.attempts.max(1) {
             return None;
         }
-        let ms = match error {
-            SendError::Permanent(_) | SendError::NoAccount(_) => return None,
-            SendError::RateLimited { retry_after_ms } => *retry_after_ms,
-            SendError::Transient(_) => {
-                let exponent = attempt.saturating_sub(1).min(20);
-                let base = self.min_delay_ms.saturating_mul(1u64 << exponent) as f64;
-                let spread = if self.jitter > 0.0 {
-                    rng.gen_range(-self.jitter..=self.jitter)
-                } else {
-                    0.0
-                };
-                (base * (1.0 + spread)).round() as u64
-            }
-        };
-        Some(Duration::from_millis(ms.clamp(
-            self.min_delay_ms,
-            self.max_delay_ms.max(self.min_delay_ms),
-        )))
+        match error {
+            SendError::Permanent(_) | SendError::NoAccount(_) => None,
+            SendError::RateLimited { retry_after_ms } => Some(
+                Duration::from_millis(*retry_after_ms)
+                    .clamp(self.backoff.initial(), self.backoff.max()),
+            ),
+            SendError::Transient(_) => Some(
+                self.backoff
+                    .delay(attempt.saturating_sub(1), rng.gen::<f64>()),
+            ),
+        }
     }
 
     /// The longest a call with its retries can wait in pauses.
     pub fn max_total_wait(&self) -> Duration {
-        Duration::from_millis(
-            self.max_delay_ms
-                .saturating_mul(u64::from(self.attempts.saturating_sub(1))),
-        )
+        self.backoff
+            .max()
+            .saturating_mul(self.attempts.saturating_sub(1))
     }
 }
 
@@ -280,9 +273,8 @@ mod tests {
     fn backoff_doubles_within_jitter_and_caps() {
         let policy = RetryPolicy {
             attempts: 5,
-            min_delay_ms: 400,
-            max_delay_ms: 1_000,
-            jitter: 0.1,
+            backoff: Backoff::new(Duration::from_millis(400), Duration::from_millis(1_000))
+                .with_jitter(Jitter::Around(0.1)),
         };
         let mut rng = StdRng::seed_from_u64(9);
         let transient = SendError::Transient("502".into());
@@ -304,10 +296,13 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_and_permanent_is_not_retried() {
         let policy = RetryPolicy::for_channel("telegram");
-        assert_eq!(policy.min_delay_ms, TELEGRAM_MIN_DELAY_MS);
         assert_eq!(
-            RetryPolicy::for_channel("discord").min_delay_ms,
-            DEFAULT_MIN_DELAY_MS
+            policy.backoff.initial(),
+            Duration::from_millis(TELEGRAM_MIN_DELAY_MS)
+        );
+        assert_eq!(
+            RetryPolicy::for_channel("discord").backoff.initial(),
+            Duration::from_millis(DEFAULT_MIN_DELAY_MS)
         );
         let mut rng = StdRng::seed_from_u64(1);
         let limited = SendError::RateLimited {

@@ -292,7 +292,10 @@ mod tests {
         );
         let unknown = ChannelSettings::resolve(&config, "matrix", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
-        assert_eq!(unknown.retry.min_delay_ms, 500);
+        assert_eq!(
+            unknown.retry.backoff.initial(),
+            std::time::Duration::from_millis(500)
+        );
     }
 
     #[test]

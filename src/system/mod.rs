@@ -1,6 +1,8 @@
 //! The host: logging to journald (or stderr) with an in-memory tail for
-//! `logs.tail`, systemd readiness notification, and the clock.
+//! `logs.tail`, systemd readiness notification, the clock and the retry
+//! backoff.
 
+pub mod backoff;
 pub mod blocking;
 pub mod board;
 pub mod clock;

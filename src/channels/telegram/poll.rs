@@ -23,6 +23,7 @@ use super::Account;
 use crate::channels::media::add_to_event;
 use crate::channels::InboundSink;
 use crate::store::Store;
+use crate::system::backoff::Backoff;
 use crate::system::clock::now_ms;
 
 /// First wait after a failure.
@@ -30,27 +31,12 @@ pub const INITIAL_BACKOFF_MS: u64 = 1_000;
 /// Longest wait between attempts.
 pub const MAX_BACKOFF_MS: u64 = 30_000;
 
-/// Exponential backoff: doubles per failure up to `MAX_BACKOFF_MS`.
-#[derive(Debug, Default)]
-pub(super) struct Backoff {
-    failures: u32,
-}
-
-impl Backoff {
-    pub(super) fn next_delay(&mut self) -> Duration {
-        let factor = 1u64 << self.failures.min(16);
-        self.failures = self.failures.saturating_add(1);
-        Duration::from_millis(
-            INITIAL_BACKOFF_MS
-                .saturating_mul(factor)
-                .min(MAX_BACKOFF_MS),
-        )
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.failures = 0;
-    }
-}
+/// The wait after failed polls or webhook set-ups: doubles per failure from
+/// `INITIAL_BACKOFF_MS` up to `MAX_BACKOFF_MS`, no jitter.
+pub(super) const BACKOFF: Backoff = Backoff::new(
+    Duration::from_millis(INITIAL_BACKOFF_MS),
+    Duration::from_millis(MAX_BACKOFF_MS),
+);
 
 /// Why handling one update stopped.
 pub(super) enum HandleError {
@@ -92,7 +78,7 @@ impl Poller {
             return;
         };
         let mut offset = self.load_offset().await;
-        let mut backoff = Backoff::default();
+        let mut backoff = BACKOFF;
         loop {
             let polled = unless_stopped(
                 &self.stop,
@@ -222,7 +208,7 @@ impl Poller {
 
 /// `getMe` until it answers; `None` when stopped or the token is refused.
 pub(super) async fn identify(account: &Account, stop: &CancellationToken) -> Option<BotIdentity> {
-    let mut backoff = Backoff::default();
+    let mut backoff = BACKOFF;
     loop {
         match unless_stopped(stop, account.api.get_me()).await? {
             Ok(me) => {
@@ -305,16 +291,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_up_to_the_cap_and_resets() {
-        let mut backoff = Backoff::default();
+    fn backoff_doubles_from_one_second_up_to_thirty() {
+        let mut backoff = BACKOFF;
         let delays: Vec<u64> = (0..7)
             .map(|_| backoff.next_delay().as_millis() as u64)
             .collect();
         assert_eq!(delays, [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
-        backoff.reset();
-        assert_eq!(
-            backoff.next_delay(),
-            Duration::from_millis(INITIAL_BACKOFF_MS)
-        );
     }
 }

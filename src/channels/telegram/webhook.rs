@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inbound::BotIdentity;
 use super::poll::HandleError;
-use super::poll::{identify, pause, process_update, record_api_error, unless_stopped, Backoff};
+use super::poll::{identify, pause, process_update, record_api_error, unless_stopped, BACKOFF};
 use super::Account;
 use crate::channels::http_routes::{HttpInbound, RouteResponse};
 use crate::channels::{BoxFuture, InboundSink};
@@ -152,7 +152,7 @@ impl WebhookReceiver {
 
     /// `setWebhook` until Telegram accepts it (or the account stops).
     async fn register(&self) {
-        let mut backoff = Backoff::default();
+        let mut backoff = BACKOFF;
         loop {
             let call = self.account.api.set_webhook(
                 &self.settings.url,
