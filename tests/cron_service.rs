@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pincer::cron::{
-    CronClock, CronJob, CronOptions, CronService, JobRunner, RunFuture, RunMode, RunResult,
-    RunStatus,
+    CronClock, CronJob, CronOptions, CronService, JobRunStatus, JobRunner, RunFuture, RunMode,
+    RunResult,
 };
 use pincer::queue::{LaneGate, LaneKind, LaneLimits, LaneSlot};
 use pincer::store::{Store, StoreOptions};
@@ -59,13 +59,13 @@ impl JobRunner for RecordingRunner {
             running.fetch_sub(1, Ordering::SeqCst);
             if fail {
                 RunResult {
-                    status: RunStatus::Error,
+                    status: JobRunStatus::Error,
                     error: Some("provider down".into()),
                     summary: None,
                 }
             } else {
                 RunResult {
-                    status: RunStatus::Ok,
+                    status: JobRunStatus::Ok,
                     error: None,
                     summary: Some("done".into()),
                 }
@@ -149,7 +149,7 @@ async fn every_job_runs_when_due_and_not_before() {
     assert_eq!(ran(&rig), ["mail"]);
     let job = rig.service.get(&job.id).expect("get");
     assert_eq!(job.state.next_run_at_ms, Some(1_120_000));
-    assert_eq!(job.state.last_status, Some(RunStatus::Ok));
+    assert_eq!(job.state.last_status, Some(JobRunStatus::Ok));
 }
 
 #[tokio::test]

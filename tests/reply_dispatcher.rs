@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use pincer::reply::dispatcher::{DrainTimeout, KindCounts};
 use pincer::reply::{
-    DispatcherOptions, DispatcherRegistry, EnqueueOutcome, HumanDelay, ReplyDispatcher, ReplyKind,
+    DispatchOutcome, DispatcherOptions, DispatcherRegistry, HumanDelay, ReplyDispatcher, ReplyKind,
     ReplyPayload, ShapeOptions, SkipReason,
 };
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -57,7 +57,7 @@ async fn tool_results_blocks_and_final_reply_are_delivered_in_enqueue_order() {
     for (kind, t) in plan {
         assert_eq!(
             dispatcher.enqueue(kind, text(t)).await,
-            EnqueueOutcome::Queued
+            DispatchOutcome::Queued
         );
     }
     dispatcher.mark_complete();
@@ -100,7 +100,7 @@ async fn idle_is_signalled_once_after_completion_and_the_last_send() {
     assert_eq!(*seen.lock().expect("probe"), vec![3]);
     assert_eq!(
         dispatcher.enqueue(ReplyKind::Final, text("late")).await,
-        EnqueueOutcome::Closed
+        DispatchOutcome::Closed
     );
     assert_eq!(sink.delivered(), 3);
 }
@@ -166,7 +166,7 @@ fn spawn_producers(
                     }
                     let label = format!("p{producer}-{seq:02}");
                     if dispatcher.enqueue(ReplyKind::Block, text(&label)).await
-                        == EnqueueOutcome::Queued
+                        == DispatchOutcome::Queued
                     {
                         queued.push(label);
                     }
@@ -359,21 +359,21 @@ async fn silent_empty_and_hidden_reasoning_payloads_are_skipped() {
     };
     assert_eq!(
         dispatcher.enqueue(ReplyKind::Final, text("NO_REPLY")).await,
-        EnqueueOutcome::Skipped(SkipReason::Silent)
+        DispatchOutcome::Skipped(SkipReason::Silent)
     );
     assert_eq!(
         dispatcher.enqueue(ReplyKind::Block, text(" \n")).await,
-        EnqueueOutcome::Skipped(SkipReason::Empty)
+        DispatchOutcome::Skipped(SkipReason::Empty)
     );
     assert_eq!(
         dispatcher.enqueue(ReplyKind::Block, reasoning).await,
-        EnqueueOutcome::Skipped(SkipReason::Reasoning)
+        DispatchOutcome::Skipped(SkipReason::Reasoning)
     );
     assert_eq!(
         dispatcher
             .enqueue(ReplyKind::Final, text("Done. NO_REPLY"))
             .await,
-        EnqueueOutcome::Queued
+        DispatchOutcome::Queued
     );
     dispatcher.mark_complete();
     dispatcher.wait_idle().await;

@@ -2,7 +2,7 @@
 //! are not repeated, tool-error-only runs get one fallback error reply, and
 //! reasoning reaches only channels that can show it.
 
-use pincer::reply::{finalize, ReplyPayload, RunOutcome, ShapeOptions, ToolFailure};
+use pincer::reply::{finalize, FinishedRun, ReplyPayload, ShapeOptions, ToolFailure};
 
 fn texts(replies: &[ReplyPayload]) -> Vec<&str> {
     replies.iter().map(|r| r.text.as_str()).collect()
@@ -17,18 +17,18 @@ fn failure(tool: &str, error: &str) -> Option<ToolFailure> {
 
 #[test]
 fn a_run_that_answers_no_reply_sends_nothing() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         assistant_texts: vec!["NO_REPLY".into()],
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     assert!(finalize(&outcome, &ShapeOptions::default()).is_empty());
 }
 
 #[test]
 fn a_tool_error_only_run_gets_a_fallback_error_reply() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         last_tool_error: failure("exec", "command timed out after 30s"),
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     let replies = finalize(&outcome, &ShapeOptions::default());
     assert_eq!(
@@ -40,19 +40,19 @@ fn a_tool_error_only_run_gets_a_fallback_error_reply() {
 
 #[test]
 fn input_mistakes_the_model_retries_on_get_no_fallback() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         last_tool_error: failure("read", "path is required"),
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     assert!(finalize(&outcome, &ShapeOptions::default()).is_empty());
 }
 
 #[test]
 fn a_run_with_an_answer_does_not_surface_the_tool_error() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         assistant_texts: vec!["I could not reach the server, try later.".into()],
         last_tool_error: failure("web_fetch", "connection refused"),
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     assert_eq!(
         texts(&finalize(&outcome, &ShapeOptions::default())),
@@ -62,14 +62,14 @@ fn a_run_with_an_answer_does_not_surface_the_tool_error() {
 
 #[test]
 fn a_messaging_tool_confirmation_is_not_sent_twice() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         assistant_texts: vec![
             "📅 Meeting moved to Friday 3pm".into(),
             "Anything else?".into(),
         ],
         messaging_tool_texts: vec!["Meeting moved to   friday 3pm".into()],
         last_tool_error: failure("calendar", "rate limited"),
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     assert_eq!(
         texts(&finalize(&outcome, &ShapeOptions::default())),
@@ -79,10 +79,10 @@ fn a_messaging_tool_confirmation_is_not_sent_twice() {
 
 #[test]
 fn reasoning_comes_first_and_only_where_it_can_be_shown() {
-    let outcome = RunOutcome {
+    let outcome = FinishedRun {
         assistant_texts: vec!["42".into()],
         reasoning: Some("The user wants the answer.".into()),
-        ..RunOutcome::default()
+        ..FinishedRun::default()
     };
     assert_eq!(
         texts(&finalize(

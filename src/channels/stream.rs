@@ -274,7 +274,7 @@ fn closing_payloads(summary: &RunSummary, include_text: bool) -> Vec<ReplyPayloa
             }]
         }
         _ => {
-            let shaped = crate::reply::RunOutcome {
+            let shaped = crate::reply::FinishedRun {
                 assistant_texts: vec![outcome.text.clone()],
                 last_tool_error: summary.tool_error.clone(),
                 ..Default::default()

@@ -63,7 +63,7 @@ fn default_delivery_mode() -> String {
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RunStatus {
+pub enum JobRunStatus {
     Ok,
     Error,
     Skipped,
@@ -80,7 +80,7 @@ pub struct JobState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_at_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<RunStatus>,
+    pub last_status: Option<JobRunStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,7 +125,7 @@ pub enum JobError {
 /// The outcome of one run, as the runner reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunResult {
-    pub status: RunStatus,
+    pub status: JobRunStatus,
     pub error: Option<String>,
     pub summary: Option<String>,
 }
@@ -186,7 +186,7 @@ impl CronJob {
         self.state.last_error = result.error.clone();
         self.state.last_duration_ms = Some(ended_ms.saturating_sub(started_ms));
         self.updated_at_ms = ended_ms;
-        if result.status == RunStatus::Error {
+        if result.status == JobRunStatus::Error {
             self.state.consecutive_errors = self.state.consecutive_errors.saturating_add(1);
         } else {
             self.state.consecutive_errors = 0;
@@ -194,7 +194,7 @@ impl CronJob {
         if self.schedule.is_one_shot() {
             self.enabled = false;
             self.state.next_run_at_ms = None;
-            return self.delete_after_run && result.status == RunStatus::Ok;
+            return self.delete_after_run && result.status == JobRunStatus::Ok;
         }
         let earliest = ended_ms + MIN_REFIRE_GAP_MS;
         let natural = self
@@ -246,7 +246,7 @@ mod tests {
 
     fn error() -> RunResult {
         RunResult {
-            status: RunStatus::Error,
+            status: JobRunStatus::Error,
             error: Some("boom".into()),
             summary: None,
         }
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(job.state.consecutive_errors, 3);
         assert_eq!(job.state.next_run_at_ms, Some(480_000));
         let ok = RunResult {
-            status: RunStatus::Ok,
+            status: JobRunStatus::Ok,
             error: None,
             summary: None,
         };
@@ -298,7 +298,7 @@ mod tests {
         };
         job.delete_after_run = true;
         let ok = RunResult {
-            status: RunStatus::Ok,
+            status: JobRunStatus::Ok,
             error: None,
             summary: None,
         };

@@ -11,7 +11,7 @@ pub mod schedule;
 pub mod service;
 mod tool_port;
 
-pub use job::{CronJob, Delivery, JobState, Payload, RunResult, RunStatus, SessionTarget};
+pub use job::{CronJob, Delivery, JobRunStatus, JobState, Payload, RunResult, SessionTarget};
 pub use schedule::Schedule;
 pub use service::{
     CronClock, CronOptions, CronService, JobRunner, RunFuture, RunMode, SystemClock,

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use crate::queue::{LaneGate, LaneKind, LaneSlot};
 use tokio_util::sync::CancellationToken;
 
-use super::job::{CronJob, JobState, Payload, RunResult, RunStatus};
+use super::job::{CronJob, JobRunStatus, JobState, Payload, RunResult};
 use super::CronError;
 use crate::store::Store;
 
@@ -256,7 +256,7 @@ impl CronService {
     /// Clears a run that will never report (stuck or interrupted) as an error.
     fn abandon_run(&self, id: &str, now: u64, reason: &str) -> Result<(), CronError> {
         let result = RunResult {
-            status: RunStatus::Error,
+            status: JobRunStatus::Error,
             error: Some(reason.to_string()),
             summary: None,
         };
@@ -360,7 +360,7 @@ impl CronService {
             {
                 Ok(result) => result,
                 Err(_) => RunResult {
-                    status: RunStatus::Error,
+                    status: JobRunStatus::Error,
                     error: Some(format!("job timed out after {timeout_ms} ms")),
                     summary: None,
                 },

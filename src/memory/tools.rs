@@ -19,21 +19,21 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 
 /// A tool call that could not be served.
 #[derive(Debug, thiserror::Error)]
-pub enum ToolError {
+pub enum MemoryToolError {
     #[error("invalid argument `{field}`: {reason}")]
     InvalidArgument { field: &'static str, reason: String },
     #[error(transparent)]
     Memory(#[from] MemoryError),
 }
 
-fn invalid(field: &'static str, reason: impl Into<String>) -> ToolError {
-    ToolError::InvalidArgument {
+fn invalid(field: &'static str, reason: impl Into<String>) -> MemoryToolError {
+    MemoryToolError::InvalidArgument {
         field,
         reason: reason.into(),
     }
 }
 
-fn optional_positive(args: &Value, field: &'static str) -> Result<Option<usize>, ToolError> {
+fn optional_positive(args: &Value, field: &'static str) -> Result<Option<usize>, MemoryToolError> {
     match args.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_u64() {
@@ -45,7 +45,7 @@ fn optional_positive(args: &Value, field: &'static str) -> Result<Option<usize>,
 
 /// `memory_search { query, maxResults?, minScore? }` → `{ results: [{path, startLine, endLine, snippet,
 /// score, …}], mode, fallbackReason? }`.
-pub fn search(service: &MemoryService, args: &Value) -> Result<Value, ToolError> {
+pub fn search(service: &MemoryService, args: &Value) -> Result<Value, MemoryToolError> {
     let query = args
         .get("query")
         .and_then(Value::as_str)
@@ -72,7 +72,7 @@ pub fn search(service: &MemoryService, args: &Value) -> Result<Value, ToolError>
 }
 
 /// `memory_get { path, from?, lines? }` → `{ path, from, to, text }`.
-pub fn get(service: &MemoryService, args: &Value) -> Result<Value, ToolError> {
+pub fn get(service: &MemoryService, args: &Value) -> Result<Value, MemoryToolError> {
     let path = args
         .get("path")
         .and_then(Value::as_str)

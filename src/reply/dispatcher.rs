@@ -4,7 +4,7 @@
 //! first.
 //!
 //! `ReplyDispatcher::new(sink: Arc<dyn ReplySink>, DispatcherOptions)`,
-//! `.enqueue(kind, payload).await -> EnqueueOutcome`, `.mark_complete()`,
+//! `.enqueue(kind, payload).await -> DispatchOutcome`, `.mark_complete()`,
 //! `.wait_idle().await`. A pending counter starts at one — a reservation held
 //! for the run — so the dispatcher cannot look idle between two replies;
 //! `mark_complete` (or dropping the last handle) gives the reservation back,
@@ -59,7 +59,7 @@ pub struct DrainTimeout {
 
 /// Result of [`ReplyDispatcher::enqueue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnqueueOutcome {
+pub enum DispatchOutcome {
     /// Will be delivered after everything enqueued before it.
     Queued,
     /// Dropped by shaping (silent, empty, hidden reasoning).
@@ -242,25 +242,25 @@ impl ReplyDispatcher {
 
     /// Shapes `payload` and queues it behind everything enqueued before.
     /// Waits while the queue is full.
-    pub async fn enqueue(&self, kind: ReplyKind, payload: ReplyPayload) -> EnqueueOutcome {
+    pub async fn enqueue(&self, kind: ReplyKind, payload: ReplyPayload) -> DispatchOutcome {
         let payload = match normalize(payload, &self.handle.shape) {
             Ok(payload) => payload,
-            Err(reason) => return EnqueueOutcome::Skipped(reason),
+            Err(reason) => return DispatchOutcome::Skipped(reason),
         };
         let Ok(permit) = self.handle.room.acquire().await else {
-            return EnqueueOutcome::Closed;
+            return DispatchOutcome::Closed;
         };
         let mut state = self.handle.shared.state.lock();
         if state.idle {
-            return EnqueueOutcome::Closed;
+            return DispatchOutcome::Closed;
         }
         if self.handle.jobs.send(Job { kind, payload }).is_err() {
-            return EnqueueOutcome::Closed;
+            return DispatchOutcome::Closed;
         }
         permit.forget();
         state.pending += 1;
         state.queued.bump(kind);
-        EnqueueOutcome::Queued
+        DispatchOutcome::Queued
     }
 
     /// No more replies will be enqueued for this run. Idempotent.

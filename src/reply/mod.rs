@@ -25,9 +25,9 @@ pub use chunker::{chunk_text, BlockChunker, ChunkerLimits};
 pub use coalescer::{CoalesceLimits, Coalescer, CoalescerHandle};
 pub use delay::HumanDelay;
 pub use dispatcher::{
-    DispatcherOptions, DispatcherRegistry, EnqueueOutcome, ReplyDispatcher, ReplySink, SinkError,
+    DispatchOutcome, DispatcherOptions, DispatcherRegistry, ReplyDispatcher, ReplySink, SinkError,
 };
-pub use shape::{finalize, RunOutcome, ShapeOptions, SkipReason, ToolFailure};
+pub use shape::{finalize, FinishedRun, ShapeOptions, SkipReason, ToolFailure};
 
 /// Which part of a run a payload comes from; the dispatcher keeps their order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

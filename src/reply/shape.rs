@@ -3,7 +3,7 @@
 //! `normalize` decides per payload (used by the dispatcher on every enqueue):
 //! the silent token `NO_REPLY` alone drops the payload, a trailing `NO_REPLY`
 //! is stripped, blank payloads are dropped, and reasoning is dropped for
-//! channels that cannot show it. `finalize(&RunOutcome, &ShapeOptions)` builds
+//! channels that cannot show it. `finalize(&FinishedRun, &ShapeOptions)` builds
 //! the end-of-run payloads: the assistant's texts minus those that repeat what
 //! a messaging tool already sent, and — when a tool failed and nothing else
 //! would reach the user — one fallback error reply. Pure functions: nothing
@@ -57,7 +57,7 @@ pub struct ToolFailure {
 
 /// What a finished run produced, as input to [`finalize`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunOutcome {
+pub struct FinishedRun {
     /// The assistant's reply texts, in order.
     pub assistant_texts: Vec<String>,
     /// The model's reasoning, when it produced any.
@@ -163,7 +163,7 @@ fn is_recoverable_tool_error(error: Option<&str>) -> bool {
 /// The end-of-run payloads, in sending order: reasoning (where shown), the
 /// assistant's texts (silent and duplicate ones removed), then the fallback
 /// error reply when a tool failed and the user would otherwise hear nothing.
-pub fn finalize(outcome: &RunOutcome, options: &ShapeOptions) -> Vec<ReplyPayload> {
+pub fn finalize(outcome: &FinishedRun, options: &ShapeOptions) -> Vec<ReplyPayload> {
     let mut replies = Vec::new();
     if let Some(reasoning) = &outcome.reasoning {
         let payload = ReplyPayload {

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::config::Config;
+use crate::memory::tools::MemoryToolError;
 use crate::memory::MemoryService;
 
 /// Hands out an agent's memory service (the gateway's per-agent registry).
@@ -19,7 +20,7 @@ pub trait MemoryAccess: Send + Sync {
 pub struct MemorySearchTool;
 pub struct MemoryGetTool;
 
-type MemoryCall = fn(&MemoryService, &Value) -> Result<Value, crate::memory::tools::ToolError>;
+type MemoryCall = fn(&MemoryService, &Value) -> Result<Value, MemoryToolError>;
 
 /// Runs one memory call on the blocking pool (sync, ONNX inference, LMDB).
 async fn call(ctx: &ToolContext, args: Value, f: MemoryCall) -> Result<ToolOutput, ToolError> {
@@ -40,10 +41,10 @@ async fn call(ctx: &ToolContext, args: Value, f: MemoryCall) -> Result<ToolOutpu
             log::warn!("memory: sync before a tool call failed: {error}");
         }
         f(&service, &args).map_err(|error| match error {
-            crate::memory::tools::ToolError::InvalidArgument { .. } => {
+            MemoryToolError::InvalidArgument { .. } => {
                 ToolError::InvalidArguments(error.to_string())
             }
-            crate::memory::tools::ToolError::Memory(e) => ToolError::Failed(e.to_string()),
+            MemoryToolError::Memory(e) => ToolError::Failed(e.to_string()),
         })
     });
     let value = tokio::select! {

@@ -11,12 +11,12 @@ use std::sync::{Arc, Weak};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::agent::{RunEvent, RunStatus as AgentStatus, TurnSpec};
+use crate::agent::{RunEvent, RunStatus, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::cron::{
-    CronError, CronJob, CronOptions, CronService, JobRunner, Payload, RunFuture, RunMode,
-    RunResult, RunStatus, SessionTarget,
+    CronError, CronJob, CronOptions, CronService, JobRunStatus, JobRunner, Payload, RunFuture,
+    RunMode, RunResult, SessionTarget,
 };
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::runs::{self, RunOrigin};
@@ -130,7 +130,7 @@ fn announce_destination(
 
 fn failed(error: String) -> RunResult {
     RunResult {
-        status: RunStatus::Error,
+        status: JobRunStatus::Error,
         error: Some(error),
         summary: None,
     }
@@ -192,13 +192,13 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob, slot: LaneS
     while let Some(event) = events.recv().await {
         if let RunEvent::Finished(outcome) = event {
             return match outcome.status {
-                AgentStatus::Ok => RunResult {
-                    status: RunStatus::Ok,
+                RunStatus::Ok => RunResult {
+                    status: JobRunStatus::Ok,
                     error: None,
                     summary: (!outcome.text.is_empty()).then(|| outcome.text.clone()),
                 },
-                AgentStatus::Aborted => RunResult {
-                    status: RunStatus::Skipped,
+                RunStatus::Aborted => RunResult {
+                    status: JobRunStatus::Skipped,
                     error: Some("aborted".into()),
                     summary: None,
                 },

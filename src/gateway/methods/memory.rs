@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
-use crate::memory::tools::{self, ToolError};
+use crate::memory::tools::{self, MemoryToolError};
 use crate::memory::MemoryService;
 
 use super::params::Params;
@@ -38,12 +38,12 @@ fn service(
     Ok(service)
 }
 
-fn tool_error(error: ToolError) -> ErrorShape {
+fn tool_error(error: MemoryToolError) -> ErrorShape {
     match error {
-        ToolError::InvalidArgument { .. } => {
+        MemoryToolError::InvalidArgument { .. } => {
             ErrorShape::invalid(format!("invalid memory.search params: {error}"))
         }
-        ToolError::Memory(inner) => ErrorShape::unavailable(inner.to_string()),
+        MemoryToolError::Memory(inner) => ErrorShape::unavailable(inner.to_string()),
     }
 }
 
