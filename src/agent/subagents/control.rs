@@ -5,7 +5,6 @@
 //!
 //! Like `subagents/mod.rs`, this file never starts a run itself: it goes through the registry's launcher.
 
-use crate::system::blocking::off_worker;
 use std::sync::Arc;
 
 use super::steer::SteerOutcome;
@@ -14,6 +13,7 @@ use super::{
     SubagentStatus, SUBAGENT_KEY_MARKER,
 };
 use crate::config::Config;
+use crate::system::blocking::off_worker;
 use crate::system::clock::now_ms;
 
 /// The reason recorded for runs a restart interrupted.

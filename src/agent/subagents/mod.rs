@@ -27,6 +27,7 @@ use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::store::{SessionEntry, Store, StoreError};
+use crate::system::blocking::off_worker;
 use crate::system::clock::now_ms;
 pub use crate::tools::subagent_control::{
     Cleanup, Requester, SpawnRequest, SubagentError, SubagentRun, SubagentStatus,
@@ -57,8 +58,6 @@ pub trait RunLauncher: Send + Sync {
     /// Delivers an announcement into a session as a new user-visible turn of its agent.
     fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String>;
 }
-
-use crate::system::blocking::off_worker;
 
 pub(crate) fn parse_run(json: &str) -> Result<SubagentRun, SubagentError> {
     serde_json::from_str(json).map_err(|e| SubagentError::Corrupt(e.to_string()))

@@ -8,7 +8,6 @@
 //! Limits as upstream: a message of at most `MAX_STEER_MESSAGE_CHARS`, one steer per `STEER_RATE_LIMIT_MS`
 //! from one session to one child. This file never starts a run itself: the registry's launcher does.
 
-use crate::system::blocking::off_worker;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,6 +19,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::queue::{QueuedMessage, SteerInbox};
+use crate::system::blocking::off_worker;
 use crate::system::clock::now_ms;
 pub use crate::tools::subagent_control::{
     SteerMode, SteerOutcome, MAX_STEER_MESSAGE_CHARS, STEER_RATE_LIMIT_MS,
