@@ -42,7 +42,7 @@ pub use sessions::{Compacted, FieldPatch, SessionError, SessionOps, SessionPatch
 
 // Sub-agents: the registry and the launcher the gateway implements.
 pub use subagents::steer::SteerMode;
-pub use subagents::{OutcomeFuture, RunLauncher, SubagentRegistry, SubagentRun};
+pub use subagents::{AnnounceError, OutcomeFuture, RunLauncher, SubagentRegistry, SubagentRun};
 
 // Model resolution (the `/model` and `/status` commands name the model in force).
 pub use providers::models::resolve_chain;

@@ -21,6 +21,7 @@ use super::settings::ChannelSettings;
 use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
 use super::{OutboundTarget, TextFormat};
+use crate::agent::AnnounceError;
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::store::{Store, StoreError};
 
@@ -171,7 +172,7 @@ pub fn enqueue_announcement(
     agent_id: &str,
     session_key: &str,
     message: String,
-) -> Result<(), String> {
+) -> Result<(), AnnounceError> {
     let config = hub.config();
     let destination = ChannelDestination::last_route_of(&hub.deps.runtime.store, session_key);
     let reply = destination.as_ref().and_then(|d| {
@@ -211,9 +212,9 @@ pub fn enqueue_announcement(
         .queue
         .enqueue(session_key, LaneKind::Main, settings, queued)
     {
-        EnqueueOutcome::Dropped => Err(format!(
-            "the queue of session {session_key} is full (messages.queue.cap)"
-        )),
+        EnqueueOutcome::Dropped => Err(AnnounceError::QueueFull {
+            session_key: session_key.to_string(),
+        }),
         _ => Ok(()),
     }
 }

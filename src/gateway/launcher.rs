@@ -11,13 +11,14 @@ use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::agent::{
-    OutcomeFuture, RunEvent, RunLauncher, RunOutcome, RunStatus, TurnOverrides, TurnSpec,
+    AnnounceError, OutcomeFuture, RunEvent, RunLauncher, RunOutcome, RunStartError, RunStatus,
+    TurnOverrides, TurnSpec,
 };
 use crate::cron::CronService;
 use crate::queue::{LaneKind, SteerInbox};
 use crate::system::clock::now_ms;
 
-use super::runs::{self, RunOrigin, RunPlacement};
+use super::runs::{RunOrigin, RunPlacement};
 use super::state::GatewayState;
 
 /// Starts and stops runs for the sub-agent registry.
@@ -48,7 +49,7 @@ pub fn launch_on(
     state: &Arc<GatewayState>,
     spec: TurnSpec,
     placement: RunPlacement,
-) -> Result<OutcomeFuture, String> {
+) -> Result<OutcomeFuture, RunStartError> {
     launch_steerable(state, spec, placement, None)
 }
 
@@ -58,7 +59,7 @@ pub fn launch_steerable(
     spec: TurnSpec,
     placement: RunPlacement,
     steer: Option<SteerInbox>,
-) -> Result<OutcomeFuture, String> {
+) -> Result<OutcomeFuture, RunStartError> {
     let finished = launch_collecting(state, spec, placement, steer, TurnOverrides::default())?;
     Ok(Box::pin(async move { finished.await.0 }))
 }
@@ -74,13 +75,13 @@ pub fn launch_collecting(
     placement: RunPlacement,
     steer: Option<SteerInbox>,
     overrides: TurnOverrides,
-) -> Result<CollectedFuture, String> {
+) -> Result<CollectedFuture, RunStartError> {
     let (tap, mut events) = mpsc::channel(64);
     let origin = RunOrigin {
         tap: Some(tap),
         ..RunOrigin::default()
     };
-    let mut prepared = runs::prepare(state, spec.clone(), origin).map_err(|e| e.message)?;
+    let mut prepared = state.services.runtime.prepare(spec.clone(), origin)?;
     prepared.set_placement(placement);
     prepared.set_overrides(overrides);
     if let Some(inbox) = steer {
@@ -111,7 +112,7 @@ pub fn announce_to_session(
     agent_id: &str,
     session_key: &str,
     message: String,
-) -> Result<(), String> {
+) -> Result<(), AnnounceError> {
     let hub = super::webchat::hub_of(state);
     crate::channels::deliver::enqueue_announcement(&hub, agent_id, session_key, message)
 }
@@ -122,11 +123,8 @@ impl RunLauncher for GatewayLauncher {
         spec: TurnSpec,
         lane: LaneKind,
         steer: SteerInbox,
-    ) -> Result<OutcomeFuture, String> {
-        let state = self
-            .state
-            .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+    ) -> Result<OutcomeFuture, RunStartError> {
+        let state = self.state.upgrade().ok_or(RunStartError::ShuttingDown)?;
         let placement = RunPlacement { lane, quiet: false };
         launch_steerable(&state, spec, placement, Some(steer))
     }
@@ -137,11 +135,13 @@ impl RunLauncher for GatewayLauncher {
             .is_some_and(|state| state.services.runs.abort(run_id))
     }
 
-    fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String> {
-        let state = self
-            .state
-            .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+    fn announce(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        message: String,
+    ) -> Result<(), AnnounceError> {
+        let state = self.state.upgrade().ok_or(AnnounceError::ShuttingDown)?;
         announce_to_session(&state, agent_id, session_key, message)
     }
 }

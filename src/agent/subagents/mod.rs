@@ -23,6 +23,7 @@ use self::config::{check_target_agent, child_model, child_timeout_ms, max_childr
 use self::prompt::{announce_message, child_system_prompt, ChildPromptParts};
 use self::steer::LiveTurns;
 use super::runs::{RunOutcome, RunStatus};
+use super::runtime::RunStartError;
 use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
@@ -43,6 +44,15 @@ const MAX_ANNOUNCE_HOPS: usize = 8;
 /// A boxed future resolving to a run's outcome.
 pub type OutcomeFuture = BoxFuture<'static, RunOutcome>;
 
+/// Why an announcement did not enter its session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnounceError {
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+    #[error("the queue of session {session_key} is full (messages.queue.cap)")]
+    QueueFull { session_key: String },
+}
+
 /// Starts and stops agent runs for the sub-agent registry (the gateway implements it).
 pub trait RunLauncher: Send + Sync {
     /// Starts `spec` on `lane` (after its session's earlier runs) with `steer` as the turn's steer inbox
@@ -52,11 +62,16 @@ pub trait RunLauncher: Send + Sync {
         spec: TurnSpec,
         lane: LaneKind,
         steer: SteerInbox,
-    ) -> Result<OutcomeFuture, String>;
+    ) -> Result<OutcomeFuture, RunStartError>;
     /// Aborts an active run; whether it was active.
     fn abort_run(&self, run_id: &str) -> bool;
     /// Delivers an announcement into a session as a new user-visible turn of its agent.
-    fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String>;
+    fn announce(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        message: String,
+    ) -> Result<(), AnnounceError>;
 }
 
 pub(crate) fn parse_run(json: &str) -> Result<SubagentRun, SubagentError> {
@@ -237,7 +252,8 @@ impl SubagentRegistry {
         let inbox = self.live.open(&run.id, &spec.run_id, max_depth);
         let outcome = match self.launcher.launch(spec, LaneKind::Subagent, inbox) {
             Ok(outcome) => outcome,
-            Err(reason) => {
+            Err(error) => {
+                let reason = error.to_string();
                 self.live.close(&run.id, &run.run_id);
                 let failed = self.settle(&run.id, &run.run_id, |r| {
                     r.status = SubagentStatus::Failed;

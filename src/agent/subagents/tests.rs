@@ -78,7 +78,7 @@ impl RunLauncher for FakeLauncher {
         spec: TurnSpec,
         lane: LaneKind,
         steer: SteerInbox,
-    ) -> Result<OutcomeFuture, String> {
+    ) -> Result<OutcomeFuture, RunStartError> {
         self.inboxes.lock().insert(spec.run_id.clone(), steer);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(spec.run_id.clone(), tx);
@@ -95,7 +95,12 @@ impl RunLauncher for FakeLauncher {
         self.pending.lock().remove(run_id).is_some()
     }
 
-    fn announce(&self, agent_id: &str, session_key: &str, message: String) -> Result<(), String> {
+    fn announce(
+        &self,
+        agent_id: &str,
+        session_key: &str,
+        message: String,
+    ) -> Result<(), AnnounceError> {
         self.announced
             .lock()
             .push((agent_id.into(), session_key.into(), message));

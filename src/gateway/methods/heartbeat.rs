@@ -62,7 +62,8 @@ impl HeartbeatHost for GatewayHeartbeatHost {
             quiet: true,
             ..RunPlacement::default()
         };
-        let finished = launch_collecting(&self.state()?, spec, placement, None, overrides)?;
+        let finished = launch_collecting(&self.state()?, spec, placement, None, overrides)
+            .map_err(|e| e.to_string())?;
         Ok(Box::pin(async move {
             let (outcome, reasoning) = finished.await;
             HeartbeatTurn { outcome, reasoning }
