@@ -25,8 +25,8 @@ use super::session;
 use super::{classify_reply, heartbeat_prompt, is_effectively_empty, HeartbeatReply};
 use super::{DEFAULT_ACK_MAX_CHARS, HEARTBEAT_FILE};
 use crate::agent::{
-    format_reasoning_block, ReasoningLevel, RunOutcome, RunStatus, TurnOverrides, TurnSpec,
-    DEFAULT_RUN_TIMEOUT_MS,
+    format_reasoning_block, ReasoningLevel, RunOutcome, RunStartError, RunStatus, TurnOverrides,
+    TurnSpec, DEFAULT_RUN_TIMEOUT_MS,
 };
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
@@ -80,15 +80,26 @@ pub struct HeartbeatTurn {
 /// A boxed future resolving to a heartbeat turn.
 pub type HeartbeatTurnFuture = BoxFuture<'static, HeartbeatTurn>;
 
+/// Why a heartbeat message was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeartbeatDeliveryError {
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
 /// What the runner needs from the gateway.
 pub trait HeartbeatHost: Send + Sync {
     fn config(&self) -> Arc<Config>;
     fn store(&self) -> Store;
     fn workspace(&self, agent_id: &str) -> PathBuf;
     /// Starts a heartbeat turn with `overrides` (readers see nothing until it is delivered).
-    fn run(&self, spec: TurnSpec, overrides: TurnOverrides) -> Result<HeartbeatTurnFuture, String>;
+    fn run(
+        &self,
+        spec: TurnSpec,
+        overrides: TurnOverrides,
+    ) -> Result<HeartbeatTurnFuture, RunStartError>;
     /// Delivers a heartbeat message.
-    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String>;
+    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), HeartbeatDeliveryError>;
     /// Tells clients about a heartbeat (the `heartbeat` event).
     fn publish(&self, _event: &Value) {}
     /// The board's shortest heartbeat interval (0: none); a shorter configured interval is lengthened.
@@ -399,7 +410,7 @@ impl HeartbeatRunner {
         let spec = turn_spec(agent, &session_key, settings, &pending);
         let HeartbeatTurn { outcome, reasoning } = match self.host.run(spec, overrides(settings)) {
             Ok(future) => future.await,
-            Err(e) => return done(json!({"status": "failed", "reason": e})),
+            Err(e) => return done(json!({"status": "failed", "reason": e.to_string()})),
         };
         // Reasoning reaches the target only with `includeReasoning`, as its own message before the reply.
         let reasoning = reasoning
@@ -518,7 +529,7 @@ impl HeartbeatRunner {
             }
         }
         if let Err(e) = self.host.deliver(&delivery) {
-            return json!({"status": "failed", "reason": e, "preview": preview});
+            return json!({"status": "failed", "reason": e.to_string(), "preview": preview});
         }
         let remembered = off_worker(|| -> Result<(), crate::store::StoreError> {
             if let Some(mut entry) = store.session(session_key)? {

@@ -43,7 +43,7 @@ impl HeartbeatHost for FakeHost {
         &self,
         spec: TurnSpec,
         _overrides: TurnOverrides,
-    ) -> Result<HeartbeatTurnFuture, String> {
+    ) -> Result<HeartbeatTurnFuture, RunStartError> {
         let text = self.replies.lock().pop_front().expect("a scripted reply");
         self.runs.lock().push(spec.clone());
         let outcome = RunOutcome {
@@ -70,7 +70,7 @@ impl HeartbeatHost for FakeHost {
     fn min_every_ms(&self) -> u64 {
         self.min_every_ms
     }
-    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String> {
+    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), HeartbeatDeliveryError> {
         self.delivered.lock().push(delivery.clone());
         Ok(())
     }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 
-use crate::agent::{TurnOverrides, TurnSpec};
+use crate::agent::{RunStartError, TurnOverrides, TurnSpec};
 use crate::channels::deliver::ChannelDestination;
 use crate::config::Config;
 use crate::gateway::clients::BroadcastOptions;
@@ -19,7 +19,9 @@ use crate::gateway::launcher::launch_collecting;
 use crate::gateway::runs::RunPlacement;
 use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
-use crate::heartbeat::runner::{HeartbeatDelivery, HeartbeatTurn, HeartbeatTurnFuture};
+use crate::heartbeat::runner::{
+    HeartbeatDelivery, HeartbeatDeliveryError, HeartbeatTurn, HeartbeatTurnFuture,
+};
 use crate::heartbeat::{HeartbeatHost, HeartbeatRunner};
 use crate::store::Store;
 
@@ -29,14 +31,6 @@ use super::params::Params;
 pub struct GatewayHeartbeatHost {
     pub state: Weak<GatewayState>,
     pub store: Store,
-}
-
-impl GatewayHeartbeatHost {
-    fn state(&self) -> Result<Arc<GatewayState>, String> {
-        self.state
-            .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())
-    }
 }
 
 impl HeartbeatHost for GatewayHeartbeatHost {
@@ -57,21 +51,28 @@ impl HeartbeatHost for GatewayHeartbeatHost {
         }
     }
 
-    fn run(&self, spec: TurnSpec, overrides: TurnOverrides) -> Result<HeartbeatTurnFuture, String> {
+    fn run(
+        &self,
+        spec: TurnSpec,
+        overrides: TurnOverrides,
+    ) -> Result<HeartbeatTurnFuture, RunStartError> {
+        let state = self.state.upgrade().ok_or(RunStartError::ShuttingDown)?;
         let placement = RunPlacement {
             quiet: true,
             ..RunPlacement::default()
         };
-        let finished = launch_collecting(&self.state()?, spec, placement, None, overrides)
-            .map_err(|e| e.to_string())?;
+        let finished = launch_collecting(&state, spec, placement, None, overrides)?;
         Ok(Box::pin(async move {
             let (outcome, reasoning) = finished.await;
             HeartbeatTurn { outcome, reasoning }
         }))
     }
 
-    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), String> {
-        let state = self.state()?;
+    fn deliver(&self, delivery: &HeartbeatDelivery) -> Result<(), HeartbeatDeliveryError> {
+        let state = self
+            .state
+            .upgrade()
+            .ok_or(HeartbeatDeliveryError::ShuttingDown)?;
         deliver_heartbeat(&state, delivery);
         Ok(())
     }
