@@ -327,8 +327,8 @@ async fn run_tool(
         .await;
     let args = match hooked {
         Ok(args) => args,
-        Err(reason) => {
-            let blocked = Err(ToolError::Denied(format!("blocked by a hook: {reason}")));
+        Err(blocked) => {
+            let blocked = Err(ToolError::Denied(blocked.to_string()));
             return finish_tool(input, call, blocked).await;
         }
     };

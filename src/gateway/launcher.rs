@@ -157,11 +157,11 @@ impl crate::tools::cron::CronAccess for GatewayCron {
         Some(service)
     }
 
-    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String> {
+    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), crate::tools::cron::WakeError> {
         let state = self
             .state
             .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+            .ok_or(crate::tools::cron::WakeError::ShuttingDown)?;
         super::methods::heartbeat::wake_both(&state, now, text);
         Ok(())
     }

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::agent::{RunStatus, TurnSpec};
+use crate::agent::{RunStartError, RunStatus, TurnSpec};
 use crate::queue::LaneKind;
 use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
-use crate::tools::sessions_send::{SessionRunner, SessionSend};
+use crate::tools::sessions_send::{SessionRunner, SessionSend, SessionStartError};
 
-use super::runs::{start_in_lane, RunOrigin};
+use super::runs::{RunOrigin, RunPlacement};
 use super::state::GatewayState;
 use crate::channels::deliver::{send_to_channel, ChannelDestination};
 
@@ -30,11 +30,11 @@ impl GatewaySessionRunner {
 }
 
 impl SessionRunner for GatewaySessionRunner {
-    fn start(&self, send: SessionSend) -> Result<String, String> {
+    fn start(&self, send: SessionSend) -> Result<String, SessionStartError> {
         let state = self
             .state
             .upgrade()
-            .ok_or_else(|| "the gateway is shutting down".to_string())?;
+            .ok_or(SessionStartError::ShuttingDown)?;
         let timeout_ms = crate::channels::hub::run_timeout_ms(&state.config());
         let run_id = uuid::Uuid::new_v4().to_string();
         let spec = TurnSpec {
@@ -48,8 +48,18 @@ impl SessionRunner for GatewaySessionRunner {
             label: None,
             channel: None,
         };
-        start_in_lane(&state, spec, RunOrigin::default(), LaneKind::Subagent)
-            .map_err(|e| e.message)?;
+        let placement = RunPlacement {
+            lane: LaneKind::Subagent,
+            quiet: false,
+        };
+        state
+            .services
+            .runtime
+            .start(spec, RunOrigin::default(), placement)
+            .map_err(|e| match e {
+                RunStartError::ShuttingDown => SessionStartError::ShuttingDown,
+                other => SessionStartError::Refused(other.to_string()),
+            })?;
         Ok(run_id)
     }
 

@@ -47,13 +47,20 @@ pub trait CronControl: Send + Sync {
     fn runs(&self, id: &str, limit: usize) -> Result<Vec<Value>, ToolError>;
 }
 
+/// Why `wake` reached nobody.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WakeError {
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
 /// How the tool reaches the cron service (and the heartbeat, for `wake`).
 pub trait CronAccess: Send + Sync {
     /// The running service, if the gateway started one.
     fn service(&self) -> Option<Arc<dyn CronControl>>;
     /// `wake`: `now` runs the heartbeat (and due jobs) at once, else at the next heartbeat; `text` is a
     /// system event for the main session.
-    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), String>;
+    fn wake(&self, now: bool, text: Option<&str>) -> Result<(), WakeError>;
 }
 
 pub struct CronTool;
@@ -199,7 +206,9 @@ fn dispatch(
                 }
             };
             let text = args.get("text").and_then(Value::as_str);
-            access.wake(now, text).map_err(ToolError::Failed)?;
+            access
+                .wake(now, text)
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
             Ok(json!({"ok": true}))
         }
         other => Err(ToolError::InvalidArguments(format!(

@@ -49,6 +49,15 @@ pub enum BeforeDecision {
     Block(String),
 }
 
+/// A call a `before` hook blocked; the model reads it as the call's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("blocked by a hook: {reason}")]
+pub struct Blocked {
+    /// The hook that blocked the call.
+    pub hook: &'static str,
+    pub reason: String,
+}
+
 /// A finished call, as `after` hooks see it.
 pub struct CallOutcome<'a> {
     /// The arguments the tool ran with (after rewrites).
@@ -94,7 +103,7 @@ impl ToolHooks {
 
     /// Runs every `before` hook in order: the final arguments, or the first
     /// block's reason (later hooks are not asked).
-    pub fn before(&self, call: &HookCall<'_>, mut args: Value) -> Result<Value, String> {
+    pub fn before(&self, call: &HookCall<'_>, mut args: Value) -> Result<Value, Blocked> {
         for hook in &self.hooks {
             match hook.before(call, &args) {
                 BeforeDecision::Continue => {}
@@ -108,7 +117,10 @@ impl ToolHooks {
                 }
                 BeforeDecision::Block(reason) => {
                     log::info!("hook {} blocked {}: {reason}", hook.name(), call.tool);
-                    return Err(reason);
+                    return Err(Blocked {
+                        hook: hook.name(),
+                        reason,
+                    });
                 }
             }
         }

@@ -6,7 +6,9 @@
 //!
 //! This file validates arguments and reports; it must not know a platform.
 
-use futures_util::future::BoxFuture;
+use std::future::Future;
+use std::pin::Pin;
+
 use serde_json::{json, Value};
 
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
@@ -33,8 +35,25 @@ pub struct MessageReceipt {
     pub to: String,
 }
 
+/// Why a message was not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    #[error("the gateway is stopping")]
+    ShuttingDown,
+    /// The request cannot be sent as it is (internal channel, no text, no target).
+    #[error("{0}")]
+    Invalid(String),
+    /// The channel it names is not running (or none is, or several are).
+    #[error("{0}")]
+    ChannelUnavailable(String),
+    /// The platform did not take it; the channel's last error.
+    #[error("{0}")]
+    NotDelivered(String),
+}
+
 /// A boxed delivery future.
-pub type MessengerFuture<'a> = BoxFuture<'a, Result<MessageReceipt, String>>;
+pub type MessengerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<MessageReceipt, MessageError>> + Send + 'a>>;
 
 /// Outbound delivery for agent-originated messages.
 pub trait Messenger: Send + Sync {
@@ -108,7 +127,9 @@ impl Tool for MessageTool {
                 ));
             };
             let receipt = tokio::select! {
-                sent = messenger.send(request, &ctx.session_key) => sent.map_err(ToolError::Failed)?,
+                sent = messenger.send(request, &ctx.session_key) => {
+                    sent.map_err(|e| ToolError::Failed(e.to_string()))?
+                }
                 _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
             };
             let details = json!({"ok": true, "channel": receipt.channel,

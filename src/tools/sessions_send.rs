@@ -68,10 +68,22 @@ pub struct SessionReply {
     pub error: Option<String>,
 }
 
+/// Why a run in another session did not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionStartError {
+    #[error("sessions_send needs a running gateway")]
+    NoGateway,
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+    /// The runtime refused the run; its reason.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Starts and awaits runs in other sessions (the gateway's run registry).
 pub trait SessionRunner: Send + Sync {
     /// Starts the run and returns its id.
-    fn start(&self, send: SessionSend) -> Result<String, String>;
+    fn start(&self, send: SessionSend) -> Result<String, SessionStartError>;
     /// The run's outcome, or `None` when `timeout` passes first.
     fn wait<'a>(
         &'a self,
@@ -97,8 +109,8 @@ pub trait SessionRunner: Send + Sync {
 pub struct NoSessionRunner;
 
 impl SessionRunner for NoSessionRunner {
-    fn start(&self, _send: SessionSend) -> Result<String, String> {
-        Err("sessions_send needs a running gateway".into())
+    fn start(&self, _send: SessionSend) -> Result<String, SessionStartError> {
+        Err(SessionStartError::NoGateway)
     }
     fn wait<'a>(&'a self, _run_id: &'a str, _t: Duration) -> BoxFuture<'a, Option<SessionReply>> {
         Box::pin(async { None })
@@ -314,7 +326,7 @@ async fn send(args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
     };
     let run_id = match ctx.services.sessions.start(send) {
         Ok(run_id) => run_id,
-        Err(error) => return Ok(refused("error", error, Some(&target))),
+        Err(error) => return Ok(refused("error", error.to_string(), Some(&target))),
     };
     let mut flow = AgentToAgentFlow {
         requester_key: ctx.session_key.clone(),

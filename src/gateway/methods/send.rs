@@ -20,7 +20,9 @@ use crate::gateway::frames::ErrorShape;
 use crate::gateway::idempotency::Seen;
 use crate::gateway::state::GatewayState;
 use crate::system::clock::now_ms;
-use crate::tools::message::{MessageReceipt, MessageRequest, Messenger, MessengerFuture};
+use crate::tools::message::{
+    MessageError, MessageReceipt, MessageRequest, Messenger, MessengerFuture,
+};
 
 use super::chat::WEBCHAT_CHANNEL;
 use super::params::Params;
@@ -318,10 +320,7 @@ impl GatewayMessenger {
 impl Messenger for GatewayMessenger {
     fn send<'a>(&'a self, request: MessageRequest, session_key: &'a str) -> MessengerFuture<'a> {
         Box::pin(async move {
-            let state = self
-                .state
-                .upgrade()
-                .ok_or_else(|| "the gateway is stopping".to_string())?;
+            let state = self.state.upgrade().ok_or(MessageError::ShuttingDown)?;
             let outbound = OutboundRequest {
                 channel: request.channel,
                 account_id: request.account_id,
@@ -331,7 +330,11 @@ impl Messenger for GatewayMessenger {
             };
             let done = deliver(&state, &outbound, Some(session_key))
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|failure| match failure {
+                    SendFailure::Invalid(message) => MessageError::Invalid(message),
+                    SendFailure::Unavailable(message) => MessageError::ChannelUnavailable(message),
+                    SendFailure::Delivery(error) => MessageError::NotDelivered(error.to_string()),
+                })?;
             Ok(MessageReceipt {
                 channel: done.channel,
                 message_id: done.message_id,

@@ -1,7 +1,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::*;
-use crate::tools::sessions_send::{SessionReply, SessionRunStatus};
+use crate::tools::sessions_send::{SessionReply, SessionRunStatus, SessionStartError};
 use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 
@@ -49,13 +49,15 @@ impl ScriptedRunner {
 }
 
 impl SessionRunner for ScriptedRunner {
-    fn start(&self, send: SessionSend) -> Result<String, String> {
+    fn start(&self, send: SessionSend) -> Result<String, SessionStartError> {
         let text = self
             .scripts
             .lock()
             .get_mut(&send.session_key)
             .and_then(VecDeque::pop_front)
-            .ok_or_else(|| format!("no script left for {}", send.session_key))?;
+            .ok_or_else(|| {
+                SessionStartError::Refused(format!("no script left for {}", send.session_key))
+            })?;
         let mut started = self.started.lock();
         started.push(send);
         let run_id = format!("run-{}", started.len());

@@ -17,7 +17,7 @@ struct RecordingRunner {
 }
 
 impl SessionRunner for RecordingRunner {
-    fn start(&self, send: SessionSend) -> Result<String, String> {
+    fn start(&self, send: SessionSend) -> Result<String, SessionStartError> {
         let mut started = self.started.lock();
         started.push(send);
         Ok(format!("run-{}", started.len()))
