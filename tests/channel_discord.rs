@@ -13,7 +13,8 @@ use std::time::Duration;
 use fake_discord::{FakeDiscord, RestReply, BOT_USER_ID, TOKEN};
 use pincer::channels::discord::DiscordChannel;
 use pincer::channels::{
-    BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, SendError, TextFormat,
+    BoxFuture, Channel, InboundError, InboundEvent, InboundSink, OutboundTarget, SendError,
+    TextFormat,
 };
 use pincer::config::schema::bindings::PeerKind;
 use pincer::config::schema::discord::DiscordConfig;
@@ -28,7 +29,7 @@ const WAIT_LIMIT: Duration = Duration::from_secs(15);
 struct ChannelSink(mpsc::UnboundedSender<InboundEvent>);
 
 impl InboundSink for ChannelSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         let _ = self.0.send(event);
         Box::pin(async { Ok(()) })
     }

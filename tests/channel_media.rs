@@ -16,7 +16,7 @@ use std::time::Duration;
 use pincer::channels::discord::DiscordChannel;
 use pincer::channels::media::MediaDefaults;
 use pincer::channels::slack::SlackChannel;
-use pincer::channels::{BoxFuture, Channel, InboundEvent, InboundSink};
+use pincer::channels::{BoxFuture, Channel, InboundError, InboundEvent, InboundSink};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -28,7 +28,7 @@ const PNG_HEAD: &[u8] = b"\x89PNG\r\n\x1a\n";
 struct ChannelSink(mpsc::UnboundedSender<InboundEvent>);
 
 impl InboundSink for ChannelSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         let _ = self.0.send(event);
         Box::pin(async { Ok(()) })
     }

@@ -14,7 +14,8 @@ use std::time::Duration;
 use fake_slack::{FakeSlack, WebReply, APP_TOKEN, BOT_ID, BOT_TOKEN, BOT_USER_ID, TEAM_ID};
 use pincer::channels::slack::SlackChannel;
 use pincer::channels::{
-    BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, SendError, TextFormat,
+    BoxFuture, Channel, InboundError, InboundEvent, InboundSink, OutboundTarget, SendError,
+    TextFormat,
 };
 use pincer::config::schema::bindings::PeerKind;
 use pincer::config::schema::slack::SlackConfig;
@@ -29,7 +30,7 @@ const WAIT_LIMIT: Duration = Duration::from_secs(15);
 struct ChannelSink(mpsc::UnboundedSender<InboundEvent>);
 
 impl InboundSink for ChannelSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         let _ = self.0.send(event);
         Box::pin(async { Ok(()) })
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use pincer::channels::{BoxFuture, Channel, InboundEvent, InboundSink, TextFormat};
+use pincer::channels::{BoxFuture, Channel, InboundError, InboundEvent, InboundSink, TextFormat};
 use pincer::config::schema::bindings::PeerKind;
 use pincer::pipeline::commands::parse_command;
 use pincer::pipeline::context::ChatType;
@@ -292,7 +292,7 @@ struct StuckSink {
 }
 
 impl InboundSink for StuckSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         Box::pin(async move {
             if event.message.body == self.blocked_body {
                 self.stuck.notify_one();
@@ -351,7 +351,7 @@ async fn an_update_the_sink_refuses_is_delivered_later_and_survives_a_restart() 
         let status = wait_for_status(&channel, "the refusal", |s| {
             s.last_error
                 .as_deref()
-                .is_some_and(|e| e.contains("queue is full"))
+                .is_some_and(|e| e.contains("store is full"))
         })
         .await;
         assert!(status.last_inbound_at_ms.is_none());

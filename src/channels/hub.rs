@@ -38,7 +38,9 @@ use super::settings::ChannelSettings;
 use super::stream::{DeliveryReport, ReplyRoute};
 use super::turns::{ChannelTurnRunner, TurnOrigin, WebchatAnswers};
 use super::typing::ChannelTyping;
-use super::{BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget, TextFormat};
+use super::{
+    BoxFuture, Channel, InboundError, InboundEvent, InboundSink, OutboundTarget, TextFormat,
+};
 
 /// How often shutdown checks whether the queue is idle.
 const IDLE_POLL_MS: u64 = 20;
@@ -305,7 +307,7 @@ impl ChannelHub {
     /// Accepts an adapter's event: recorded in the durable inbox first (so
     /// the adapter may advance its cursor), then handled; the record goes
     /// when the message's turn ends or it needs none.
-    async fn accept(self: Arc<Self>, event: InboundEvent) -> Result<(), String> {
+    async fn accept(self: Arc<Self>, event: InboundEvent) -> Result<(), InboundError> {
         let store = self.deps.runtime.store.clone();
         let key = super::inbox::record(&store, &event).await?;
         let outcome = self.handle_event(event, vec![key.clone()], false).await;
@@ -341,11 +343,11 @@ impl ChannelHub {
         event: InboundEvent,
         inbox: Vec<String>,
         replay: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), InboundError> {
         let config = self.config();
         self.refresh_router(&config);
         let Some(adapter) = self.deps.channels.get(&event.channel) else {
-            return Err(format!("no adapter registered for {}", event.channel));
+            return Err(InboundError::NoAdapter(event.channel));
         };
         let settings = ChannelSettings::resolve(&config, &event.channel, &event.account_id);
         let target = event.reply_target();
@@ -379,7 +381,7 @@ impl ChannelHub {
         event: InboundEvent,
         settings: &ChannelSettings,
         replay: bool,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, InboundError> {
         let pipeline = self.pipeline.clone();
         let access = settings.access.clone();
         let debounce_ms = settings.inbound_debounce_ms;
@@ -398,8 +400,8 @@ impl ChannelHub {
             pipeline.process(event.message, inbound)
         })
         .await
-        .map_err(|e| format!("inbound pipeline task failed: {e}"))?
-        .map_err(|e| e.to_string())
+        .map_err(InboundError::PipelineTask)?
+        .map_err(InboundError::from)
     }
 
     /// Acts on the pipeline's decision; slow work (commands, notices) runs
@@ -555,7 +557,7 @@ fn ack_reaction(dest: &Destination) {
 pub struct HubSink(pub Arc<ChannelHub>);
 
 impl InboundSink for HubSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         Box::pin(self.0.clone().accept(event))
     }
 }

@@ -17,7 +17,7 @@
 //! This file only keeps the records; the hub decides when they go.
 
 use super::InboundEvent;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Meta key prefix of the channel messages' records.
 pub const RECORD_PREFIX: &str = "inbox/";
@@ -40,6 +40,17 @@ pub struct WebchatRecord {
     pub timeout_ms: u64,
 }
 
+/// Why a message's record was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    #[error("cannot encode the message: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("inbox write failed: {0}")]
+    WriteTask(#[from] tokio::task::JoinError),
+    #[error("cannot keep the message: {0}")]
+    Store(#[from] StoreError),
+}
+
 fn new_key(prefix: &str) -> String {
     format!(
         "{prefix}{:016x}-{}",
@@ -50,26 +61,20 @@ fn new_key(prefix: &str) -> String {
 
 /// Writes a web chat message's record (blocks on the store); its key is
 /// returned for [`forget`].
-pub fn record_webchat(store: &Store, record: &WebchatRecord) -> Result<String, String> {
-    let bytes =
-        serde_json::to_vec(record).map_err(|e| format!("cannot encode the message: {e}"))?;
+pub fn record_webchat(store: &Store, record: &WebchatRecord) -> Result<String, InboxError> {
+    let bytes = serde_json::to_vec(record)?;
     let key = new_key(WEBCHAT_PREFIX);
-    store
-        .put_meta(&key, &bytes)
-        .map_err(|e| format!("cannot keep the message: {e}"))?;
+    store.put_meta(&key, &bytes)?;
     Ok(key)
 }
 
 /// Writes the event's record; its key is returned for [`forget`].
-pub async fn record(store: &Store, event: &InboundEvent) -> Result<String, String> {
-    let bytes = serde_json::to_vec(event).map_err(|e| format!("cannot encode the message: {e}"))?;
+pub async fn record(store: &Store, event: &InboundEvent) -> Result<String, InboxError> {
+    let bytes = serde_json::to_vec(event)?;
     let key = new_key(RECORD_PREFIX);
     let store = store.clone();
     let record_key = key.clone();
-    tokio::task::spawn_blocking(move || store.put_meta(&record_key, &bytes))
-        .await
-        .map_err(|e| format!("inbox write failed: {e}"))?
-        .map_err(|e| format!("cannot keep the message: {e}"))?;
+    tokio::task::spawn_blocking(move || store.put_meta(&record_key, &bytes)).await??;
     Ok(key)
 }
 

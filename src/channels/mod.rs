@@ -156,11 +156,26 @@ impl InboundEvent {
     }
 }
 
+/// Why the message path did not accept an inbound event: the adapter must
+/// not advance its cursor, the platform delivers the event again.
+#[derive(Debug, thiserror::Error)]
+pub enum InboundError {
+    /// The durable inbox could not keep it.
+    #[error(transparent)]
+    Inbox(#[from] inbox::InboxError),
+    #[error("no adapter registered for {0}")]
+    NoAdapter(String),
+    #[error("inbound pipeline task failed: {0}")]
+    PipelineTask(tokio::task::JoinError),
+    #[error(transparent)]
+    Pipeline(#[from] crate::pipeline::PipelineError),
+}
+
 /// Where adapters deliver inbound events. Returning means the event is
 /// durably accepted (or deliberately ignored): an adapter may then advance
 /// its platform cursor (Telegram's update offset, Discord's sequence).
 pub trait InboundSink: Send + Sync {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>>;
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>>;
 }
 
 /// Typing indicator ("bot is typing…").

@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pincer::channels::inbox::InboxError;
 use pincer::channels::telegram::{TelegramChannel, TelegramOptions};
 use pincer::channels::{
-    AccountStatus, BoxFuture, Channel, InboundEvent, InboundSink, OutboundTarget,
+    AccountStatus, BoxFuture, Channel, InboundError, InboundEvent, InboundSink, OutboundTarget,
 };
 use pincer::config::schema::telegram::TelegramConfig;
-use pincer::store::{Store, StoreOptions};
+use pincer::store::{Store, StoreError, StoreOptions};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -71,7 +72,7 @@ impl RecordingSink {
 }
 
 impl InboundSink for RecordingSink {
-    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), String>> {
+    fn deliver(&self, event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
         Box::pin(async move {
             let refuse = self
                 .refusals_left
@@ -80,7 +81,10 @@ impl InboundSink for RecordingSink {
             if refuse {
                 self.refused.fetch_add(1, Ordering::SeqCst);
                 self.changed.notify_waiters();
-                return Err("queue is full".to_string());
+                // What the hub answers when its inbox cannot keep a message.
+                return Err(InboundError::Inbox(InboxError::Store(StoreError::Full {
+                    limit_bytes: 0,
+                })));
             }
             self.events.lock().expect("sink lock").push(event);
             self.changed.notify_waiters();

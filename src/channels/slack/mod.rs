@@ -486,8 +486,8 @@ mod tests {
         fn deliver(
             &self,
             _event: crate::channels::InboundEvent,
-        ) -> BoxFuture<'_, Result<(), String>> {
-            Box::pin(async { Err("not in this test".to_string()) })
+        ) -> BoxFuture<'_, Result<(), crate::channels::InboundError>> {
+            Box::pin(async { Err(crate::channels::InboundError::NoAdapter("slack".into())) })
         }
     }
 

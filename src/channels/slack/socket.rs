@@ -25,7 +25,7 @@ use super::web::{SlackIdentity, SlackWeb, AUTH_ERRORS};
 use crate::channels::account::{pause, AccountState, Backoff};
 use crate::channels::media::{add_to_event, MediaLimits};
 use crate::channels::ws::{self, WsStream};
-use crate::channels::{InboundSink, SendError};
+use crate::channels::{InboundError, InboundSink, SendError};
 
 /// Largest Socket Mode message accepted.
 pub const MAX_SOCKET_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -53,7 +53,7 @@ pub async fn hand_over(
     ctx: &TranslateContext,
     payload: &Value,
     sink: &dyn InboundSink,
-) -> Result<(), String> {
+) -> Result<(), InboundError> {
     let Some(mut event) = translate::translate_event(payload, ctx) else {
         return Ok(());
     };

@@ -21,7 +21,7 @@ use super::media::{attachment_of, fetch};
 use super::wire::Update;
 use super::Account;
 use crate::channels::media::add_to_event;
-use crate::channels::InboundSink;
+use crate::channels::{InboundError, InboundSink};
 use crate::store::Store;
 use crate::system::backoff::Backoff;
 use crate::system::clock::now_ms;
@@ -41,7 +41,7 @@ pub(super) const BACKOFF: Backoff = Backoff::new(
 /// Why handling one update stopped.
 pub(super) enum HandleError {
     Stopped,
-    Refused(String),
+    Refused(InboundError),
 }
 
 /// Runs `fut` unless `stop` fires first (`None` then).

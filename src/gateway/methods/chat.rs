@@ -283,8 +283,8 @@ fn send_or_command(
         timeout_ms,
     };
     // Kept before the `res`: a crash before the run ends replays it.
-    let inbox =
-        inbox::record_webchat(&state.services.store, &record).map_err(ErrorShape::unavailable)?;
+    let inbox = inbox::record_webchat(&state.services.store, &record)
+        .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
