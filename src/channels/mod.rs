@@ -216,6 +216,30 @@ pub trait React: Send + Sync {
     ) -> BoxFuture<'a, Result<(), SendError>>;
 }
 
+/// An account an adapter could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccountStartError {
+    /// Its webhook path cannot be served on the gateway's HTTP server.
+    #[error("{channel} account {account_id}: webhookPath: {error}")]
+    Route {
+        channel: &'static str,
+        account_id: String,
+        error: http_routes::RouteError,
+    },
+    #[error("{channel} account {account_id}: HTTP events mode needs the gateway's HTTP server")]
+    NoHttpServer {
+        channel: &'static str,
+        account_id: String,
+    },
+}
+
+/// The accounts an adapter could not start; its other accounts run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", refused.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct StartError {
+    pub refused: Vec<AccountStartError>,
+}
+
 /// A chat platform adapter: one value serves all accounts of its channel.
 pub trait Channel: Send + Sync {
     /// The channel id as config and session keys spell it (`telegram`).
@@ -225,7 +249,7 @@ pub trait Channel: Send + Sync {
     fn text_limits(&self) -> TextLimits;
 
     /// Starts every configured, enabled account; events go to `sink`.
-    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>>;
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>>;
 
     /// Stops every account and waits for their tasks to end.
     fn stop(&self) -> BoxFuture<'_, ()>;

@@ -107,7 +107,9 @@ impl ChannelRegistry {
                 }
                 Err(error) => {
                     log::error!("channel {id} failed to start: {error}");
-                    self.start_errors.lock().insert(id.to_string(), error);
+                    self.start_errors
+                        .lock()
+                        .insert(id.to_string(), error.to_string());
                 }
             }
         }

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use pincer::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundEvent,
-    InboundSink, OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    InboundSink, OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits,
+    Typing,
 };
 use tokio::sync::Notify;
 
@@ -164,7 +165,7 @@ impl Channel for RecordingChannel {
         self.abilities.limits
     }
 
-    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         *self.sink.lock().expect("lock") = Some(sink);
         Box::pin(async { Ok(()) })
     }

@@ -18,7 +18,7 @@ use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
-    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits, Typing,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::discord::{AllowBots, DiscordAccountConfig, DiscordConfig};
@@ -207,7 +207,7 @@ impl Channel for DiscordChannel {
         }
     }
 
-    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         Box::pin(async move {
             let cancel = self.tasks.token();
             for account in self.accounts.values() {

@@ -22,8 +22,8 @@ use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::http_routes::HttpRoutes;
 use crate::channels::media::MediaDefaults;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
-    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits,
+    AccountStartError, AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage,
+    InboundSink, OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::slack::{SlackAccountConfig, SlackConfig, SlackMode};
@@ -127,16 +127,18 @@ impl SlackChannel {
 
     /// Adds every HTTP-mode account's route and starts its identity task;
     /// the errors name the account and the path.
-    fn start_events(&self, sink: &Arc<dyn InboundSink>) -> Vec<String> {
+    fn start_events(&self, sink: &Arc<dyn InboundSink>) -> Vec<AccountStartError> {
         let mut refused = Vec::new();
         for (id, account) in &self.accounts {
             let Some((path, events)) = &account.events else {
                 continue;
             };
             let Some(routes) = &self.http_routes else {
-                let error =
-                    format!("slack account {id}: HTTP events mode needs the gateway's HTTP server");
-                account.shared.disconnected(error.clone());
+                let error = AccountStartError::NoHttpServer {
+                    channel: CHANNEL_ID,
+                    account_id: id.clone(),
+                };
+                account.shared.disconnected(error.to_string());
                 refused.push(error);
                 continue;
             };
@@ -145,8 +147,12 @@ impl SlackChannel {
                 sink: sink.clone(),
             });
             if let Err(e) = routes.add(path, &events_http::route_owner(id), route) {
-                let error = format!("slack account {id}: webhookPath: {e}");
-                account.shared.disconnected(error.clone());
+                let error = AccountStartError::Route {
+                    channel: CHANNEL_ID,
+                    account_id: id.clone(),
+                    error: e,
+                };
+                account.shared.disconnected(error.to_string());
                 refused.push(error);
                 continue;
             }
@@ -333,7 +339,7 @@ impl Channel for SlackChannel {
         }
     }
 
-    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         Box::pin(async move {
             let cancel = self.tasks.token();
             for account in self.accounts.values().filter(|a| a.listens) {
@@ -353,7 +359,7 @@ impl Channel for SlackChannel {
             if refused.is_empty() {
                 Ok(())
             } else {
-                Err(refused.join("; "))
+                Err(StartError { refused })
             }
         })
     }
@@ -527,7 +533,8 @@ mod tests {
         let error = channel
             .start(Arc::new(Refusing))
             .await
-            .expect_err("clash refused");
+            .expect_err("clash refused")
+            .to_string();
         assert!(
             error.contains("slack account b: webhookPath: HTTP path /slack/events is already served for slack account a"),
             "{error}"

@@ -32,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channels::http_routes::HttpRoutes;
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
-    OutboundTarget, React, SendError, SentMessage, TextFormat, TextLimits, Typing,
+    AccountStartError, AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage,
+    InboundSink, OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits,
+    Typing,
 };
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::telegram::{TelegramAccountConfig, TelegramConfig};
@@ -286,7 +287,7 @@ impl TelegramChannel {
         settings: &WebhookSettings,
         sink: &Arc<dyn InboundSink>,
         stop: &CancellationToken,
-    ) -> Result<WebhookReceiver, String> {
+    ) -> Result<WebhookReceiver, AccountStartError> {
         let ready = Arc::new(std::sync::OnceLock::new());
         if let (false, Some(routes)) = (settings.own_listener, &self.http_routes) {
             let route = Arc::new(webhook::WebhookRoute {
@@ -294,7 +295,11 @@ impl TelegramChannel {
             });
             routes
                 .add(&settings.path, &webhook::route_owner(&account.id), route)
-                .map_err(|e| format!("telegram account {}: webhookPath: {e}", account.id))?;
+                .map_err(|error| AccountStartError::Route {
+                    channel: CHANNEL_ID,
+                    account_id: account.id.clone(),
+                    error,
+                })?;
         }
         Ok(WebhookReceiver {
             account: Arc::clone(account),
@@ -402,7 +407,7 @@ impl Channel for TelegramChannel {
         }
     }
 
-    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), String>> {
+    fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         Box::pin(async move {
             let mut running = self.running.lock().await;
             if running.is_some() {
@@ -417,7 +422,7 @@ impl Channel for TelegramChannel {
                         match self.webhook_receiver(account, settings, &sink, &stop) {
                             Ok(receiver) => tokio::spawn(receiver.run()),
                             Err(error) => {
-                                account.mark_disconnected(error.clone());
+                                account.mark_disconnected(error.to_string());
                                 refused.push(error);
                                 continue;
                             }
@@ -439,7 +444,7 @@ impl Channel for TelegramChannel {
             if refused.is_empty() {
                 Ok(())
             } else {
-                Err(refused.join("; "))
+                Err(StartError { refused })
             }
         })
     }
