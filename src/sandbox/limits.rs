@@ -182,43 +182,74 @@ pub struct CgroupDelegation {
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Why no delegated cgroup v2 directory is usable.
+#[derive(Debug, thiserror::Error)]
+pub enum DelegationError {
+    #[error("{}: {error}", path.display())]
+    Read { path: PathBuf, error: io::Error },
+    #[error("this process is in no cgroup v2 hierarchy (cgroup v1 only)")]
+    CgroupV1Only,
+    #[error("no cgroup2 filesystem is mounted")]
+    NoCgroup2Mount,
+    #[error(
+        "controllers {} are not available in {} (available: {}); hybrid cgroup v1 host or no Delegate=yes",
+        missing.join(", "),
+        dir.display(),
+        if available.is_empty() { "none".to_owned() } else { available.join(" ") }
+    )]
+    MissingControllers {
+        missing: Vec<&'static str>,
+        dir: PathBuf,
+        available: Vec<String>,
+    },
+    #[error("{} is not writable by this service (set Delegate=yes on its unit)", .0.display())]
+    NotWritable(PathBuf),
+}
+
+fn read(path: &Path) -> Result<String, DelegationError> {
+    fs::read_to_string(path).map_err(|error| DelegationError::Read {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
 impl CgroupDelegation {
     /// Detects this process's delegated cgroup v2 directory; `Err` says why none is usable.
-    pub fn detect() -> Result<Self, String> {
-        let own = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    pub fn detect() -> Result<Self, DelegationError> {
+        let own = read(Path::new("/proc/self/cgroup"))?;
+        let mountinfo = read(Path::new("/proc/self/mountinfo"))?;
         Self::detect_in(&own, &mountinfo, Path::new("/"))
     }
 
     /// [`detect`](Self::detect) over given `/proc/self/cgroup` and mountinfo texts, with paths
     /// resolved under `fs_root` (tests use a fake tree).
-    pub fn detect_in(own_cgroup: &str, mountinfo: &str, fs_root: &Path) -> Result<Self, String> {
+    pub fn detect_in(
+        own_cgroup: &str,
+        mountinfo: &str,
+        fs_root: &Path,
+    ) -> Result<Self, DelegationError> {
         let relative = own_cgroup
             .lines()
             .find_map(|line| line.strip_prefix("0::"))
-            .ok_or("this process is in no cgroup v2 hierarchy (cgroup v1 only)")?;
-        let mount = cgroup2_mount_point(mountinfo).ok_or("no cgroup2 filesystem is mounted")?;
+            .ok_or(DelegationError::CgroupV1Only)?;
+        let mount = cgroup2_mount_point(mountinfo).ok_or(DelegationError::NoCgroup2Mount)?;
         let mut dir = fs_root.join(mount.trim_start_matches('/'));
         let relative = relative.trim().trim_start_matches('/');
         if !relative.is_empty() {
             dir.push(relative);
         }
-        let controllers = fs::read_to_string(dir.join("cgroup.controllers"))
-            .map_err(|e| format!("{}: {e}", dir.join("cgroup.controllers").display()))?;
+        let controllers = read(&dir.join("cgroup.controllers"))?;
         let available: Vec<&str> = controllers.split_whitespace().collect();
-        let missing: Vec<&str> = REQUIRED_CONTROLLERS
+        let missing: Vec<&'static str> = REQUIRED_CONTROLLERS
             .into_iter()
             .filter(|wanted| !available.contains(wanted))
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "controllers {} are not available in {} (available: {}); hybrid cgroup v1 host or no Delegate=yes",
-                missing.join(", "),
-                dir.display(),
-                if available.is_empty() { "none".to_owned() } else { available.join(" ") }
-            ));
+            return Err(DelegationError::MissingControllers {
+                missing,
+                available: available.into_iter().map(str::to_owned).collect(),
+                dir,
+            });
         }
         for file in [
             dir.clone(),
@@ -226,10 +257,7 @@ impl CgroupDelegation {
             dir.join("cgroup.procs"),
         ] {
             if !is_writable(&file) {
-                return Err(format!(
-                    "{} is not writable by this service (set Delegate=yes on its unit)",
-                    file.display()
-                ));
+                return Err(DelegationError::NotWritable(file));
             }
         }
         Ok(Self { dir })
@@ -427,7 +455,8 @@ mod tests {
             MOUNTINFO,
             root.path(),
         )
-        .expect_err("no memory controller");
+        .expect_err("no memory controller")
+        .to_string();
         assert!(reason.contains("memory, pids, cpu"), "{reason}");
         assert!(reason.contains("available: hugetlb"), "{reason}");
     }
@@ -436,7 +465,8 @@ mod tests {
     fn cgroup_v1_only_host_is_reported() {
         let reason =
             CgroupDelegation::detect_in("4:memory:/x\n1:cpu:/\n", MOUNTINFO, Path::new("/"))
-                .expect_err("v1 only");
+                .expect_err("v1 only")
+                .to_string();
         assert!(reason.contains("cgroup v1"), "{reason}");
     }
 

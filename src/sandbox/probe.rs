@@ -161,7 +161,7 @@ pub fn probe() -> Capabilities {
     let running_as_root = unsafe { libc::geteuid() } == 0;
     let (cgroup, cgroup_delegation) = match CgroupDelegation::detect() {
         Ok(delegation) => (LayerStatus::Available, Some(delegation)),
-        Err(reason) => (LayerStatus::Unavailable(reason), None),
+        Err(reason) => (LayerStatus::Unavailable(reason.to_string()), None),
     };
     let landlock_abi = kernel_abi();
     sweep_stale_temp_dirs(&std::env::temp_dir());
