@@ -6,8 +6,7 @@
 //!
 //! This file validates arguments and reports; it must not know a platform.
 
-use std::future::Future;
-use std::pin::Pin;
+use futures_util::future::BoxFuture;
 
 use serde_json::{json, Value};
 
@@ -52,8 +51,7 @@ pub enum MessageError {
 }
 
 /// A boxed delivery future.
-pub type MessengerFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<MessageReceipt, MessageError>> + Send + 'a>>;
+pub type MessengerFuture<'a> = BoxFuture<'a, Result<MessageReceipt, MessageError>>;
 
 /// Outbound delivery for agent-originated messages.
 pub trait Messenger: Send + Sync {
