@@ -344,6 +344,44 @@ fn synchronous_locks_are_parking_lot() {
     );
 }
 
+/// Session entries have one writer outside the store: `agent/sessions.rs` (`SessionOps`,
+/// `SessionIndex`); the turn's own records go through the store's turn writes. Test code (files named
+/// `tests.rs` / `*_tests.rs`, and everything after a `#[cfg(test)]` line) may seed entries directly.
+#[test]
+fn session_entries_are_written_only_by_agent_sessions() {
+    const WRITERS: &[&str] = &["put_session(", "update_session("];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap_or(&file).to_path_buf();
+        let name = relative.to_string_lossy().replace('\\', "/");
+        if name.starts_with("store/")
+            || name == "agent/sessions.rs"
+            || name.ends_with("/tests.rs")
+            || name.ends_with("_tests.rs")
+        {
+            continue;
+        }
+        let text = fs::read_to_string(&file).expect("source file is UTF-8");
+        for (index, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = code_of(line);
+            if WRITERS.iter().any(|w| code.contains(w)) {
+                found.push(format!("src/{name}:{}: {}", index + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "session entries written outside agent/sessions.rs (use SessionIndex or SessionOps):\n{}",
+        found.join("\n")
+    );
+}
+
 /// Prints the graph of top-level modules and its cycles (see the file's doc).
 #[test]
 fn print_module_graph() {

@@ -380,13 +380,8 @@ fn persist(
     };
     tokio::task::block_in_place(|| {
         job.store.append_transcript(job.session_id, &entry)?;
-        if let Some(mut session) = job.store.session(job.session_key)? {
-            if session.session_id == job.session_id {
-                session.compaction_count += 1;
-                job.store.put_session(job.session_key, &session)?;
-            }
-        }
-        Ok(())
+        super::sessions::SessionIndex::new(job.store.clone())
+            .count_compaction(job.session_key, job.session_id)
     })
 }
 

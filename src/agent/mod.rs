@@ -38,7 +38,9 @@ pub use turn::{ReplySettlement, TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS}
 pub use reasoning::{format_reasoning_block, ReasoningLevel};
 
 // Sessions: resets, patches, compactions and deletes.
-pub use sessions::{Compacted, FieldPatch, SessionError, SessionOps, SessionPatch};
+pub use sessions::{
+    Compacted, FieldPatch, LastRoute, SessionError, SessionIndex, SessionOps, SessionPatch,
+};
 
 // Sub-agents: the registry and the launcher the gateway implements.
 pub use subagents::steer::SteerMode;

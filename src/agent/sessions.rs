@@ -15,7 +15,7 @@ use super::providers::models;
 use super::runtime::AgentRuntime;
 use crate::config::Config;
 use crate::memory::registry::MemoryServices;
-use crate::store::{SessionEntry, StoreError};
+use crate::store::{SessionEntry, Store, StoreError};
 use crate::system::clock::now_ms;
 
 /// Levels `thinkingLevel` takes.
@@ -109,6 +109,126 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// Where a session's conversation lives (its last chat), for later deliveries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRoute {
+    pub channel: String,
+    pub to: String,
+    /// Empty: the channel's default account.
+    pub account_id: String,
+    pub thread_id: Option<String>,
+}
+
+/// The writer of session entries besides [`SessionOps`] and a turn's own records (its start and reply
+/// are written with its transcript, `Store::record_turn*`): each change is a named operation and one
+/// write transaction, so no two writers lose each other's fields.
+#[derive(Clone)]
+pub struct SessionIndex {
+    store: Store,
+}
+
+impl SessionIndex {
+    pub fn new(store: Store) -> SessionIndex {
+        SessionIndex { store }
+    }
+
+    /// The entry under `key`, created with a fresh session id when there is none. Blocks on the store.
+    pub fn ensure(&self, key: &str, now: u64) -> Result<SessionEntry, StoreError> {
+        let mut existing = None;
+        let created = self.store.update_session(key, |current| match current {
+            Some(entry) => {
+                existing = Some(entry);
+                None
+            }
+            None => Some(SessionEntry::new(uuid::Uuid::new_v4().to_string(), now)),
+        })?;
+        Ok(created.or(existing).expect("either found or created"))
+    }
+
+    /// Writes a new session's entry under `key` (a sub-agent's child session), replacing any entry.
+    pub fn create(&self, key: &str, entry: &SessionEntry) -> Result<(), StoreError> {
+        self.store.put_session(key, entry)
+    }
+
+    /// Shows a status on the session (a sub-agent run's, for `sessions.list`), when the session exists.
+    pub fn set_status(&self, key: &str, status: &str, now: u64) -> Result<(), StoreError> {
+        self.store.update_session(key, |current| {
+            let mut entry = current?;
+            entry.status = Some(status.to_string());
+            entry.updated_at_ms = now;
+            Some(entry)
+        })?;
+        Ok(())
+    }
+
+    /// Counts one compaction of the session, when it still holds transcript `session_id`.
+    pub fn count_compaction(&self, key: &str, session_id: &str) -> Result<(), StoreError> {
+        self.store.update_session(key, |current| {
+            let mut entry = current.filter(|e| e.session_id == session_id)?;
+            entry.compaction_count += 1;
+            Some(entry)
+        })?;
+        Ok(())
+    }
+
+    /// Remembers the session's last chat (and its first channel); whether anything changed. A session
+    /// without an entry is left alone (the turn that answers creates it).
+    pub fn record_route(&self, key: &str, route: &LastRoute) -> Result<bool, StoreError> {
+        let written = self.store.update_session(key, |current| {
+            let mut entry = current?;
+            let before = (
+                entry.last_channel.clone(),
+                entry.last_to.clone(),
+                entry.last_account_id.clone(),
+                entry.last_thread_id.clone(),
+            );
+            entry.last_channel = Some(route.channel.clone());
+            entry.last_to = Some(route.to.clone());
+            entry.last_account_id = Some(route.account_id.clone()).filter(|a| !a.is_empty());
+            entry.last_thread_id = route.thread_id.clone();
+            let after = (
+                entry.last_channel.clone(),
+                entry.last_to.clone(),
+                entry.last_account_id.clone(),
+                entry.last_thread_id.clone(),
+            );
+            if before == after && entry.channel.is_some() {
+                return None;
+            }
+            entry.channel = entry.channel.or_else(|| Some(route.channel.clone()));
+            Some(entry)
+        })?;
+        Ok(written.is_some())
+    }
+
+    /// Remembers the heartbeat text last delivered from this session, when it exists.
+    pub fn remember_heartbeat(&self, key: &str, text: &str, now: u64) -> Result<(), StoreError> {
+        self.store.update_session(key, |current| {
+            let mut entry = current?;
+            entry.last_heartbeat_text = Some(text.to_string());
+            entry.last_heartbeat_sent_at_ms = Some(now);
+            Some(entry)
+        })?;
+        Ok(())
+    }
+
+    /// Puts `updated_at_ms` back to what it was before a turn that left no trace (a pruned heartbeat),
+    /// when the session still holds transcript `session_id`.
+    pub fn restore_updated_at(
+        &self,
+        key: &str,
+        session_id: &str,
+        updated_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.store.update_session(key, |current| {
+            let mut entry = current.filter(|e| e.session_id == session_id)?;
+            entry.updated_at_ms = updated_at_ms;
+            Some(entry)
+        })?;
+        Ok(())
+    }
 }
 
 impl SessionOps {
@@ -255,5 +375,80 @@ impl SessionOps {
             Err(e @ CompactionError::NothingToCompact) => Ok(Compacted::Skipped(e.to_string())),
             Err(e) => Err(SessionError::Unavailable(format!("compaction failed: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::temp_store;
+
+    fn route(to: &str) -> LastRoute {
+        LastRoute {
+            channel: "telegram".into(),
+            to: to.into(),
+            account_id: String::new(),
+            thread_id: None,
+        }
+    }
+
+    #[test]
+    fn ensure_creates_once_and_then_finds_the_same_session() {
+        let (_dir, store) = temp_store();
+        let index = SessionIndex::new(store.clone());
+        let created = index.ensure("agent:main:main", 10).expect("ensure");
+        let found = index.ensure("agent:main:main", 20).expect("ensure again");
+        assert_eq!(created.session_id, found.session_id);
+        assert_eq!(found.updated_at_ms, 10, "finding does not touch the entry");
+    }
+
+    #[test]
+    fn record_route_writes_only_changes_and_keeps_the_other_fields() {
+        let (_dir, store) = temp_store();
+        let index = SessionIndex::new(store.clone());
+        assert!(
+            !index.record_route("k", &route("42")).expect("route"),
+            "no entry: the answering turn creates it"
+        );
+        let mut entry = SessionEntry::new("sid", 1);
+        entry.label = Some("kept".into());
+        store.put_session("k", &entry).expect("seed");
+        assert!(index.record_route("k", &route("42")).expect("route"));
+        assert!(!index.record_route("k", &route("42")).expect("same route"));
+        assert!(index.record_route("k", &route("43")).expect("new route"));
+        let entry = store.session("k").expect("read").expect("entry");
+        assert_eq!(entry.last_to.as_deref(), Some("43"));
+        assert_eq!(entry.channel.as_deref(), Some("telegram"));
+        assert_eq!(entry.last_account_id, None, "the default account is no id");
+        assert_eq!(entry.label.as_deref(), Some("kept"));
+    }
+
+    #[test]
+    fn count_and_restore_apply_only_to_the_same_transcript() {
+        let (_dir, store) = temp_store();
+        let index = SessionIndex::new(store.clone());
+        store
+            .put_session("k", &SessionEntry::new("new-sid", 5))
+            .expect("seed");
+        index.count_compaction("k", "old-sid").expect("count");
+        index
+            .restore_updated_at("k", "old-sid", 1)
+            .expect("restore");
+        let entry = store.session("k").expect("read").expect("entry");
+        assert_eq!((entry.compaction_count, entry.updated_at_ms), (0, 5));
+        index.count_compaction("k", "new-sid").expect("count");
+        index
+            .restore_updated_at("k", "new-sid", 1)
+            .expect("restore");
+        index.set_status("k", "running", 7).expect("status");
+        index
+            .remember_heartbeat("k", "all quiet", 8)
+            .expect("heartbeat");
+        let entry = store.session("k").expect("read").expect("entry");
+        assert_eq!(entry.compaction_count, 1);
+        assert_eq!(entry.updated_at_ms, 7);
+        assert_eq!(entry.status.as_deref(), Some("running"));
+        assert_eq!(entry.last_heartbeat_text.as_deref(), Some("all quiet"));
+        assert_eq!(entry.last_heartbeat_sent_at_ms, Some(8));
     }
 }

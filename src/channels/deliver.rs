@@ -21,7 +21,7 @@ use super::settings::ChannelSettings;
 use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
 use super::{OutboundTarget, TextFormat};
-use crate::agent::AnnounceError;
+use crate::agent::{AnnounceError, LastRoute, SessionIndex};
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::store::{Store, StoreError};
 
@@ -87,35 +87,14 @@ pub fn record_last_route(
     channel: &str,
     target: &OutboundTarget,
 ) -> Result<(), StoreError> {
-    let Some(mut entry) = store.session(session_key)? else {
-        // Recorded after the turn, which creates the entry: nothing to do.
-        return Ok(());
+    let route = LastRoute {
+        channel: channel.to_string(),
+        to: target.to.clone(),
+        account_id: target.account_id.clone(),
+        thread_id: target.thread_id.clone(),
     };
-    let before = (
-        entry.last_channel.clone(),
-        entry.last_to.clone(),
-        entry.last_account_id.clone(),
-        entry.last_thread_id.clone(),
-    );
-    fill_route(&mut entry, channel, target);
-    let after = (
-        entry.last_channel.clone(),
-        entry.last_to.clone(),
-        entry.last_account_id.clone(),
-        entry.last_thread_id.clone(),
-    );
-    if before == after {
-        return Ok(());
-    }
-    store.put_session(session_key, &entry)
-}
-
-fn fill_route(entry: &mut crate::store::SessionEntry, channel: &str, target: &OutboundTarget) {
-    entry.last_channel = Some(channel.to_string());
-    entry.last_to = Some(target.to.clone());
-    entry.last_account_id = Some(target.account_id.clone()).filter(|a| !a.is_empty());
-    entry.last_thread_id = target.thread_id.clone();
-    entry.channel = entry.channel.clone().or_else(|| Some(channel.to_string()));
+    SessionIndex::new(store.clone()).record_route(session_key, &route)?;
+    Ok(())
 }
 
 /// Sends `text` (markdown from the model) to `destination` through its

@@ -196,14 +196,8 @@ pub fn deliver_to_session_readers(
 ) {
     let now = now_ms();
     let recorded = (|| -> Result<(), crate::store::StoreError> {
-        let entry = match state.services.store.session(session_key)? {
-            Some(entry) => entry,
-            None => {
-                let entry = crate::store::SessionEntry::new(uuid::Uuid::new_v4().to_string(), now);
-                state.services.store.put_session(session_key, &entry)?;
-                entry
-            }
-        };
+        let entry = crate::agent::SessionIndex::new(state.services.store.clone())
+            .ensure(session_key, now)?;
         state.services.store.append_transcript(
             &entry.session_id,
             &crate::store::TranscriptEntry {

@@ -531,13 +531,12 @@ impl HeartbeatRunner {
         if let Err(e) = self.host.deliver(&delivery) {
             return json!({"status": "failed", "reason": e.to_string(), "preview": preview});
         }
-        let remembered = off_worker(|| -> Result<(), crate::store::StoreError> {
-            if let Some(mut entry) = store.session(session_key)? {
-                entry.last_heartbeat_text = Some(text);
-                entry.last_heartbeat_sent_at_ms = Some(now);
-                store.put_session(session_key, &entry)?;
-            }
-            Ok(())
+        let remembered = off_worker(|| {
+            crate::agent::SessionIndex::new(store.clone()).remember_heartbeat(
+                session_key,
+                &text,
+                now,
+            )
         });
         if let Err(e) = remembered {
             log::warn!("heartbeat {agent}: cannot remember the delivered text: {e}");

@@ -75,12 +75,11 @@ pub fn prune_ack(
         return Ok(false);
     }
     if let Some(before) = &mark.entry {
-        if let Some(mut now) = store.session(key)? {
-            if now.session_id == before.session_id {
-                now.updated_at_ms = before.updated_at_ms;
-                store.put_session(key, &now)?;
-            }
-        }
+        crate::agent::SessionIndex::new(store.clone()).restore_updated_at(
+            key,
+            &before.session_id,
+            before.updated_at_ms,
+        )?;
     }
     Ok(true)
 }

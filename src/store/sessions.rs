@@ -114,6 +114,26 @@ impl Store {
         })
     }
 
+    /// Changes the entry under a session key in one write transaction: `change` gets the current entry
+    /// (`None` when there is none) and returns the entry to store, or `None` to leave the key as it is.
+    /// Returns what was stored. `change` may run more than once (a write retried after the map grew).
+    pub fn update_session(
+        &self,
+        key: &str,
+        mut change: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+    ) -> Result<Option<SessionEntry>, StoreError> {
+        check_key(SESSIONS_DB, key)?;
+        self.env.write("update_session", |txn, dbs| {
+            let current = read_session(txn, dbs, key)?;
+            let Some(next) = change(current) else {
+                return Ok(None);
+            };
+            let value = encode(SESSIONS_DB, key, &next)?;
+            dbs.sessions.put(txn, key.as_bytes(), &value)?;
+            Ok(Some(next))
+        })
+    }
+
     /// Removes a session key and returns the entry it held. A corrupt entry is removed too (logged, `None`).
     pub fn delete_session(&self, key: &str) -> Result<Option<SessionEntry>, StoreError> {
         check_key(SESSIONS_DB, key)?;

@@ -24,6 +24,7 @@ use self::prompt::{announce_message, child_system_prompt, ChildPromptParts};
 use self::steer::LiveTurns;
 use super::runs::{RunOutcome, RunStatus};
 use super::runtime::RunStartError;
+use super::sessions::SessionIndex;
 use super::turn::TurnSpec;
 use crate::config::Config;
 use crate::queue::{LaneKind, SteerInbox};
@@ -182,7 +183,7 @@ impl SubagentRegistry {
         entry.thinking_level = thinking;
         entry.status = Some(SubagentStatus::Running.as_str().into());
         off_worker(|| {
-            self.store.put_session(&run.child_session_key, &entry)?;
+            SessionIndex::new(self.store.clone()).create(&run.child_session_key, &entry)?;
             self.store.subagent_run_put(&run.id, &run_json(&run))
         })?;
         let max_depth = max_spawn_depth(config);
@@ -338,12 +339,11 @@ impl SubagentRegistry {
     /// Writes the run's status onto the child's session entry (`sessions.list` shows it).
     pub(crate) fn mirror_status(&self, run: &SubagentRun) {
         let result = off_worker(|| {
-            let Some(mut entry) = self.store.session(&run.child_session_key)? else {
-                return Ok(());
-            };
-            entry.status = Some(run.status.as_str().into());
-            entry.updated_at_ms = now_ms();
-            self.store.put_session(&run.child_session_key, &entry)
+            SessionIndex::new(self.store.clone()).set_status(
+                &run.child_session_key,
+                run.status.as_str(),
+                now_ms(),
+            )
         });
         if let Err(e) = result {
             log::warn!(
