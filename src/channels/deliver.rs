@@ -17,6 +17,7 @@
 use std::sync::Arc;
 
 use super::hub::{run_timeout_ms, ChannelHub};
+use super::outbound::DeliveryError;
 use super::settings::ChannelSettings;
 use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
@@ -97,20 +98,29 @@ pub fn record_last_route(
     Ok(())
 }
 
+/// Why a delivery to a chat did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("no {channel} channel is running to deliver to {to}")]
+    NoChannel { channel: String, to: String },
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+}
+
 /// Sends `text` (markdown from the model) to `destination` through its
 /// adapter with the channel's retry policy and limits. A failure is logged
-/// and kept in the hub's failure log; it never propagates.
+/// and kept in the hub's failure log, and returned.
 pub async fn send_to_channel(
     hub: Arc<ChannelHub>,
     session_key: String,
     destination: ChannelDestination,
     text: String,
-) -> Result<(), String> {
+) -> Result<(), SendError> {
     let Some(adapter) = hub.deps.channels.get(&destination.channel) else {
-        let error = format!(
-            "no {} channel is running to deliver to {}",
-            destination.channel, destination.to
-        );
+        let error = SendError::NoChannel {
+            channel: destination.channel.clone(),
+            to: destination.to.clone(),
+        };
         log::warn!("{session_key}: {error}");
         return Err(error);
     };
@@ -125,7 +135,8 @@ pub async fn send_to_channel(
         &text,
         TextFormat::Markdown,
     )
-    .await
+    .await?;
+    Ok(())
 }
 
 /// Starts [`send_to_channel`] on the gateway's task tracker (callers are

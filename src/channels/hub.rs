@@ -282,7 +282,7 @@ impl ChannelHub {
         session_key: &str,
         text: &str,
         format: TextFormat,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeliveryError> {
         let limits = settings.text_limits(adapter.text_limits());
         let sent = outbound::send_text(adapter, target, text, format, settings.retry, limits).await;
         match sent {
@@ -293,13 +293,12 @@ impl ChannelHub {
                 Ok(())
             }
             Err(error) => {
-                let message = error.to_string();
                 let report = DeliveryReport {
-                    failures: vec![error],
+                    failures: vec![error.clone()],
                     ..DeliveryReport::default()
                 };
                 self.record_delivery(None, session_key, report);
-                Err(message)
+                Err(error)
             }
         }
     }

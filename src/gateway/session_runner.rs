@@ -104,7 +104,9 @@ impl SessionRunner for GatewaySessionRunner {
                 return Ok(false);
             };
             let hub = crate::gateway::webchat::hub_of(&state);
-            send_to_channel(hub, session_key.to_string(), destination, text).await?;
+            send_to_channel(hub, session_key.to_string(), destination, text)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(true)
         })
     }
