@@ -367,18 +367,23 @@ async fn chat_send_in_flight_key_answers_in_flight_and_abort_stops_the_provider(
     }
     let again = client.call("chat.send", params).await;
     assert_eq!(again["payload"]["status"], "in_flight");
-    let aborted = client
-        .call("chat.abort", json!({"sessionKey": "main"}))
+    // The run's `aborted` event and the `res` travel on different tasks: either may come first.
+    let id = client
+        .request("chat.abort", json!({"sessionKey": "main"}))
         .await;
-    assert_eq!(aborted["payload"]["aborted"], true);
-    assert_eq!(aborted["payload"]["runIds"], json!(["chat-1"]));
-    loop {
+    let (mut answer, mut aborted_event) = (None, false);
+    while answer.is_none() || !aborted_event {
         if let Read::Frame(frame) = client.read().await {
-            if frame["event"] == "chat" && frame["payload"]["state"] == "aborted" {
-                break;
+            if frame["type"] == "res" && frame["id"] == id.as_str() {
+                answer = Some(frame);
+            } else if frame["event"] == "chat" && frame["payload"]["state"] == "aborted" {
+                aborted_event = true;
             }
         }
     }
+    let aborted = answer.expect("the chat.abort res");
+    assert_eq!(aborted["payload"]["aborted"], true, "{aborted}");
+    assert_eq!(aborted["payload"]["runIds"], json!(["chat-1"]));
     fake.wait_for_disconnects(1).await;
 }
 

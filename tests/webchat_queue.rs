@@ -157,11 +157,27 @@ async fn interrupt_mode_aborts_the_running_chat_turn() {
     let mut client = client(&gateway, 32).await;
     client.call("chat.send", send("i-1", "slow question")).await;
     chat_event(&mut client, "i-1", "delta").await;
-    let ack = client
-        .call("chat.send", send("i-2", "never mind, quick one"))
+    // The interrupted run's `aborted` event and this request's `res` travel on different tasks:
+    // either may come first.
+    let id = client
+        .request("chat.send", send("i-2", "never mind, quick one"))
         .await;
-    assert_eq!(ack["payload"]["status"], "started");
-    chat_event(&mut client, "i-1", "aborted").await;
+    let (mut ack, mut aborted) = (None, false);
+    while ack.is_none() || !aborted {
+        match client.read().await {
+            Read::Frame(f) if f["type"] == "res" && f["id"] == id.as_str() => ack = Some(f),
+            Read::Frame(f)
+                if f["event"] == "chat"
+                    && f["payload"]["runId"] == "i-1"
+                    && f["payload"]["state"] == "aborted" =>
+            {
+                aborted = true
+            }
+            Read::Frame(_) => {}
+            Read::Closed { code, reason } => panic!("closed ({code} {reason})"),
+        }
+    }
+    assert_eq!(ack.expect("res")["payload"]["status"], "started");
     let fresh = chat_event(&mut client, "i-2", "final").await;
     assert_eq!(fresh["message"]["content"][0]["text"], "Fresh answer.");
     fake.wait_for_disconnects(1).await;

@@ -424,8 +424,10 @@ pub fn abort(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSh
             None => Ok(json!({"ok": true, "aborted": false, "runIds": []})),
         };
     }
-    hub_of(state).queue.abort(&session_key);
+    // The runs first: aborting the queue's turn ends its run, which would then leave the registry
+    // before it could be listed.
     let mut run_ids = state.services.runs.abort_session(&session_key);
+    hub_of(state).queue.abort(&session_key);
     // Some clients pass a run id where the session key goes; honour it.
     if run_ids.is_empty() && state.services.runs.abort(raw_key) {
         run_ids.push(raw_key.to_string());
