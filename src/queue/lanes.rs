@@ -45,6 +45,15 @@ pub struct LaneLimits {
 }
 
 impl LaneLimits {
+    /// The same sizes with every lane at least one slot wide.
+    fn at_least_one(self) -> LaneLimits {
+        LaneLimits {
+            main: self.main.max(1),
+            subagent: self.subagent.max(1),
+            cron: self.cron.max(1),
+        }
+    }
+
     /// The lane sizes for this board and config: `agents.defaults.maxConcurrent`,
     /// `agents.defaults.subagents.maxConcurrent` and `cron.maxConcurrentRuns` when
     /// set, else the board profile's; never below one.
@@ -112,11 +121,7 @@ pub struct LaneGate {
 
 impl LaneGate {
     pub fn new(limits: LaneLimits) -> LaneGate {
-        let limits = LaneLimits {
-            main: limits.main.max(1),
-            subagent: limits.subagent.max(1),
-            cron: limits.cron.max(1),
-        };
+        let limits = limits.at_least_one();
         LaneGate {
             main: Arc::new(Semaphore::new(limits.main)),
             subagent: Arc::new(Semaphore::new(limits.subagent)),
@@ -138,11 +143,7 @@ impl LaneGate {
     pub fn resize(&self, new: LaneLimits) {
         let mut limits = self.limits.lock();
         let old = *limits;
-        let new = LaneLimits {
-            main: new.main.max(1),
-            subagent: new.subagent.max(1),
-            cron: new.cron.max(1),
-        };
+        let new = new.at_least_one();
         for (lane, from, to) in [
             (LaneKind::Main, old.main, new.main),
             (LaneKind::Subagent, old.subagent, new.subagent),
