@@ -60,6 +60,26 @@ pub struct RunOutcome {
     pub stop_reason: Option<String>,
 }
 
+impl RunOutcome {
+    /// The outcome of a run that ended before any turn ran (aborted while it waited, or lost), now.
+    pub fn without_turn(run_id: &str, session_key: &str, status: RunStatus, now_ms: u64) -> Self {
+        RunOutcome {
+            run_id: run_id.to_string(),
+            session_key: session_key.to_string(),
+            session_id: String::new(),
+            status,
+            started_at_ms: now_ms,
+            ended_at_ms: now_ms,
+            text: String::new(),
+            error: None,
+            usage: Default::default(),
+            provider: None,
+            model: None,
+            stop_reason: None,
+        }
+    }
+}
+
 /// What a run tells the world while it runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEvent {

@@ -342,19 +342,12 @@ impl PreparedRun {
 }
 
 fn aborted_before_start(spec: &TurnSpec) -> RunOutcome {
-    let now = now_ms();
-    RunOutcome {
-        run_id: spec.run_id.clone(),
-        session_key: spec.session_key.clone(),
-        session_id: String::new(),
-        status: RunStatus::Aborted,
-        started_at_ms: now,
-        ended_at_ms: now,
-        text: String::new(),
-        error: None,
-        usage: Default::default(),
-        provider: None,
-        model: None,
-        stop_reason: Some("aborted".into()),
-    }
+    let mut outcome = RunOutcome::without_turn(
+        &spec.run_id,
+        &spec.session_key,
+        RunStatus::Aborted,
+        now_ms(),
+    );
+    outcome.stop_reason = Some("aborted".into());
+    outcome
 }

@@ -27,21 +27,10 @@ pub struct GatewayLauncher {
 }
 
 fn lost_outcome(spec: &TurnSpec, reason: &str) -> RunOutcome {
-    let now = now_ms();
-    RunOutcome {
-        run_id: spec.run_id.clone(),
-        session_key: spec.session_key.clone(),
-        session_id: String::new(),
-        status: RunStatus::Error,
-        started_at_ms: now,
-        ended_at_ms: now,
-        text: String::new(),
-        error: Some(reason.to_string()),
-        usage: Default::default(),
-        provider: None,
-        model: None,
-        stop_reason: None,
-    }
+    let mut outcome =
+        RunOutcome::without_turn(&spec.run_id, &spec.session_key, RunStatus::Error, now_ms());
+    outcome.error = Some(reason.to_string());
+    outcome
 }
 
 /// Starts `spec` on `lane`; the future resolves with its outcome.
