@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pincer::config::schema::memory::MemorySearchConfig;
-use pincer::memory::embedder::{EmbedderSettings, OnnxEmbedder};
+use pincer::memory::embedder::{EmbedderSettings, LocalAssets, OnnxEmbedder};
 use pincer::memory::{EmbedError, Embedder, MemoryService};
 use pincer::store::{Store, StoreOptions};
 
@@ -225,20 +225,14 @@ fn parse_args() -> Args {
 }
 
 fn settings(args: &Args) -> EmbedderSettings {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/onnx");
-    let env_or = |name: &str, default: std::path::PathBuf| {
-        std::env::var_os(name).map(Into::into).unwrap_or(default)
+    // Found the way the gateway finds them (variables, else where `scripts/setup memory` installs).
+    let board = pincer::system::board::EmbedderProfile {
+        threads: args.threads,
+        batch: args.batch,
     };
     EmbedderSettings {
-        runtime_library: env_or(
-            "PINCER_ORT_DYLIB",
-            root.join("lib/libonnxruntime.so.1.31.1"),
-        ),
-        model_dir: env_or("PINCER_EMBED_MODEL_DIR", root.join("all-MiniLM-L6-v2")),
-        intra_threads: args.threads,
-        batch_size: args.batch,
-        max_sequence_tokens: 256,
         idle_unload: Duration::from_secs(3),
+        ..EmbedderSettings::resolve(LocalAssets::default(), None, &board)
     }
 }
 

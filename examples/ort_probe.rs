@@ -44,9 +44,14 @@ fn main() {
             libc::mallopt(libc::M_ARENA_MAX, 2);
         }
     }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/onnx");
+    let board = pincer::system::board::EmbedderProfile {
+        threads: 1,
+        batch: 1,
+    };
+    let local = pincer::memory::embedder::LocalAssets::default();
+    let assets = pincer::memory::embedder::EmbedderSettings::resolve(local, None, &board);
     report("start");
-    let env = ort::init_from(root.join("lib/libonnxruntime.so.1.31.1"))
+    let env = ort::init_from(&assets.runtime_library)
         .expect("init")
         .with_name("probe")
         .build()
@@ -74,7 +79,7 @@ fn main() {
         .expect("prepack");
     let model = std::env::var_os("PROBE_MODEL")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("all-MiniLM-L6-v2/model.onnx"));
+        .unwrap_or_else(|| assets.model_dir.join("model.onnx"));
     if let Some(disabled) = std::env::var_os("PROBE_DISABLE") {
         builder = builder
             .with_config_entry(

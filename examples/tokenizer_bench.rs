@@ -5,7 +5,6 @@
 //!
 //! `cargo run --example tokenizer_bench -- --tokenizer wordpiece|hf [--notes 2000] [--rounds 5]`
 
-use std::path::Path;
 use std::time::Instant;
 
 use pincer::memory::wordpiece::WordPieceTokenizer;
@@ -54,11 +53,13 @@ fn main() {
             other => panic!("unknown flag {other}"),
         }
     }
-    let path = std::env::var_os("PINCER_EMBED_MODEL_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/onnx/all-MiniLM-L6-v2")
-        })
+    let board = pincer::system::board::EmbedderProfile {
+        threads: 1,
+        batch: 1,
+    };
+    let local = pincer::memory::embedder::LocalAssets::default();
+    let path = pincer::memory::embedder::EmbedderSettings::resolve(local, None, &board)
+        .model_dir
         .join("tokenizer.json");
     let texts = corpus(notes);
     let (rss, anon) = (status_mib("VmRSS:"), status_mib("RssAnon:"));

@@ -13,8 +13,10 @@ OPENCLAW_CLI_DIR="$PINCER_TOOLS/openclaw-cli"
 OPENCLAW_CLI_ENTRY="$OPENCLAW_CLI_DIR/node_modules/openclaw/openclaw.mjs"
 CLIENTS_DIR="$PINCER_ROOT/tests/clients"
 
-# Memory search assets (scripts/setup memory): ONNX Runtime library + embedding model.
-ONNX_DIR="$PINCER_TOOLS/onnx"
+# Memory search assets (scripts/setup memory): ONNX Runtime library + embedding model, installed where the
+# pincer binary looks for them by default (src/memory/embedder.rs: ~/.local/share/pincer/onnx), so the
+# gateway and the CLI use them with no PINCER_* variable set.
+ONNX_DIR="${XDG_DATA_HOME:-${HOME:-/root}/.local/share}/pincer/onnx"
 ONNXRUNTIME_VERSION="1.31.1"
 ONNXRUNTIME_LIB="$ONNX_DIR/lib/libonnxruntime.so.$ONNXRUNTIME_VERSION"
 EMBED_MODEL_DIR="$ONNX_DIR/all-MiniLM-L6-v2"

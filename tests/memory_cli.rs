@@ -107,3 +107,58 @@ fn index_status_and_search_from_the_command_line() {
     assert!(fallback.contains("keyword-only"), "{fallback}");
     assert!(fallback.contains("memory/2026-02-01.md"), "{fallback}");
 }
+
+/// After `scripts/setup memory` (which installs under `~/.local/share/pincer/onnx`), the CLI uses the local
+/// model with no `PINCER_*` variable set.
+#[test]
+fn the_local_model_is_found_under_the_data_home_without_variables() {
+    let dir = tempfile::tempdir().expect("dir");
+    let settings = memory_support::embedder_settings(Duration::from_secs(300));
+    let assets = dir.path().join("home/.local/share/pincer/onnx");
+    std::fs::create_dir_all(assets.join("lib")).expect("asset dirs");
+    let library_name = settings.runtime_library.file_name().expect("library name");
+    std::os::unix::fs::symlink(
+        &settings.runtime_library,
+        assets.join("lib").join(library_name),
+    )
+    .expect("link the runtime");
+    std::os::unix::fs::symlink(&settings.model_dir, assets.join("all-MiniLM-L6-v2"))
+        .expect("link the model");
+    memory_support::write_note(
+        dir.path(),
+        "MEMORY.md",
+        "The spare key is under the flowerpot.\n",
+    );
+    let config = dir.path().join("pincer.json5");
+    std::fs::write(
+        &config,
+        format!(
+            "{{ agents: {{ defaults: {{ workspace: \"{}\" }} }} }}",
+            dir.path().join("workspace").display()
+        ),
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pincer"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--log-level", "warn"])
+            .args(args)
+            .env("HOME", dir.path().join("home"))
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("PINCER_ORT_DYLIB")
+            .env_remove("PINCER_EMBED_MODEL_DIR")
+            .env_remove("PINCER_CONFIG")
+            .env_remove("PINCER_DATA_DIR")
+            .output()
+            .expect("run pincer")
+    };
+    let index = stdout(&run(&["memory", "index"]));
+    assert!(!index.contains("keyword-only"), "{index}");
+    let status: serde_json::Value =
+        serde_json::from_str(&stdout(&run(&["memory", "status", "--json"]))).expect("status JSON");
+    assert_eq!(status["model"], "all-MiniLM-L6-v2:384", "{status}");
+    assert_eq!(status["vectors"], 1, "{status}");
+}

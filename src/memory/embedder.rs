@@ -8,7 +8,9 @@
 //! call blocks: callers on the async runtime use `spawn_blocking`. On 32-bit ARM (no ONNX Runtime exists)
 //! this file has no local embedder and memory search is keyword-only.
 //!
-//! This is the one place that reads `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR`.
+//! This is the one place that reads `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR`. Without them (or the
+//! config's `local.modelPath` / `local.modelCacheDir`) the runtime and model are looked for where
+//! `scripts/setup memory` and the appliance image install them: see `EmbedderSettings::resolve`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,10 +21,17 @@ use crate::memory::chunker::TokenCounter;
 pub const ORT_DYLIB_ENV: &str = "PINCER_ORT_DYLIB";
 /// Environment variable naming the embedding model directory.
 pub const EMBED_MODEL_DIR_ENV: &str = "PINCER_EMBED_MODEL_DIR";
+/// File name of the ONNX Runtime library `ort` is built against.
+pub const ORT_LIBRARY_NAME: &str = "libonnxruntime.so.1.31.1";
+/// Directory name of the default model (all-MiniLM-L6-v2, int8).
+pub const DEFAULT_MODEL_NAME: &str = "all-MiniLM-L6-v2";
 /// Where the appliance image installs the ONNX Runtime library.
 pub const DEFAULT_ORT_DYLIB: &str = "/usr/lib/pincer/libonnxruntime.so.1.31.1";
-/// Where the appliance image installs the default model (all-MiniLM-L6-v2, int8).
+/// Where the appliance image installs the default model.
 pub const DEFAULT_EMBED_MODEL_DIR: &str = "/usr/share/pincer/models/all-MiniLM-L6-v2";
+/// Folder of local embedding assets beside the data directory and under the user's data home
+/// (`~/.local/share/pincer/onnx`): `lib/<ORT_LIBRARY_NAME>` and `<DEFAULT_MODEL_NAME>/`.
+pub const ASSET_FOLDER: &str = "onnx";
 /// Default longest input the model sees, in tokens (all-MiniLM-L6-v2 was trained on 256).
 pub const DEFAULT_MAX_SEQUENCE_TOKENS: usize = 256;
 /// Default idle period after which the model is dropped: 5 minutes.
@@ -91,22 +100,112 @@ pub struct EmbedderSettings {
     pub idle_unload: Duration,
 }
 
+/// Where the config says the local model and its assets are (`agents.defaults.memorySearch.local`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalAssets<'a> {
+    /// `local.modelPath`: the model directory itself.
+    pub model_path: Option<&'a str>,
+    /// `local.modelCacheDir`: a folder laid out like `ASSET_FOLDER` (runtime under `lib/`, model beside it).
+    pub model_cache_dir: Option<&'a str>,
+}
+
+/// One place the runtime and the model may be installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AssetPlace {
+    runtime_library: PathBuf,
+    model_dir: PathBuf,
+}
+
+impl AssetPlace {
+    fn folder(root: &Path) -> AssetPlace {
+        AssetPlace {
+            runtime_library: root.join("lib").join(ORT_LIBRARY_NAME),
+            model_dir: root.join(DEFAULT_MODEL_NAME),
+        }
+    }
+
+    fn appliance() -> AssetPlace {
+        AssetPlace {
+            runtime_library: PathBuf::from(DEFAULT_ORT_DYLIB),
+            model_dir: PathBuf::from(DEFAULT_EMBED_MODEL_DIR),
+        }
+    }
+}
+
+/// The user's data home: `$XDG_DATA_HOME`, else `$HOME/.local/share`.
+fn data_home(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    env("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+}
+
+/// Places to look, in order: the configured cache folder alone if there is one; else beside the data
+/// directory, under the user's data home (where `scripts/setup memory` installs), then the appliance's paths.
+fn asset_places(
+    cache_dir: Option<&str>,
+    data_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<AssetPlace> {
+    if let Some(dir) = cache_dir {
+        return vec![AssetPlace::folder(Path::new(dir))];
+    }
+    let mut places = Vec::new();
+    if let Some(dir) = data_dir {
+        places.push(AssetPlace::folder(&dir.join(ASSET_FOLDER)));
+    }
+    if let Some(home) = data_home(env) {
+        places.push(AssetPlace::folder(&home.join("pincer").join(ASSET_FOLDER)));
+    }
+    places.push(AssetPlace::appliance());
+    places
+}
+
+/// The first of `candidates` that exists, else the last (so the error names the appliance's path).
+fn first_existing(candidates: impl IntoIterator<Item = PathBuf>) -> PathBuf {
+    let mut last = PathBuf::new();
+    for candidate in candidates {
+        if candidate.exists() {
+            return candidate;
+        }
+        last = candidate;
+    }
+    last
+}
+
 impl EmbedderSettings {
-    /// Settings from the config's `local.modelPath` (else `$PINCER_EMBED_MODEL_DIR`, else the platform
-    /// default), the runtime from `$PINCER_ORT_DYLIB` (else the platform default), threads and batch from the
-    /// board profile.
+    /// Settings for the local embedder. The model directory is `local.modelPath`, else
+    /// `$PINCER_EMBED_MODEL_DIR`, else the first installed of the asset places (see `asset_places`); the
+    /// runtime is `$PINCER_ORT_DYLIB`, else the first installed of the same places. Threads and batch come
+    /// from the board profile.
     pub fn resolve(
-        local_model_path: Option<&str>,
+        local: LocalAssets<'_>,
+        data_dir: Option<&Path>,
         board: &crate::system::board::EmbedderProfile,
     ) -> EmbedderSettings {
-        let env_path = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        let model_dir = local_model_path
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Self::resolve_with(local, data_dir, board, &env)
+    }
+
+    fn resolve_with(
+        local: LocalAssets<'_>,
+        data_dir: Option<&Path>,
+        board: &crate::system::board::EmbedderProfile,
+        env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> EmbedderSettings {
+        let places = asset_places(local.model_cache_dir, data_dir, env);
+        let model_dir = local
+            .model_path
             .map(PathBuf::from)
-            .or_else(|| env_path(EMBED_MODEL_DIR_ENV).map(PathBuf::from))
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_EMBED_MODEL_DIR));
-        let runtime_library = env_path(ORT_DYLIB_ENV)
+            .or_else(|| env(EMBED_MODEL_DIR_ENV).map(PathBuf::from))
+            .unwrap_or_else(|| {
+                first_existing(places.iter().map(|p| p.model_dir.join("model.onnx")))
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            });
+        let runtime_library = env(ORT_DYLIB_ENV)
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_ORT_DYLIB));
+            .unwrap_or_else(|| first_existing(places.iter().map(|p| p.runtime_library.clone())));
         EmbedderSettings {
             runtime_library,
             model_dir,
@@ -171,10 +270,112 @@ mod tests {
             threads: 1,
             batch: 4,
         };
-        let settings = EmbedderSettings::resolve(Some("/models/multilingual"), &board);
+        let local = LocalAssets {
+            model_path: Some("/models/multilingual"),
+            model_cache_dir: None,
+        };
+        let settings = EmbedderSettings::resolve(local, None, &board);
         assert_eq!(settings.model_dir, PathBuf::from("/models/multilingual"));
         assert_eq!((settings.intra_threads, settings.batch_size), (1, 4));
         assert_eq!(settings.idle_unload, Duration::from_secs(300));
+    }
+
+    const BOARD: EmbedderProfile = EmbedderProfile {
+        threads: 1,
+        batch: 1,
+    };
+
+    /// Installs an empty runtime file and model under `root` the way `scripts/setup memory` lays them out.
+    fn install_assets(root: &Path) {
+        std::fs::create_dir_all(root.join("lib")).expect("lib dir");
+        std::fs::write(root.join("lib").join(ORT_LIBRARY_NAME), b"").expect("runtime");
+        std::fs::create_dir_all(root.join(DEFAULT_MODEL_NAME)).expect("model dir");
+        std::fs::write(root.join(DEFAULT_MODEL_NAME).join("model.onnx"), b"").expect("model");
+    }
+
+    fn env_of(pairs: Vec<(&'static str, PathBuf)>) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.clone().into_os_string())
+        }
+    }
+
+    #[test]
+    fn without_variables_the_assets_under_the_data_home_are_found() {
+        let home = tempfile::tempdir().expect("home");
+        install_assets(&home.path().join(".local/share/pincer/onnx"));
+        let data_dir = tempfile::tempdir().expect("data");
+        let env = env_of(vec![("HOME", home.path().to_path_buf())]);
+        let settings = EmbedderSettings::resolve_with(
+            LocalAssets::default(),
+            Some(data_dir.path()),
+            &BOARD,
+            &env,
+        );
+        let root = home.path().join(".local/share/pincer/onnx");
+        assert_eq!(
+            settings.runtime_library,
+            root.join("lib").join(ORT_LIBRARY_NAME)
+        );
+        assert_eq!(settings.model_dir, root.join(DEFAULT_MODEL_NAME));
+    }
+
+    #[test]
+    fn assets_beside_the_data_directory_come_before_the_data_home() {
+        let home = tempfile::tempdir().expect("home");
+        install_assets(&home.path().join(".local/share/pincer/onnx"));
+        let data_dir = tempfile::tempdir().expect("data");
+        install_assets(&data_dir.path().join(ASSET_FOLDER));
+        let env = env_of(vec![("HOME", home.path().to_path_buf())]);
+        let settings = EmbedderSettings::resolve_with(
+            LocalAssets::default(),
+            Some(data_dir.path()),
+            &BOARD,
+            &env,
+        );
+        assert_eq!(
+            settings.model_dir,
+            data_dir.path().join("onnx").join(DEFAULT_MODEL_NAME)
+        );
+        assert!(settings.runtime_library.starts_with(data_dir.path()));
+    }
+
+    #[test]
+    fn nothing_installed_names_the_appliance_paths() {
+        let home = tempfile::tempdir().expect("home");
+        let env = env_of(vec![("HOME", home.path().to_path_buf())]);
+        let settings = EmbedderSettings::resolve_with(LocalAssets::default(), None, &BOARD, &env);
+        assert_eq!(settings.runtime_library, PathBuf::from(DEFAULT_ORT_DYLIB));
+        assert_eq!(settings.model_dir, PathBuf::from(DEFAULT_EMBED_MODEL_DIR));
+    }
+
+    #[test]
+    fn the_configured_cache_dir_is_the_only_place_looked_at_and_variables_still_win() {
+        let home = tempfile::tempdir().expect("home");
+        install_assets(&home.path().join(".local/share/pincer/onnx"));
+        let cache = tempfile::tempdir().expect("cache");
+        let local = LocalAssets {
+            model_path: None,
+            model_cache_dir: cache.path().to_str(),
+        };
+        let env = env_of(vec![("HOME", home.path().to_path_buf())]);
+        let settings = EmbedderSettings::resolve_with(local, None, &BOARD, &env);
+        assert_eq!(settings.model_dir, cache.path().join(DEFAULT_MODEL_NAME));
+        assert_eq!(
+            settings.runtime_library,
+            cache.path().join("lib").join(ORT_LIBRARY_NAME)
+        );
+
+        let env = env_of(vec![
+            ("HOME", home.path().to_path_buf()),
+            (ORT_DYLIB_ENV, PathBuf::from("/opt/ort.so")),
+            (EMBED_MODEL_DIR_ENV, PathBuf::from("/opt/model")),
+        ]);
+        let settings = EmbedderSettings::resolve_with(local, None, &BOARD, &env);
+        assert_eq!(settings.runtime_library, PathBuf::from("/opt/ort.so"));
+        assert_eq!(settings.model_dir, PathBuf::from("/opt/model"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::embedder::{open_local, Embedder, EmbedderSettings};
+use super::embedder::{open_local, Embedder, EmbedderSettings, LocalAssets};
 use super::{workspace_for, MemoryService};
 use crate::config::schema::memory::ResolvedMemorySearch;
 use crate::config::Config;
@@ -24,7 +24,8 @@ type EmbedderSlot = Result<Arc<dyn Embedder>, String>;
 static EMBEDDERS: OnceLock<Mutex<HashMap<EmbedderSettings, EmbedderSlot>>> = OnceLock::new();
 
 /// The process's embedder for `settings` (board profile threads and batch), or why there is none.
-pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
+/// `data_dir` is one of the places the runtime and model are looked for (see `EmbedderSettings::resolve`).
+pub fn shared_embedder(settings: &ResolvedMemorySearch, data_dir: &Path) -> EmbedderSlot {
     match settings.provider.as_str() {
         "auto" | "local" => {}
         other => {
@@ -34,8 +35,11 @@ pub fn shared_embedder(settings: &ResolvedMemorySearch) -> EmbedderSlot {
         }
     }
     let board = crate::system::board::detect();
-    let embedder_settings =
-        EmbedderSettings::resolve(settings.local_model_path.as_deref(), &board.embedder);
+    let local = LocalAssets {
+        model_path: settings.local_model_path.as_deref(),
+        model_cache_dir: settings.local_model_cache_dir.as_deref(),
+    };
+    let embedder_settings = EmbedderSettings::resolve(local, Some(data_dir), &board.embedder);
     let mut slots = EMBEDDERS.get_or_init(Mutex::default).lock();
     slots
         .entry(embedder_settings.clone())
@@ -51,7 +55,7 @@ pub fn open_service(
     data_dir: &Path,
 ) -> Arc<MemoryService> {
     let settings = config.memory_search_for(agent_id);
-    let embedder = shared_embedder(&settings);
+    let embedder = shared_embedder(&settings, data_dir);
     Arc::new(MemoryService::new(
         store.clone(),
         agent_id,

@@ -176,6 +176,8 @@ pub struct ResolvedMemorySearch {
     pub fallback: Option<String>,
     pub model: Option<String>,
     pub local_model_path: Option<String>,
+    /// `local.modelCacheDir`: where the runtime and model are installed (`lib/` + the model's folder).
+    pub local_model_cache_dir: Option<String>,
     pub chunk_tokens: u32,
     pub chunk_overlap_tokens: u32,
     pub watch: bool,
@@ -261,6 +263,10 @@ impl MemorySearchConfig {
                 .local
                 .as_ref()
                 .and_then(|local| local.model_path.clone()),
+            local_model_cache_dir: self
+                .local
+                .as_ref()
+                .and_then(|local| local.model_cache_dir.clone()),
             chunk_tokens: chunking.tokens.unwrap_or(DEFAULT_CHUNK_TOKENS),
             chunk_overlap_tokens: chunking.overlap.unwrap_or(DEFAULT_CHUNK_OVERLAP_TOKENS),
             watch: sync.watch.unwrap_or(true),
