@@ -310,6 +310,8 @@ fn target(to: &str) -> OutboundTarget {
 async fn send_edit_delete_typing_and_reaction_hit_discord_endpoints() {
     let fake = FakeDiscord::start(45_000).await;
     let channel = channel_for(&fake, json!({}));
+    // The message replied to and reacted to exists, as it must on Discord.
+    fake.add_message("500", "555");
     let reply = OutboundTarget {
         reply_to_message_id: Some("555".into()),
         ..target("channel:500")

@@ -1,6 +1,6 @@
 //! The Anthropic Messages provider against the fake Anthropic server: a
-//! multi-step tool-using turn through the tool loop, and an abort mid-stream
-//! that closes the connection.
+//! multi-step tool-using turn through the tool loop (every request asking
+//! for a stream), and an abort mid-stream that closes the connection.
 
 mod support;
 
@@ -42,6 +42,11 @@ async fn a_tool_using_turn_reads_the_file_and_answers() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].headers["x-api-key"], "sk-ant-1");
     assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
+    // The fake streams only when asked, as Anthropic does: pincer asks.
+    assert!(
+        requests.iter().all(|r| r.body["stream"] == true),
+        "every Messages request streams"
+    );
     assert_eq!(requests[0].body["system"], "You are a test.");
     assert_eq!(requests[0].body["thinking"]["budget_tokens"], 8192);
     assert!(requests[0].body["tools"]
@@ -94,4 +99,19 @@ async fn abort_mid_stream_stops_the_run_and_closes_the_connection() {
         _ => panic!("expected an aborted run"),
     }
     assert_eq!(fake.requests().len(), 1, "an aborted call is not retried");
+}
+
+/// The fake answers a request without `"stream": true` with one JSON
+/// message, as Anthropic does: pincer reads SSE, so it must ask for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_requests_ask_for_a_stream() {
+    let fake = FakeAnthropic::start().await;
+    fake.push_reply(AnthropicReply::Text(vec!["Hello ".into(), "there.".into()]));
+    let harness = harness(&fake, "off");
+    let cancel = CancellationToken::new();
+    let (result, _) = harness.run(&harness.models(), "hi", &cancel).await;
+    assert_eq!(done_text(&result), "Hello there.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].body["stream"], true);
 }

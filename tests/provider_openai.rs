@@ -164,10 +164,13 @@ async fn api_key_and_configured_headers_are_sent() {
 async fn no_authorization_header_without_an_api_key() {
     let fake = FakeOpenAi::start().await;
     let provider = provider_with(&fake, None, BTreeMap::new());
-    run(&provider, request("hi"))
-        .await
-        .0
-        .expect("stream succeeds");
+    // OpenAI itself refuses a request without a key (a keyless local server
+    // would answer it); the point is that no header is made up.
+    let refused = run(&provider, request("hi")).await.0.expect_err("401");
+    assert!(
+        matches!(refused, ProviderError::Http { status: 401, .. }),
+        "{refused:?}"
+    );
     assert!(!fake.requests()[0].headers.contains_key("authorization"));
 }
 
@@ -177,7 +180,7 @@ async fn base_url_with_trailing_slash_reaches_chat_completions() {
     let http = OpenAiCompatProvider::http_client().expect("client builds");
     let provider = OpenAiCompatProvider::new(
         &format!("{}/", fake.base_url()),
-        None,
+        Some("sk-test".to_string()),
         BTreeMap::new(),
         http,
     );
@@ -466,6 +469,7 @@ async fn fake_answers_non_streaming_requests_with_a_chat_completion() {
         serde_json::json!({ "model": "m", "messages": [{ "role": "user", "content": "hey" }] });
     let response = reqwest::Client::new()
         .post(format!("{}/chat/completions", fake.base_url()))
+        .bearer_auth("sk-test")
         .json(&body)
         .send()
         .await

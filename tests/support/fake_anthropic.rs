@@ -4,6 +4,20 @@
 //! `error` events) or with Anthropic error JSON. Replies are scripted with
 //! [`AnthropicReply`] (FIFO; when none is queued it echoes the last user
 //! text). Loopback only; never used by product code.
+//!
+//! It checks each request as Anthropic does before any scripted reply is
+//! used: a non-empty `x-api-key` (else 401 `authentication_error`), a known
+//! `anthropic-version`, and a body with `model`, `max_tokens` ≥ 1 and
+//! `messages` of `user` / `assistant` turns (consecutive same-role turns
+//! merged, as the API does) whose content is a non-empty string or
+//! well-formed blocks: non-empty text, `tool_use` only from the assistant,
+//! every `tool_use` answered by a `tool_result` at the start of the next turn
+//! and every `tool_result` naming a `tool_use` of the turn before; the final
+//! assistant turn must not end in whitespace; a thinking budget of at least
+//! 1,024 tokens and below `max_tokens`; `system` a string or text blocks;
+//! tools named `^[a-zA-Z0-9_-]{1,64}$` with an `input_schema`. A refusal is 400
+//! `invalid_request_error`. It streams only when the body says
+//! `"stream": true`; otherwise the answer is one `message` JSON object.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -40,7 +54,7 @@ pub struct FakeAnthropic {
 impl FakeAnthropic {
     pub async fn start() -> FakeAnthropic {
         FakeAnthropic {
-            server: WireServer::start(render).await,
+            server: WireServer::start(refuse, render).await,
         }
     }
 
@@ -62,41 +76,36 @@ impl FakeAnthropic {
     }
 }
 
-fn render(request: &RecordedRequest, reply: Option<AnthropicReply>) -> Answer {
+/// Anthropic's refusal of a malformed request: the route, the key, then
+/// [`check_request`].
+fn refuse(request: &RecordedRequest) -> Option<Answer> {
     if request.method != "POST" || request.path != "/v1/messages" {
-        return error_answer(404, "not_found_error", "Not found", None);
+        return Some(error_answer(404, "not_found_error", "Not found", None));
     }
     if request
         .headers
         .get("x-api-key")
-        .is_none_or(|k| k.is_empty())
+        .is_none_or(|k| k.trim().is_empty())
     {
-        return error_answer(
+        return Some(error_answer(
             401,
             "authentication_error",
             "x-api-key header is required",
             None,
-        );
+        ));
     }
-    if !request.headers.contains_key("anthropic-version") {
-        return error_answer(
-            400,
-            "invalid_request_error",
-            "anthropic-version header is required",
-            None,
-        );
-    }
-    if request.body["max_tokens"].as_u64().is_none() {
-        return error_answer(
-            400,
-            "invalid_request_error",
-            "max_tokens: Field required",
-            None,
-        );
-    }
+    check_request(request)
+        .err()
+        .map(|message| error_answer(400, "invalid_request_error", &message, None))
+}
+
+fn render(request: &RecordedRequest, reply: Option<AnthropicReply>) -> Answer {
     let reply = reply.unwrap_or_else(|| {
         AnthropicReply::Text(vec![format!("echo: {}", last_user_text(&request.body))])
     });
+    if request.body["stream"] != true {
+        return message_answer(&request.body, reply);
+    }
     let thinking = request.body["thinking"]["type"] == "enabled";
     let mut events = vec![event(
         "message_start",
@@ -167,6 +176,269 @@ fn render(request: &RecordedRequest, reply: Option<AnthropicReply>) -> Answer {
     events.push(event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 9}})));
     events.push(event("message_stop", json!({"type": "message_stop"})));
     sse_answer(events, hang)
+}
+
+/// The answer without `stream: true`: one `message` object (an error reply
+/// stays an error; a mid-stream failure is an `api_error`).
+fn message_answer(body: &Value, reply: AnthropicReply) -> Answer {
+    let (content, stop) = match reply {
+        AnthropicReply::Error {
+            status,
+            kind,
+            message,
+            retry_after_secs,
+        } => return error_answer(status, &kind, &message, retry_after_secs),
+        AnthropicReply::TextThenError { kind, .. } => {
+            return error_answer(500, &kind, "stream failed", None)
+        }
+        AnthropicReply::Text(pieces) => (
+            vec![json!({"type": "text", "text": pieces.concat()})],
+            "end_turn",
+        ),
+        AnthropicReply::Hang(first) => (vec![json!({"type": "text", "text": first})], "end_turn"),
+        AnthropicReply::ToolUse(calls) => (
+            calls
+                .into_iter()
+                .map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+                .collect(),
+            "tool_use",
+        ),
+    };
+    let message = json!({"id": "msg_fake", "type": "message", "role": "assistant",
+        "model": body["model"], "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 11, "output_tokens": 9}});
+    Answer {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        pieces: vec![Bytes::from(message.to_string())],
+        piece_delay_ms: 0,
+        hang: false,
+    }
+}
+
+/// API versions the Messages API accepts in `anthropic-version`.
+const VERSIONS: &[&str] = &["2023-06-01", "2023-01-01"];
+/// The smallest thinking budget the API takes.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// Anthropic's checks of headers and body; `Err(message)` as the API words it.
+fn check_request(request: &RecordedRequest) -> Result<(), String> {
+    match request.headers.get("anthropic-version") {
+        None => return Err("anthropic-version: header is required".into()),
+        Some(version) if !VERSIONS.contains(&version.as_str()) => {
+            return Err(format!("anthropic-version: invalid version {version}"))
+        }
+        Some(_) => {}
+    }
+    let body = &request.body;
+    if !body.is_object() {
+        return Err("The request body is not valid JSON.".into());
+    }
+    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+        return Err("model: Field required".into());
+    }
+    let Some(max_tokens) = body["max_tokens"].as_u64() else {
+        return Err("max_tokens: Field required".into());
+    };
+    if max_tokens < 1 {
+        return Err("max_tokens: Input should be greater than or equal to 1".into());
+    }
+    if body.get("stream").is_some_and(|s| !s.is_boolean()) {
+        return Err("stream: Input should be a valid boolean".into());
+    }
+    check_system(&body["system"])?;
+    check_thinking(body, max_tokens)?;
+    check_tools(&body["tools"])?;
+    let Some(messages) = body["messages"].as_array() else {
+        return Err("messages: Field required".into());
+    };
+    check_messages(messages)
+}
+
+fn check_system(system: &Value) -> Result<(), String> {
+    match system {
+        Value::Null | Value::String(_) => Ok(()),
+        Value::Array(blocks)
+            if blocks
+                .iter()
+                .all(|b| b["type"] == "text" && b["text"].is_string()) =>
+        {
+            Ok(())
+        }
+        _ => Err("system: Input should be a valid string or a list of text blocks".into()),
+    }
+}
+
+fn check_thinking(body: &Value, max_tokens: u64) -> Result<(), String> {
+    let thinking = &body["thinking"];
+    match thinking["type"].as_str() {
+        None if thinking.is_null() => Ok(()),
+        Some("disabled") => Ok(()),
+        Some("enabled") => {
+            let Some(budget) = thinking["budget_tokens"].as_u64() else {
+                return Err("thinking.enabled.budget_tokens: Field required".into());
+            };
+            if budget < MIN_THINKING_BUDGET {
+                return Err(format!("thinking.enabled.budget_tokens: Input should be greater than or equal to {MIN_THINKING_BUDGET}"));
+            }
+            if budget >= max_tokens {
+                return Err("`max_tokens` must be greater than `thinking.budget_tokens`".into());
+            }
+            if body.get("temperature").is_some_and(|t| t.as_f64() != Some(1.0)) {
+                return Err("`temperature` may only be set to 1 when thinking is enabled".into());
+            }
+            Ok(())
+        }
+        _ => Err("thinking: Input tag found using 'type' does not match any of the expected tags: 'disabled', 'enabled'".into()),
+    }
+}
+
+fn check_tools(tools: &Value) -> Result<(), String> {
+    let tools = match tools {
+        Value::Null => return Ok(()),
+        Value::Array(tools) => tools,
+        _ => return Err("tools: Input should be a valid list".into()),
+    };
+    for (index, tool) in tools.iter().enumerate() {
+        let name = tool["name"].as_str().unwrap_or("");
+        let named = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !named {
+            return Err(format!(
+                "tools.{index}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+            ));
+        }
+        if !tool["input_schema"].is_object() {
+            return Err(format!("tools.{index}.custom.input_schema: Field required"));
+        }
+    }
+    Ok(())
+}
+
+/// One content block's shape (`Err` names what is wrong).
+fn check_block(role: &str, block: &Value) -> Result<(), String> {
+    let kind = block["type"].as_str().unwrap_or("");
+    let ok = match kind {
+        "text" => {
+            if block["text"].as_str().is_some_and(str::is_empty) {
+                return Err("messages: text content blocks must be non-empty".into());
+            }
+            block["text"].is_string()
+        }
+        "image" | "document" => block["source"].is_object(),
+        "tool_use" if role == "assistant" => {
+            block["id"].as_str().is_some_and(|id| !id.is_empty())
+                && block["name"].as_str().is_some_and(|n| !n.is_empty())
+                && block["input"].is_object()
+        }
+        "tool_result" if role == "user" => {
+            let content_ok = match &block["content"] {
+                Value::Null | Value::String(_) => true,
+                Value::Array(parts) => parts
+                    .iter()
+                    .all(|p| matches!(p["type"].as_str(), Some("text" | "image"))),
+                _ => false,
+            };
+            block["tool_use_id"]
+                .as_str()
+                .is_some_and(|id| !id.is_empty())
+                && content_ok
+        }
+        "thinking" if role == "assistant" => {
+            block["thinking"].is_string() && block["signature"].is_string()
+        }
+        "redacted_thinking" if role == "assistant" => block["data"].is_string(),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "messages: invalid `{kind}` content block in a `{role}` turn: {block}"
+        ))
+    }
+}
+
+fn check_messages(messages: &[Value]) -> Result<(), String> {
+    if messages.is_empty() {
+        return Err("messages: at least one message is required".into());
+    }
+    // Turns after merging consecutive same-role messages: (role, blocks).
+    let mut turns: Vec<(String, Vec<Value>)> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().unwrap_or("");
+        if role != "user" && role != "assistant" {
+            return Err(format!(
+                "messages.{index}.role: Input should be 'user' or 'assistant'"
+            ));
+        }
+        let blocks = match &message["content"] {
+            Value::String(text) if text.is_empty() && index + 1 < messages.len() => {
+                return Err(format!("messages.{index}: all messages must have non-empty content except for the optional final assistant message"));
+            }
+            Value::String(text) => vec![json!({"type": "text", "text": text})],
+            Value::Array(blocks) if blocks.is_empty() && index + 1 < messages.len() => {
+                return Err(format!("messages.{index}: all messages must have non-empty content except for the optional final assistant message"));
+            }
+            Value::Array(blocks) => blocks.clone(),
+            _ => return Err(format!("messages.{index}.content: Field required")),
+        };
+        for block in &blocks {
+            check_block(role, block)?;
+        }
+        match turns.last_mut() {
+            Some((last, merged)) if last == role => merged.extend(blocks),
+            _ => turns.push((role.to_string(), blocks)),
+        }
+    }
+    let ids = |blocks: &[Value], kind: &str, key: &str| -> Vec<String> {
+        blocks
+            .iter()
+            .filter(|b| b["type"] == kind)
+            .filter_map(|b| b[key].as_str().map(str::to_string))
+            .collect()
+    };
+    for (at, (role, blocks)) in turns.iter().enumerate() {
+        if role == "user" {
+            let answered = ids(blocks, "tool_result", "tool_use_id");
+            let asked = match at.checked_sub(1).map(|before| &turns[before]) {
+                Some((_, before)) => ids(before, "tool_use", "id"),
+                None => Vec::new(),
+            };
+            if let Some(stray) = answered.iter().find(|id| !asked.contains(id)) {
+                return Err(format!("messages.{at}.content: unexpected `tool_use_id` found in `tool_result` blocks: {stray}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."));
+            }
+            let leading = blocks
+                .iter()
+                .take_while(|b| b["type"] == "tool_result")
+                .count();
+            if blocks[leading..].iter().any(|b| b["type"] == "tool_result") {
+                return Err(format!("messages.{at}.content: `tool_result` blocks must come first in the content array, before any other content"));
+            }
+        } else {
+            let asked = ids(blocks, "tool_use", "id");
+            let answered = turns
+                .get(at + 1)
+                .map(|(_, next)| ids(next, "tool_result", "tool_use_id"))
+                .unwrap_or_default();
+            let unanswered: Vec<&String> =
+                asked.iter().filter(|id| !answered.contains(id)).collect();
+            if at + 1 < turns.len() && !unanswered.is_empty() {
+                let list: Vec<&str> = unanswered.iter().map(|s| s.as_str()).collect();
+                return Err(format!("messages.{at}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", list.join(", ")));
+            }
+            let last_text = blocks.last().and_then(|b| b["text"].as_str());
+            if at + 1 == turns.len() && last_text.is_some_and(|t| t != t.trim_end()) {
+                return Err(
+                    "messages: final assistant content cannot end with trailing whitespace".into(),
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn block(index: usize, start: Value, deltas: Vec<Value>) -> Vec<Bytes> {

@@ -6,6 +6,21 @@
 //! answering scripted replies (429s, errors) first; attachment files under
 //! `/attachments/…` as Discord's CDN serves them (no token), counted.
 //!
+//! It checks what it is sent as Discord does. The gateway: the upgrade must
+//! ask for `v=10` (else close 4012) and JSON encoding; a frame that is not a
+//! JSON object closes 4002, an unknown opcode 4001, anything but a heartbeat
+//! before IDENTIFY / RESUME 4003, a second IDENTIFY 4005; IDENTIFY needs this
+//! token (else close 4004 "Authentication failed"), integer `intents` (4013)
+//! and `properties` with `os`, `browser`, `device` (4002). REST, before any
+//! scripted answer: `Authorization: Bot <token>` (401 `{"message": "401:
+//! Unauthorized", "code": 0}`), a body with a JSON content type that parses
+//! (50109); a message must carry content, embeds, stickers, components, a
+//! poll or files (50006 "Cannot send an empty message") and content of at
+//! most 2,000 characters (50035 "Invalid Form Body"); edits, deletes and
+//! reactions need a message that exists in that channel (10008 "Unknown
+//! Message"): one the bot created, one dispatched as `MESSAGE_CREATE`, or one
+//! added with [`FakeDiscord::add_message`].
+//!
 //! Tests include it with `#[path = "support/fake_discord.rs"] mod fake_discord;`.
 #![allow(dead_code)]
 
@@ -75,6 +90,26 @@ enum Command {
     Close(u16),
 }
 
+/// Discord's reason text for a gateway close code.
+fn close_reason(code: u16) -> &'static str {
+    match code {
+        4001 => "Unknown opcode.",
+        4002 => "Error while decoding payload.",
+        4003 => "Not authenticated.",
+        4004 => "Authentication failed.",
+        4005 => "Already authenticated.",
+        4012 => "Invalid API version.",
+        4013 => "Invalid intent(s).",
+        _ => "",
+    }
+}
+
+/// What the client may send on a connection, as the gateway tracks it.
+#[derive(Default)]
+struct ConnectionState {
+    identified: bool,
+}
+
 #[derive(Default)]
 struct Session {
     id: String,
@@ -102,7 +137,12 @@ struct Inner {
     /// CDN files by name: bytes and content type; and how often each was fetched.
     files: HashMap<String, (Vec<u8>, String)>,
     file_fetches: HashMap<String, usize>,
+    /// Messages that exist, as (channel id, message id).
+    messages: std::collections::HashSet<(String, String)>,
 }
+
+/// Discord's cap on a message's `content`.
+const MAX_CONTENT_CHARS: usize = 2000;
 
 struct State {
     inner: Mutex<Inner>,
@@ -162,6 +202,11 @@ impl FakeDiscord {
         let mut inner = self.inner();
         inner.session.seq += 1;
         let seq = inner.session.seq;
+        if event == "MESSAGE_CREATE" {
+            if let (Some(channel), Some(id)) = (d["channel_id"].as_str(), d["id"].as_str()) {
+                inner.messages.insert((channel.to_string(), id.to_string()));
+            }
+        }
         let frame = json!({"op": 0, "t": event, "s": seq, "d": d}).to_string();
         inner.session.history.push((seq, frame.clone()));
         if !inner.zombie {
@@ -195,6 +240,14 @@ impl FakeDiscord {
     /// The next IDENTIFY is answered by closing with `code`.
     pub fn close_on_identify(&self, code: u16) {
         self.inner().close_on_identify = Some(code);
+    }
+
+    /// A message that exists in `channel` (for edits, deletes, reactions)
+    /// without a dispatch.
+    pub fn add_message(&self, channel: &str, id: &str) {
+        self.inner()
+            .messages
+            .insert((channel.to_string(), id.to_string()));
     }
 
     /// A channel `GET /channels/{id}` returns.
@@ -290,6 +343,9 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
         return;
     };
     let (sender, mut commands) = mpsc::unbounded_channel();
+    let mut connection = ConnectionState::default();
+    let asked_version = query_value(&query, "v");
+    let asked_encoding = query_value(&query, "encoding");
     let (index, interval) = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.connections.push(GatewayConnection {
@@ -302,6 +358,21 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
         inner.zombie = false;
         (index, inner.hello_interval_ms)
     };
+    if asked_version.as_deref() != Some("10")
+        || asked_encoding.as_deref().unwrap_or("json") != "json"
+    {
+        let code = if asked_version.as_deref() != Some("10") {
+            4012
+        } else {
+            4002
+        };
+        let frame = CloseFrame {
+            code: CloseCode::from(code),
+            reason: close_reason(code).into(),
+        };
+        let _ = ws.close(Some(frame)).await;
+        return;
+    }
     let hello = json!({"op": 10, "d": {"heartbeat_interval": interval}}).to_string();
     if ws.send(Message::text(hello)).await.is_err() {
         return;
@@ -314,7 +385,7 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
                     if ws.send(Message::text(frame)).await.is_err() { return; }
                 }
                 Some(Command::Close(code)) => {
-                    let frame = CloseFrame { code: CloseCode::from(code), reason: "".into() };
+                    let frame = CloseFrame { code: CloseCode::from(code), reason: close_reason(code).into() };
                     let _ = ws.close(Some(frame)).await;
                     return;
                 }
@@ -323,7 +394,7 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
             message = ws.next() => match message {
                 Some(Ok(Message::Text(text))) => {
                     let frame: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
-                    let replies = on_client_frame(&state, index, frame, &sender);
+                    let replies = on_client_frame(&state, index, &mut connection, frame, &sender);
                     for reply in replies {
                         if ws.send(Message::text(reply)).await.is_err() { return; }
                     }
@@ -344,15 +415,21 @@ async fn serve_gateway(stream: TcpStream, state: Arc<State>, shutdown: Cancellat
 fn on_client_frame(
     state: &State,
     index: usize,
+    connection: &mut ConnectionState,
     frame: Value,
     sender: &mpsc::UnboundedSender<Command>,
 ) -> Vec<String> {
     let mut inner = state.inner.lock().expect("fake state");
     inner.connections[index].frames.push(frame.clone());
     let zombie = inner.zombie && inner.live.as_ref().is_some_and(|(i, _)| *i == index);
+    if let Err(code) = check_client_frame(connection, &frame) {
+        let _ = sender.send(Command::Close(code));
+        return Vec::new();
+    }
     match frame["op"].as_u64() {
         Some(1) if !zombie => vec![json!({"op": 11}).to_string()],
         Some(2) => {
+            connection.identified = true;
             if let Some(code) = inner.close_on_identify.take() {
                 let _ = sender.send(Command::Close(code));
                 return Vec::new();
@@ -384,6 +461,7 @@ fn on_client_frame(
             if d["session_id"] != inner.session.id.as_str() || d["token"] != TOKEN {
                 return vec![json!({"op": 9, "d": false}).to_string()];
             }
+            connection.identified = true;
             let after = d["seq"].as_u64().unwrap_or(0);
             let mut replies: Vec<String> = inner
                 .session
@@ -399,6 +477,54 @@ fn on_client_frame(
         }
         _ => Vec::new(),
     }
+}
+
+/// The gateway's checks of one client frame: `Err(close code)` when Discord
+/// would close the connection over it.
+fn check_client_frame(connection: &ConnectionState, frame: &Value) -> Result<(), u16> {
+    let Some(op) = frame.get("op").and_then(Value::as_u64) else {
+        return Err(4002);
+    };
+    let d = &frame["d"];
+    match op {
+        1 => Ok(()),
+        2 | 6 if connection.identified => Err(4005),
+        2 => {
+            if d["token"].as_str() != Some(TOKEN) {
+                return Err(4004);
+            }
+            if d["intents"].as_u64().is_none() {
+                return Err(4013);
+            }
+            let properties = &d["properties"];
+            let named = ["os", "browser", "device"]
+                .iter()
+                .all(|key| properties[*key].is_string());
+            if named {
+                Ok(())
+            } else {
+                Err(4002)
+            }
+        }
+        6 => {
+            let fields = d["token"].is_string() && d["session_id"].is_string();
+            if !fields || !(d["seq"].is_u64() || d["seq"].is_null()) {
+                return Err(4002);
+            }
+            Ok(())
+        }
+        3 | 4 | 8 if !connection.identified => Err(4003),
+        3 | 4 | 8 => Ok(()),
+        _ => Err(4001),
+    }
+}
+
+/// The first value of `key` in a query string.
+fn query_value(query: &str, key: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == key).then(|| v.to_string())
+    })
 }
 
 async fn rest_loop(listener: TcpListener, state: Arc<State>, shutdown: CancellationToken) {
@@ -450,6 +576,13 @@ async fn rest_handle(
         .map(|c| c.to_bytes())
         .unwrap_or_default();
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let body_ok = bytes.is_empty() || {
+        let content_type = headers
+            .get("content-type")
+            .map(String::as_str)
+            .unwrap_or("");
+        content_type.starts_with("application/json") && !body.is_null()
+    };
     let recorded = RestRequest {
         method,
         path,
@@ -460,6 +593,14 @@ async fn rest_handle(
     let reply = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.rest.push(recorded.clone());
+        let checked = match check_rest(&inner, &recorded, body_ok) {
+            Err(refusal) => Some(refusal),
+            Ok(()) => None,
+        };
+        if let Some(refusal) = checked {
+            drop(inner);
+            return Ok(respond(refusal));
+        }
         let targeted = inner.scripted_on.iter().position(|(method, suffix, _)| {
             *method == recorded.method && recorded.path.ends_with(suffix.as_str())
         });
@@ -469,6 +610,10 @@ async fn rest_handle(
             None => route(&mut inner, &state, &recorded),
         }
     };
+    Ok(respond(reply))
+}
+
+fn respond(reply: RestReply) -> Response<Full<Bytes>> {
     let mut builder = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {
         builder = builder.header(name.as_str(), value.as_str());
@@ -481,7 +626,7 @@ async fn rest_handle(
     if !body.is_empty() {
         builder = builder.header("content-type", "application/json");
     }
-    Ok(builder.body(Full::new(body)).expect("valid response"))
+    builder.body(Full::new(body)).expect("valid response")
 }
 
 /// A CDN download: the file's bytes with its content type, or 404.
@@ -510,11 +655,106 @@ fn reply(status: u16, body: Value) -> RestReply {
     }
 }
 
-/// Discord's REST routes as the adapter uses them.
-fn route(inner: &mut Inner, state: &State, request: &RestRequest) -> RestReply {
+/// Discord's checks of a REST request, made before any scripted answer:
+/// the token, a JSON body that parses, then the body of a message create or edit, then that the
+/// message an edit, delete or reaction names exists.
+fn check_rest(inner: &Inner, request: &RestRequest, body_ok: bool) -> Result<(), RestReply> {
     if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bot {TOKEN}")) {
-        return reply(401, json!({"message": "401: Unauthorized", "code": 0}));
+        return Err(reply(
+            401,
+            json!({"message": "401: Unauthorized", "code": 0}),
+        ));
     }
+    if !body_ok {
+        return Err(reply(
+            400,
+            json!({"message": "The request body contains invalid JSON.", "code": 50109}),
+        ));
+    }
+    let path = request.path.strip_prefix("/api/v10/").unwrap_or("");
+    let parts: Vec<&str> = path.split('/').collect();
+    let body = &request.body;
+    let too_long = || {
+        body["content"]
+            .as_str()
+            .is_some_and(|c| c.chars().count() > MAX_CONTENT_CHARS)
+    };
+    let invalid_form = || {
+        reply(
+            400,
+            json!({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
+                {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}),
+        )
+    };
+    let unknown_message = || reply(404, json!({"message": "Unknown Message", "code": 10008}));
+    let exists = |channel: &str, id: &str| {
+        inner
+            .messages
+            .contains(&(channel.to_string(), id.to_string()))
+    };
+    match (request.method.as_str(), parts.as_slice()) {
+        ("POST", ["channels", _, "messages"]) => {
+            let filled = |key: &str| match &body[key] {
+                Value::String(text) => !text.is_empty(),
+                Value::Array(items) => !items.is_empty(),
+                Value::Object(_) => true,
+                _ => false,
+            };
+            let any = [
+                "content",
+                "embeds",
+                "sticker_ids",
+                "components",
+                "files",
+                "poll",
+            ]
+            .iter()
+            .any(|key| filled(key));
+            if !any {
+                return Err(reply(
+                    400,
+                    json!({"message": "Cannot send an empty message", "code": 50006}),
+                ));
+            }
+            if too_long() {
+                return Err(invalid_form());
+            }
+        }
+        ("PATCH", ["channels", channel, "messages", id]) => {
+            if too_long() {
+                return Err(invalid_form());
+            }
+            if !exists(channel, id) {
+                return Err(unknown_message());
+            }
+        }
+        ("DELETE", ["channels", channel, "messages", id])
+        | ("PUT", ["channels", channel, "messages", id, "reactions", _, "@me"])
+            if !exists(channel, id) =>
+        {
+            return Err(unknown_message());
+        }
+        ("PUT", ["channels", _, "messages", _, "reactions", emoji, "@me"]) if emoji.is_empty() => {
+            return Err(reply(
+                400,
+                json!({"message": "Unknown Emoji", "code": 10014}),
+            ));
+        }
+        ("POST", ["users", "@me", "channels"]) if !body["recipient_id"].is_string() => {
+            return Err(reply(
+                400,
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"recipient_id": {"_errors": [
+                    {"code": "BASE_TYPE_REQUIRED", "message": "This field is required"}]}}}),
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Discord's REST routes as the adapter uses them (the request passed
+/// [`check_rest`]).
+fn route(inner: &mut Inner, state: &State, request: &RestRequest) -> RestReply {
     let Some(path) = request.path.strip_prefix("/api/v10/") else {
         return reply(404, json!({"message": "404: Not Found", "code": 0}));
     };
@@ -533,6 +773,8 @@ fn route(inner: &mut Inner, state: &State, request: &RestRequest) -> RestReply {
         }
         ("POST", ["channels", channel, "messages"]) => {
             inner.next_message_id += 1;
+            let id = inner.next_message_id.to_string();
+            inner.messages.insert((channel.to_string(), id));
             reply(
                 200,
                 json!({"id": inner.next_message_id.to_string(), "channel_id": channel,
@@ -543,8 +785,13 @@ fn route(inner: &mut Inner, state: &State, request: &RestRequest) -> RestReply {
             200,
             json!({"id": id, "channel_id": channel, "content": request.body["content"]}),
         ),
-        ("DELETE", ["channels", _, "messages", _])
-        | ("POST", ["channels", _, "typing"])
+        ("DELETE", ["channels", channel, "messages", id]) => {
+            inner
+                .messages
+                .remove(&(channel.to_string(), id.to_string()));
+            reply(204, Value::Null)
+        }
+        ("POST", ["channels", _, "typing"])
         | ("PUT", ["channels", _, "messages", _, "reactions", _, "@me"]) => reply(204, Value::Null),
         ("GET", ["channels", id]) => match inner.channels.get(*id) {
             Some(channel) => reply(200, channel.clone()),

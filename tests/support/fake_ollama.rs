@@ -4,6 +4,16 @@
 //! `done_reason` and eval counts) or with Ollama's `{"error": …}` JSON.
 //! Replies are scripted with [`OllamaReply`] (FIFO; when none is queued it
 //! echoes the last user message). Loopback only; never used by product code.
+//!
+//! It checks each request as Ollama's server does before any scripted reply
+//! is used: a JSON body (else 400 with Go's decode error), a non-empty
+//! `model` ("model is required"), `messages` as objects with a known role and
+//! string `content` (no messages at all only loads the model, as on Ollama;
+//! Ollama decodes into Go structs: an array content or
+//! string tool-call arguments fail to decode), boolean `stream` and `think`,
+//! tools of type `function` with a name, and `options` an object. A refusal
+//! is 400 `{"error": …}`. It streams NDJSON unless `"stream": false`, when
+//! the answer is the one final object.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -30,7 +40,7 @@ pub struct FakeOllama {
 impl FakeOllama {
     pub async fn start() -> FakeOllama {
         FakeOllama {
-            server: WireServer::start(render).await,
+            server: WireServer::start(refuse, render).await,
         }
     }
 
@@ -52,11 +62,27 @@ impl FakeOllama {
     }
 }
 
-fn render(request: &RecordedRequest, reply: Option<OllamaReply>) -> Answer {
+/// Ollama's refusal of a malformed request: the route, then [`check_request`].
+fn refuse(request: &RecordedRequest) -> Option<Answer> {
     if request.method != "POST" || request.path != "/api/chat" {
-        return error_answer(404, "404 page not found");
+        return Some(error_answer(404, "404 page not found"));
     }
+    check_request(&request.body)
+        .err()
+        .map(|message| error_answer(400, &message))
+}
+
+fn render(request: &RecordedRequest, reply: Option<OllamaReply>) -> Answer {
     let model = request.body["model"].clone();
+    if request.body["messages"]
+        .as_array()
+        .is_none_or(|m| m.is_empty())
+    {
+        // As Ollama: no messages only loads the model.
+        let loaded = json!({"model": model, "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": ""}, "done_reason": "load", "done": true});
+        return whole_answer(&[Bytes::from(format!("{loaded}\n"))]);
+    }
     let line = |message: Value, done: bool| {
         let mut object = json!({"model": model, "created_at": "2025-01-01T00:00:00Z", "message": message, "done": done});
         if done {
@@ -110,6 +136,9 @@ fn render(request: &RecordedRequest, reply: Option<OllamaReply>) -> Answer {
     if !hang {
         lines.push(line(json!({"role": "assistant", "content": ""}), true));
     }
+    if request.body["stream"] == false {
+        return whole_answer(&lines);
+    }
     Answer {
         status: 200,
         headers: vec![("content-type".into(), "application/x-ndjson".into())],
@@ -117,6 +146,156 @@ fn render(request: &RecordedRequest, reply: Option<OllamaReply>) -> Answer {
         piece_delay_ms: 2,
         hang,
     }
+}
+
+/// The `"stream": false` answer: the lines folded into the one final object
+/// (content and thinking concatenated, tool calls collected).
+fn whole_answer(lines: &[Bytes]) -> Answer {
+    let parsed: Vec<Value> = lines
+        .iter()
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    let mut last = parsed.last().cloned().unwrap_or_else(|| json!({}));
+    let text = |key: &str| -> String {
+        parsed
+            .iter()
+            .filter_map(|l| l["message"][key].as_str())
+            .collect()
+    };
+    let calls: Vec<Value> = parsed
+        .iter()
+        .filter_map(|l| l["message"]["tool_calls"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    let mut message = json!({"role": "assistant", "content": text("content")});
+    let thinking = text("thinking");
+    if !thinking.is_empty() {
+        message["thinking"] = json!(thinking);
+    }
+    if !calls.is_empty() {
+        message["tool_calls"] = json!(calls);
+    }
+    last["message"] = message;
+    Answer {
+        status: 200,
+        headers: vec![(
+            "content-type".into(),
+            "application/json; charset=utf-8".into(),
+        )],
+        pieces: vec![Bytes::from(last.to_string())],
+        piece_delay_ms: 0,
+        hang: false,
+    }
+}
+
+/// Ollama's checks of a `/api/chat` body; `Err(message)` as its server
+/// words it (Go's JSON decoding errors for wrong types).
+fn check_request(body: &Value) -> Result<(), String> {
+    if !body.is_object() {
+        return Err("invalid character looking for beginning of value".into());
+    }
+    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+        return Err("model is required".into());
+    }
+    let decode = |field: &str, go_type: &str, value: &Value| {
+        let kind = match value {
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "bool",
+            Value::Null => "null",
+        };
+        format!("json: cannot unmarshal {kind} into Go struct field {field} of type {go_type}")
+    };
+    for key in ["stream", "think"] {
+        if let Some(value) = body.get(key).filter(|v| !v.is_boolean() && !v.is_null()) {
+            if key == "think" && value.is_string() {
+                continue;
+            }
+            return Err(decode(&format!("ChatRequest.{key}"), "bool", value));
+        }
+    }
+    if let Some(options) = body
+        .get("options")
+        .filter(|o| !o.is_object() && !o.is_null())
+    {
+        return Err(decode(
+            "ChatRequest.options",
+            "map[string]interface {}",
+            options,
+        ));
+    }
+    let messages = match &body["messages"] {
+        Value::Null => &Vec::new(),
+        Value::Array(messages) => messages,
+        other => return Err(decode("ChatRequest.messages", "[]api.Message", other)),
+    };
+    for message in messages {
+        if !message.is_object() {
+            return Err(decode("ChatRequest.messages", "api.Message", message));
+        }
+        let role = message["role"].as_str().unwrap_or("");
+        if !matches!(role, "system" | "user" | "assistant" | "tool") {
+            return Err(format!(
+                "invalid role {role:?}: expected system, user, assistant or tool"
+            ));
+        }
+        let content = &message["content"];
+        if !content.is_string() && !content.is_null() {
+            return Err(decode("ChatRequest.messages.content", "string", content));
+        }
+        if let Some(images) = message.get("images").filter(|i| !i.is_null()) {
+            if !images
+                .as_array()
+                .is_some_and(|i| i.iter().all(Value::is_string))
+            {
+                return Err(decode(
+                    "ChatRequest.messages.images",
+                    "api.ImageData",
+                    images,
+                ));
+            }
+        }
+        if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
+            let Some(calls) = calls.as_array() else {
+                return Err(decode(
+                    "ChatRequest.messages.tool_calls",
+                    "[]api.ToolCall",
+                    calls,
+                ));
+            };
+            for call in calls {
+                let arguments = &call["function"]["arguments"];
+                if !arguments.is_object() {
+                    return Err(decode(
+                        "ChatRequest.messages.tool_calls.function.arguments",
+                        "api.ToolCallFunctionArguments",
+                        arguments,
+                    ));
+                }
+                if !call["function"]["name"].is_string() {
+                    return Err(decode(
+                        "ChatRequest.messages.tool_calls.function.name",
+                        "string",
+                        &call["function"]["name"],
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(tools) = body.get("tools").filter(|t| !t.is_null()) {
+        let Some(tools) = tools.as_array() else {
+            return Err(decode("ChatRequest.tools", "api.Tools", tools));
+        };
+        for tool in tools {
+            if tool["type"] != "function" || !tool["function"]["name"].is_string() {
+                return Err(format!("invalid tool definition: {tool}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn error_answer(status: u16, message: &str) -> Answer {

@@ -7,6 +7,16 @@
 //! for failures. Tests script replies with [`FakeReply`] (FIFO; when none is
 //! queued it echoes the last user message) and inspect what arrived. It must
 //! not be used by product code and never binds anything but loopback.
+//!
+//! It checks each request as OpenAI does before any scripted reply is used:
+//! `Authorization: Bearer <key>` (else 401 `invalid_api_key`), a JSON body
+//! with only documented parameters, a `model`, and well-formed `messages`
+//! (known roles; content where the role needs it; assistant `tool_calls` as
+//! `{id, type: "function", function: {name, arguments: string}}` each answered
+//! by a following `tool` message with its `tool_call_id`; no `tool` message
+//! without such a call), boolean `stream` with `stream_options` only when
+//! streaming, `max_tokens` ≥ 1, tools named `^[a-zA-Z0-9_-]{1,64}$`. A
+//! refusal is 400 `invalid_request_error` naming the parameter, as OpenAI's.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -240,6 +250,9 @@ async fn handle(
             None,
         ));
     }
+    if let Err(refusal) = check_request(&recorded) {
+        return Ok(refusal);
+    }
     let queued = take_reply_for_system(&state, &recorded.body)
         .or_else(|| state.replies.lock().expect("replies lock").pop_front());
     let mut reply = queued.unwrap_or_else(|| echo_reply(&recorded.body));
@@ -276,6 +289,257 @@ async fn handle(
         }
         FakeReply::Held { .. } => error_response(500, "a held reply was not released", None),
     })
+}
+
+/// Chat-completions parameters OpenAI documents (anything else is refused).
+const KNOWN_PARAMETERS: &[&str] = &[
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "n",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "user",
+    "seed",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+    "metadata",
+    "store",
+    "modalities",
+    "audio",
+    "prediction",
+    "service_tier",
+    "web_search_options",
+    "prompt_cache_key",
+    "safety_identifier",
+    "verbosity",
+    "functions",
+    "function_call",
+];
+
+/// OpenAI's checks of a chat-completions request: the key, then the body.
+fn check_request(request: &RecordedRequest) -> Result<(), Response<FakeBody>> {
+    let key = request
+        .headers
+        .get("authorization")
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or("");
+    if key.is_empty() {
+        return Err(error_response(
+            401,
+            "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+            None,
+        ));
+    }
+    check_body(&request.body).map_err(|(message, param)| invalid_request(&message, &param))
+}
+
+/// The body's checks; `Err((message, param))` as OpenAI words them.
+fn check_body(body: &Value) -> Result<(), (String, String)> {
+    let fields = body.as_object().expect("checked: an object");
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !KNOWN_PARAMETERS.contains(&key.as_str()))
+    {
+        return Err((
+            format!("Unrecognized request argument supplied: {unknown}"),
+            unknown.clone(),
+        ));
+    }
+    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+        return Err(("you must provide a model parameter".into(), "model".into()));
+    }
+    let Some(messages) = body["messages"].as_array() else {
+        return Err((
+            "Missing required parameter: 'messages'.".into(),
+            "messages".into(),
+        ));
+    };
+    if messages.is_empty() {
+        return Err((
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.".into(),
+            "messages".into(),
+        ));
+    }
+    check_messages(messages)?;
+    if let Some(stream) = body.get("stream") {
+        if !stream.is_boolean() && !stream.is_null() {
+            return Err((
+                format!("Invalid type for 'stream': expected a boolean, but got {stream} instead."),
+                "stream".into(),
+            ));
+        }
+    }
+    if body.get("stream_options").is_some_and(|o| !o.is_null()) && body["stream"] != true {
+        return Err((
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
+            "stream_options".into(),
+        ));
+    }
+    for key in ["max_tokens", "max_completion_tokens"] {
+        if let Some(value) = body.get(key).filter(|v| !v.is_null()) {
+            if !value.as_u64().is_some_and(|n| n >= 1) {
+                return Err((
+                    format!("Invalid '{key}': expected an integer >= 1, but got {value} instead."),
+                    key.into(),
+                ));
+            }
+        }
+    }
+    if let Some(tools) = body.get("tools").filter(|t| !t.is_null()) {
+        let Some(tools) = tools.as_array() else {
+            return Err((
+                "Invalid type for 'tools': expected an array.".into(),
+                "tools".into(),
+            ));
+        };
+        for (index, tool) in tools.iter().enumerate() {
+            let name = tool["function"]["name"].as_str().unwrap_or("");
+            let named = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if tool["type"] != "function" || !named {
+                return Err((
+                    format!("Invalid 'tools[{index}].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."),
+                    format!("tools[{index}].function.name"),
+                ));
+            }
+            let parameters = &tool["function"]["parameters"];
+            if !parameters.is_null() && !parameters.is_object() {
+                return Err((
+                    format!("Invalid type for 'tools[{index}].function.parameters': expected an object."),
+                    format!("tools[{index}].function.parameters"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `content` is a string, or an array of parts of the given types.
+fn content_ok(content: &Value, part_types: &[&str]) -> bool {
+    match content {
+        Value::String(_) => true,
+        Value::Array(parts) => parts.iter().all(|part| {
+            let kind = part["type"].as_str().unwrap_or("");
+            part_types.contains(&kind) && (kind != "text" || part["text"].is_string())
+        }),
+        _ => false,
+    }
+}
+
+fn check_messages(messages: &[Value]) -> Result<(), (String, String)> {
+    // Tool calls of the latest assistant message not yet answered.
+    let mut open_calls: Vec<String> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().unwrap_or("");
+        let param = |field: &str| format!("messages.[{index}].{field}");
+        let missing = |field: &str| {
+            Err((
+                format!("Missing required parameter: 'messages.[{index}].{field}'."),
+                param(field),
+            ))
+        };
+        if role != "tool" && !open_calls.is_empty() {
+            return Err((
+                format!("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}", open_calls.join(", ")),
+                param("role"),
+            ));
+        }
+        let content = &message["content"];
+        match role {
+            "system" | "developer" => {
+                if !content_ok(content, &["text"]) {
+                    return missing("content");
+                }
+            }
+            "user" => {
+                if !content_ok(content, &["text", "image_url", "input_audio", "file"]) {
+                    return missing("content");
+                }
+            }
+            "assistant" => {
+                let calls = message.get("tool_calls").filter(|c| !c.is_null());
+                if !content.is_null() && !content_ok(content, &["text", "refusal"]) {
+                    return Err((
+                        format!("Invalid type for 'messages.[{index}].content'."),
+                        param("content"),
+                    ));
+                }
+                match calls {
+                    None if content.is_null() => return missing("content"),
+                    None => {}
+                    Some(calls) => {
+                        let Some(calls) = calls.as_array().filter(|c| !c.is_empty()) else {
+                            return Err((
+                                format!("Invalid 'messages.[{index}].tool_calls': empty array. Expected an array with minimum length 1."),
+                                param("tool_calls"),
+                            ));
+                        };
+                        for (at, call) in calls.iter().enumerate() {
+                            let well_formed = call["id"].as_str().is_some_and(|id| !id.is_empty())
+                                && call["type"] == "function"
+                                && call["function"]["name"].as_str().is_some_and(|n| !n.is_empty())
+                                && call["function"]["arguments"].is_string();
+                            if !well_formed {
+                                return missing(&format!("tool_calls.[{at}]"));
+                            }
+                            open_calls.push(call["id"].as_str().unwrap_or("").to_string());
+                        }
+                    }
+                }
+            }
+            "tool" => {
+                let Some(id) = message["tool_call_id"].as_str() else {
+                    return missing("tool_call_id");
+                };
+                if !content_ok(content, &["text"]) {
+                    return missing("content");
+                }
+                let Some(at) = open_calls.iter().position(|open| open == id) else {
+                    return Err((
+                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.".into(),
+                        param("role"),
+                    ));
+                };
+                open_calls.remove(at);
+            }
+            _ => {
+                return Err((
+                    format!("Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."),
+                    param("role"),
+                ))
+            }
+        }
+    }
+    if !open_calls.is_empty() {
+        return Err((
+            format!("An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}", open_calls.join(", ")),
+            "messages".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// OpenAI's 400 for a request it refuses, naming the parameter.
+fn invalid_request(message: &str, param: &str) -> Response<FakeBody> {
+    let body = json!({ "error": { "message": message, "type": "invalid_request_error", "param": param, "code": null } });
+    json_response(400, &body, None)
 }
 
 fn take_reply_for_system(state: &FakeState, body: &Value) -> Option<FakeReply> {

@@ -12,6 +12,21 @@
 //! `v0=` + hex HMAC-SHA256 of `v0:<timestamp>:<body>`), and retries a 503
 //! with `X-Slack-Retry-Num` as Slack does.
 //!
+//! It checks requests as Slack does, before any scripted answer: the token
+//! (`Authorization: Bearer`, or `token` in a form body; none → `not_authed`,
+//! a wrong one → `invalid_auth`, the other kind of token →
+//! `not_allowed_token_type`), the content type (JSON or a URL-encoded form,
+//! else `invalid_post_type`), a JSON body that parses (`invalid_json`), and
+//! each method's arguments: `chat.postMessage` needs a channel
+//! (`channel_not_found`) and text or blocks (`no_text`, `msg_too_long` past
+//! 40,000 characters); `chat.update` / `chat.delete` need the channel and the
+//! `ts` of a message the bot posted there (`message_not_found`);
+//! `reactions.add` needs `channel` + `timestamp` (`no_item_specified`) of a
+//! known message and a `name` (`invalid_name`), and a second identical
+//! reaction is `already_reacted`; `conversations.open` needs `users`.
+//! Messages delivered by [`FakeSlack::send_event`] / [`FakeSlack::event_callback`]
+//! and the bot's own posts are the known messages.
+//!
 //! Tests include it with `#[path = "support/fake_slack.rs"] mod fake_slack;`.
 #![allow(dead_code)]
 
@@ -122,6 +137,10 @@ pub fn unix_now() -> u64 {
 pub struct WebRequest {
     pub method: String,
     pub authorization: String,
+    /// The `Content-Type` header as sent (empty when absent).
+    pub content_type: String,
+    /// The parsed body: JSON, or a form's fields as strings (`Null` when it
+    /// did not parse).
     pub body: Value,
     /// When the fake received it (for "not before" ordering checks).
     pub at: std::time::Instant,
@@ -159,7 +178,14 @@ struct Inner {
     /// Shared files by name: bytes and type; downloads per name.
     files: std::collections::HashMap<String, (Vec<u8>, String)>,
     file_fetches: std::collections::HashMap<String, usize>,
+    /// Messages that exist, as (channel, ts): delivered events and the bot's posts.
+    messages: std::collections::HashSet<(String, String)>,
+    /// Reactions added, as (channel, ts, name).
+    reactions: std::collections::HashSet<(String, String, String)>,
 }
+
+/// Slack's cap on a message's `text`.
+const MAX_TEXT_CHARS: usize = 40_000;
 
 struct State {
     inner: Mutex<Inner>,
@@ -211,6 +237,7 @@ impl FakeSlack {
     /// Sends an `events_api` envelope carrying `event`; returns its id.
     pub fn send_event(&self, event: Value) -> String {
         let mut inner = self.inner();
+        inner.remember_message(&event);
         inner.envelopes_sent += 1;
         let id = format!("env-{}", inner.envelopes_sent);
         let envelope = json!({
@@ -230,6 +257,7 @@ impl FakeSlack {
     /// (a fresh event id each call).
     pub fn event_callback(&self, event: Value) -> String {
         let mut inner = self.inner();
+        inner.remember_message(&event);
         inner.envelopes_sent += 1;
         json!({"token": "verification", "team_id": TEAM_ID, "api_app_id": "A1",
             "type": "event_callback", "event_id": format!("Ev{}", inner.envelopes_sent),
@@ -311,6 +339,16 @@ impl FakeSlack {
             .flat_map(|c| c.frames.iter())
             .filter_map(|f| f["envelope_id"].as_str().map(str::to_string))
             .collect()
+    }
+}
+
+impl Inner {
+    /// Records the message an event carries (its channel and `ts`), so
+    /// reactions, edits and deletes of it find it as on Slack.
+    fn remember_message(&mut self, event: &Value) {
+        if let (Some(channel), Some(ts)) = (event["channel"].as_str(), event["ts"].as_str()) {
+            self.messages.insert((channel.to_string(), ts.to_string()));
+        }
     }
 }
 
@@ -416,11 +454,15 @@ async fn web_handle(
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let method = request.uri().path().trim_start_matches("/api/").to_string();
-    let authorization = request
-        .headers()
-        .get("authorization")
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default();
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default()
+    };
+    let authorization = header("authorization");
+    let content_type = header("content-type");
     if let Some(file) = request.uri().path().strip_prefix("/files-pri/") {
         let name = file.rsplit('/').next().unwrap_or("");
         return Ok(serve_file(&state, name, &authorization));
@@ -431,24 +473,30 @@ async fn web_handle(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let parsed = parse_body(&content_type, &bytes);
     let recorded = WebRequest {
         method,
         authorization,
-        body,
+        content_type,
+        body: parsed.clone().unwrap_or(Value::Null),
         at: std::time::Instant::now(),
     };
     let reply = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.web.push(recorded.clone());
-        let targeted = inner
-            .scripted_on
-            .iter()
-            .position(|(method, _)| *method == recorded.method);
-        let targeted = targeted.map(|at| inner.scripted_on.remove(at).1);
-        match targeted.or_else(|| inner.scripted.pop_front()) {
-            Some(reply) => reply,
-            None => route(&mut inner, &state, &recorded),
+        match parsed.and_then(|_| check_request(&inner, &recorded)) {
+            Err(error) => slack_error(error),
+            Ok(()) => {
+                let targeted = inner
+                    .scripted_on
+                    .iter()
+                    .position(|(method, _)| *method == recorded.method);
+                let targeted = targeted.map(|at| inner.scripted_on.remove(at).1);
+                match targeted.or_else(|| inner.scripted.pop_front()) {
+                    Some(reply) => reply,
+                    None => route(&mut inner, &state, &recorded),
+                }
+            }
         }
     };
     let mut builder = Response::builder().status(reply.status);
@@ -460,6 +508,157 @@ async fn web_handle(
         .header("content-type", "application/json")
         .body(Full::new(body));
     Ok(response.expect("valid response"))
+}
+
+/// The body as Slack reads it: JSON (`invalid_json` when it does not parse)
+/// or a URL-encoded form (fields as strings); no body is no arguments; any
+/// other content type is `invalid_post_type`.
+fn parse_body(content_type: &str, bytes: &[u8]) -> Result<Value, &'static str> {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match mime.as_str() {
+        "application/json" => match serde_json::from_slice::<Value>(bytes) {
+            Ok(body) if body.is_object() => Ok(body),
+            _ => Err("invalid_json"),
+        },
+        "application/x-www-form-urlencoded" => {
+            let text = String::from_utf8_lossy(bytes);
+            let fields = text
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(|pair| {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    (form_decode(key), Value::String(form_decode(value)))
+                })
+                .collect::<serde_json::Map<String, Value>>();
+            Ok(Value::Object(fields))
+        }
+        "" if bytes.is_empty() => Ok(json!({})),
+        _ => Err("invalid_post_type"),
+    }
+}
+
+/// One `application/x-www-form-urlencoded` component, decoded.
+fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'+' => out.push(b' '),
+            b'%' if at + 2 < bytes.len() && text.is_char_boundary(at + 3) => {
+                match u8::from_str_radix(&text[at + 1..at + 3], 16) {
+                    Ok(byte) => {
+                        out.push(byte);
+                        at += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        at += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Slack's checks of a parsed request: the token, then the method's
+/// arguments (the same for scripted and routed answers).
+fn check_request(inner: &Inner, request: &WebRequest) -> Result<(), &'static str> {
+    let app_method = request.method == "apps.connections.open";
+    let body = &request.body;
+    let token = match request.authorization.strip_prefix("Bearer ") {
+        Some(token) => token.trim(),
+        None if request.authorization.is_empty() => body["token"].as_str().unwrap_or(""),
+        None => "",
+    };
+    let (expected, other) = if app_method {
+        (APP_TOKEN, BOT_TOKEN)
+    } else {
+        (BOT_TOKEN, APP_TOKEN)
+    };
+    if token.is_empty() {
+        return Err("not_authed");
+    }
+    if token == other {
+        return Err("not_allowed_token_type");
+    }
+    if token != expected {
+        return Err("invalid_auth");
+    }
+    let text = |key: &str| body[key].as_str().unwrap_or("");
+    let has_content = |body: &Value| {
+        !text("text").is_empty()
+            || body["blocks"].as_array().is_some_and(|b| !b.is_empty())
+            || body["blocks"].as_str().is_some_and(|b| !b.is_empty())
+            || body["attachments"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+    };
+    let known = |channel: &str, ts: &str| {
+        inner
+            .messages
+            .contains(&(channel.to_string(), ts.to_string()))
+    };
+    match request.method.as_str() {
+        "chat.postMessage" => {
+            if !valid_channel(text("channel")) {
+                return Err("channel_not_found");
+            }
+            if !has_content(body) {
+                return Err("no_text");
+            }
+            if text("text").chars().count() > MAX_TEXT_CHARS {
+                return Err("msg_too_long");
+            }
+        }
+        "chat.update" | "chat.delete" => {
+            if !valid_channel(text("channel")) {
+                return Err("channel_not_found");
+            }
+            if !known(text("channel"), text("ts")) {
+                return Err("message_not_found");
+            }
+            if request.method == "chat.update" && !has_content(body) {
+                return Err("no_text");
+            }
+            if text("text").chars().count() > MAX_TEXT_CHARS {
+                return Err("msg_too_long");
+            }
+        }
+        "reactions.add" => {
+            if text("channel").is_empty() || text("timestamp").is_empty() {
+                return Err("no_item_specified");
+            }
+            if text("name").is_empty() || text("name").contains(':') {
+                return Err("invalid_name");
+            }
+            if !known(text("channel"), text("timestamp")) {
+                return Err("message_not_found");
+            }
+        }
+        "conversations.open" if text("users").is_empty() && text("channel").is_empty() => {
+            return Err("users_list_not_supplied");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A channel id (`C…`, `G…`, `D…`; a user id `U…`/`W…` opens the DM) or a
+/// `#name`, as `chat.*` accept them.
+fn valid_channel(channel: &str) -> bool {
+    if let Some(name) = channel.strip_prefix('#') {
+        return !name.is_empty();
+    }
+    let mut chars = channel.chars();
+    matches!(chars.next(), Some('C' | 'G' | 'D' | 'U' | 'W'))
+        && channel.len() > 1
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 /// A file download: the bytes to the bot token, else 403 (as Slack refuses
@@ -503,18 +702,11 @@ fn slack_error(error: &str) -> WebReply {
     }
 }
 
-/// Slack's Web API methods as the adapter uses them.
+/// Slack's Web API methods as the adapter uses them (the request passed
+/// [`check_request`]).
 fn route(inner: &mut Inner, state: &State, request: &WebRequest) -> WebReply {
-    let app_method = request.method == "apps.connections.open";
-    let expected = if app_method { APP_TOKEN } else { BOT_TOKEN };
-    if request.authorization != format!("Bearer {expected}") {
-        return slack_error(if app_method {
-            "invalid_auth"
-        } else {
-            "not_authed"
-        });
-    }
     let body = &request.body;
+    let text = |key: &str| body[key].as_str().unwrap_or("").to_string();
     match request.method.as_str() {
         "auth.test" => ok(
             json!({"url": "https://fake.slack.com/", "team": "Fake", "user": "pincer",
@@ -530,21 +722,32 @@ fn route(inner: &mut Inner, state: &State, request: &WebRequest) -> WebReply {
         }
         "chat.postMessage" => {
             inner.next_ts += 1;
-            let channel = body["channel"].as_str().unwrap_or("");
+            let channel = text("channel");
             let channel = match channel.strip_prefix('U') {
                 Some(user) => format!("D{user}"),
-                None => channel.to_string(),
+                None => channel,
             };
             let ts = format!("1700000000.{:06}", inner.next_ts);
+            inner.messages.insert((channel.clone(), ts.clone()));
             ok(json!({"channel": channel, "ts": ts, "message": {"text": body["text"], "ts": ts}}))
         }
         "chat.update" => {
             ok(json!({"channel": body["channel"], "ts": body["ts"], "text": body["text"]}))
         }
-        "chat.delete" => ok(json!({"channel": body["channel"], "ts": body["ts"]})),
-        "reactions.add" => ok(json!({})),
+        "chat.delete" => {
+            inner.messages.remove(&(text("channel"), text("ts")));
+            ok(json!({"channel": body["channel"], "ts": body["ts"]}))
+        }
+        "reactions.add" => {
+            let reaction = (text("channel"), text("timestamp"), text("name"));
+            if inner.reactions.insert(reaction) {
+                ok(json!({}))
+            } else {
+                slack_error("already_reacted")
+            }
+        }
         "conversations.open" => {
-            let user = body["users"].as_str().unwrap_or("");
+            let user = text("users");
             ok(json!({"channel": {"id": format!("D{}", user.trim_start_matches('U'))}}))
         }
         _ => slack_error("unknown_method"),

@@ -12,6 +12,20 @@
 //! method (429 with `retry_after`, 5xx, 409 Conflict, parse errors).
 //! `setWebhook` checks the URL and secret as Telegram does, and while a
 //! webhook is set `getUpdates` answers 409. Every call is recorded.
+//!
+//! Parameters are read as the Bot API reads them: from the query string, a
+//! JSON body sent as `application/json`, or a URL-encoded form; a body of
+//! any other type (or JSON that does not parse) carries no parameters, so
+//! the method then fails on the missing ones. The checks run before any
+//! scripted failure: a wrong token in `/bot<token>/` is 401 "Unauthorized";
+//! `sendMessage` needs a `chat_id` (integer or string) and non-empty `text`
+//! (a string) within 4,096 characters; `editMessageText`, `deleteMessage`
+//! and `setMessageReaction` need `chat_id` + `message_id` ("message
+//! identifier is not specified"); `sendChatAction` needs a known `action`;
+//! reactions are `{type: "emoji", emoji}` or `{type: "custom_emoji",
+//! custom_emoji_id}` ("REACTION_INVALID"); integer parameters (`message_id`,
+//! `message_thread_id`, `offset`, `timeout`, `limit`) must be integers; a
+//! `reply_parameters` needs a `message_id`.
 //! Product code must never use this.
 
 use std::collections::{HashMap, VecDeque};
@@ -374,6 +388,17 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let path = request.uri().path().to_string();
+    let query = request.uri().query().unwrap_or("").to_string();
+    let content_type = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let bytes = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
@@ -390,7 +415,21 @@ async fn handle(
     if token != state.token {
         return Ok(error(401, "Unauthorized"));
     }
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
+    let body = parameters(&query, &content_type, &bytes);
+    if let Err(description) = check_parameters(method, &body) {
+        state
+            .inner
+            .lock()
+            .expect("fake state lock")
+            .calls
+            .push(RecordedCall {
+                method: method.to_string(),
+                body,
+                at: std::time::Instant::now(),
+            });
+        state.changed.notify_waiters();
+        return Ok(error(400, &format!("Bad Request: {description}")));
+    }
     let scripted = {
         let mut inner = state.inner.lock().expect("fake state lock");
         inner.calls.push(RecordedCall {
@@ -436,6 +475,155 @@ async fn handle(
         "getFile" => get_file(&state, &body),
         _ => error(404, "Not Found: method not found"),
     })
+}
+
+/// The call's parameters as the Bot API reads them: the query string, then
+/// a JSON object body (`application/json`) or URL-encoded form fields.
+fn parameters(query: &str, content_type: &str, bytes: &[u8]) -> Value {
+    let mut fields = form_fields(query.as_bytes());
+    let from_body = match content_type {
+        "application/json" => serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default(),
+        "application/x-www-form-urlencoded" => form_fields(bytes),
+        _ => serde_json::Map::new(),
+    };
+    fields.extend(from_body);
+    Value::Object(fields)
+}
+
+/// URL-encoded `key=value` pairs as string fields.
+fn form_fields(bytes: &[u8]) -> serde_json::Map<String, Value> {
+    let decode = |text: &str| {
+        let text = text.replace('+', " ");
+        let mut out = Vec::new();
+        let raw = text.as_bytes();
+        let mut at = 0;
+        while at < raw.len() {
+            let hex = raw
+                .get(at + 1..at + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match (raw[at], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+                (b'%', Some(byte)) => {
+                    out.push(byte);
+                    at += 3;
+                }
+                (byte, _) => {
+                    out.push(byte);
+                    at += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    String::from_utf8_lossy(bytes)
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(key), Value::String(decode(value)))
+        })
+        .collect()
+}
+
+/// Chat actions `sendChatAction` accepts.
+const CHAT_ACTIONS: &[&str] = &[
+    "typing",
+    "upload_photo",
+    "record_video",
+    "upload_video",
+    "record_voice",
+    "upload_voice",
+    "upload_document",
+    "choose_sticker",
+    "find_location",
+    "record_video_note",
+    "upload_video_note",
+];
+
+/// Whether an integer parameter holds an integer (a form sends it as text).
+fn integer(value: &Value) -> bool {
+    value.is_i64()
+        || value
+            .as_str()
+            .is_some_and(|s| s.trim().parse::<i64>().is_ok())
+}
+
+/// The Bot API's parameter checks; `Err(description)` after "Bad Request: ".
+fn check_parameters(method: &str, body: &Value) -> Result<(), String> {
+    for key in [
+        "message_id",
+        "message_thread_id",
+        "offset",
+        "timeout",
+        "limit",
+    ] {
+        if let Some(value) = body.get(key).filter(|v| !v.is_null()) {
+            if !integer(value) {
+                return Err(format!("invalid {key} specified"));
+            }
+        }
+    }
+    if let Some(chat) = body.get("chat_id").filter(|v| !v.is_null()) {
+        if !integer(chat)
+            && !chat
+                .as_str()
+                .is_some_and(|c| c.starts_with('@') && c.len() > 1)
+        {
+            return Err("chat not found".into());
+        }
+    }
+    if let Some(reply) = body.get("reply_parameters").filter(|v| !v.is_null()) {
+        if !reply.get("message_id").is_some_and(integer) {
+            return Err("message to be replied not found".into());
+        }
+    }
+    let needs_chat = [
+        "sendMessage",
+        "editMessageText",
+        "deleteMessage",
+        "sendChatAction",
+        "setMessageReaction",
+    ];
+    if needs_chat.contains(&method) && body.get("chat_id").is_none_or(Value::is_null) {
+        return Err("chat_id is empty".into());
+    }
+    let needs_message = ["editMessageText", "deleteMessage", "setMessageReaction"];
+    if needs_message.contains(&method) && body.get("message_id").is_none_or(Value::is_null) {
+        return Err("message identifier is not specified".into());
+    }
+    if matches!(method, "sendMessage" | "editMessageText")
+        && body.get("text").is_some_and(|t| !t.is_string())
+    {
+        return Err("message text is empty".into());
+    }
+    match method {
+        "sendChatAction" => {
+            let action = body.get("action").and_then(Value::as_str).unwrap_or("");
+            if !CHAT_ACTIONS.contains(&action) {
+                return Err("wrong parameter action in request".into());
+            }
+        }
+        "setMessageReaction" => {
+            let reactions = match body.get("reaction") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(reactions)) => reactions.clone(),
+                Some(_) => return Err("REACTION_INVALID".into()),
+            };
+            let valid = reactions.iter().all(|r| match r["type"].as_str() {
+                Some("emoji") => r["emoji"].as_str().is_some_and(|e| !e.is_empty()),
+                Some("custom_emoji") => r["custom_emoji_id"].is_string(),
+                Some("paid") => true,
+                _ => false,
+            });
+            if !valid {
+                return Err("REACTION_INVALID".into());
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn download(state: &State, rest: &str) -> Response<Body> {

@@ -1,5 +1,6 @@
 //! A scripted HTTP/1 server on 127.0.0.1 that the provider fakes build on:
 //! it records every request (method, path, lower-cased headers, JSON body),
+//! lets the fake refuse a malformed one (before any scripted reply is used),
 //! pops the next scripted reply, lets the fake render it as an [`Answer`]
 //! (status, headers, body pieces) and streams the pieces, counting clients
 //! that go away before the end. It knows no provider's format.
@@ -45,12 +46,16 @@ pub struct Answer {
 
 /// Renders a scripted reply (or `None`: nothing queued) for a request.
 pub type Render<R> = fn(&RecordedRequest, Option<R>) -> Answer;
+/// The service's refusal of a malformed request, if it is one; a refused
+/// request leaves the scripted replies queued.
+pub type Check = fn(&RecordedRequest) -> Option<Answer>;
 
 struct State<R> {
     replies: Mutex<VecDeque<R>>,
     requests: Mutex<Vec<RecordedRequest>>,
     disconnects: watch::Sender<usize>,
     shutdown: CancellationToken,
+    check: Check,
     render: Render<R>,
 }
 
@@ -61,7 +66,7 @@ pub struct WireServer<R: Send + 'static> {
 }
 
 impl<R: Send + 'static> WireServer<R> {
-    pub async fn start(render: Render<R>) -> Self {
+    pub async fn start(check: Check, render: Render<R>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake on loopback");
@@ -71,6 +76,7 @@ impl<R: Send + 'static> WireServer<R> {
             requests: Mutex::new(Vec::new()),
             disconnects: watch::Sender::new(0),
             shutdown: CancellationToken::new(),
+            check,
             render,
         });
         tokio::spawn(accept_loop(listener, Arc::clone(&state)));
@@ -144,8 +150,13 @@ async fn handle<R: Send + 'static>(
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
     };
     state.requests.lock().expect("lock").push(recorded.clone());
-    let queued = state.replies.lock().expect("lock").pop_front();
-    let answer = (state.render)(&recorded, queued);
+    let answer = match (state.check)(&recorded) {
+        Some(refusal) => refusal,
+        None => {
+            let queued = state.replies.lock().expect("lock").pop_front();
+            (state.render)(&recorded, queued)
+        }
+    };
     let (sender, receiver) = mpsc::channel::<Bytes>(1);
     let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
         let bytes = receiver.recv().await?;

@@ -1,0 +1,378 @@
+//! Each fake in `tests/support/` refuses a malformed request the way the real
+//! service does, with the service's error shape, and accepts the well-formed
+//! request next to it (the control): so every test that drives pincer against
+//! a fake also checks that pincer's requests would pass the real service.
+//! The requests are sent straight to the fakes over HTTP / WebSocket.
+
+mod support;
+
+#[path = "support/fake_discord.rs"]
+mod fake_discord;
+#[path = "support/fake_slack.rs"]
+mod fake_slack;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use support::fake_anthropic::{AnthropicReply, FakeAnthropic};
+use support::fake_ollama::FakeOllama;
+use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::fake_telegram::FakeTelegram;
+
+/// Status and parsed JSON body of one POST.
+async fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    content_type: &str,
+    body: &str,
+) -> (u16, String, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", content_type)
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("the fake answers");
+    let status = response.status().as_u16();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let text = response.text().await.expect("body");
+    (
+        status,
+        kind,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn post_json(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, String, Value) {
+    post(url, headers, "application/json", &body.to_string()).await
+}
+
+#[tokio::test]
+async fn fake_slack_refuses_what_the_web_api_refuses() {
+    let fake = fake_slack::FakeSlack::start().await;
+    let url = |method: &str| format!("{}/{method}", fake.api_url());
+    let bot = format!("Bearer {}", fake_slack::BOT_TOKEN);
+    let auth = [("authorization", bot.as_str())];
+    let slack_error = |answer: (u16, String, Value)| {
+        assert_eq!(answer.0, 200, "Slack answers errors with 200: {answer:?}");
+        assert_eq!(answer.2["ok"], false, "{answer:?}");
+        answer.2["error"].as_str().unwrap_or("").to_string()
+    };
+    // A scripted success is not handed to a malformed request.
+    fake.script_web(fake_slack::WebReply {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"ok": true, "channel": "C1", "ts": "1.1"}),
+    });
+    let post_message = url("chat.postMessage");
+    let no_text = post_json(&post_message, &auth, json!({"channel": "C1"})).await;
+    assert_eq!(slack_error(no_text), "no_text");
+    let no_channel = post_json(&post_message, &auth, json!({"text": "hi"})).await;
+    assert_eq!(slack_error(no_channel), "channel_not_found");
+    let unauthed = post_json(&post_message, &[], json!({"channel": "C1", "text": "hi"})).await;
+    assert_eq!(slack_error(unauthed), "not_authed");
+    let wrong = [("authorization", "Bearer xoxb-not-the-token")];
+    let wrong = post_json(
+        &post_message,
+        &wrong,
+        json!({"channel": "C1", "text": "hi"}),
+    )
+    .await;
+    assert_eq!(slack_error(wrong), "invalid_auth");
+    let broken = post(&post_message, &auth, "application/json", "{\"channel\": ").await;
+    assert_eq!(slack_error(broken), "invalid_json");
+    let untyped = post(&post_message, &auth, "text/csv", "channel,text").await;
+    assert_eq!(slack_error(untyped), "invalid_post_type");
+    let update = json!({"channel": "C1", "ts": "1699999999.000001", "text": "x"});
+    let unknown = post_json(&url("chat.update"), &auth, update).await;
+    assert_eq!(slack_error(unknown), "message_not_found");
+    let reaction = json!({"channel": "C1", "timestamp": "1699999999.000001"});
+    let unnamed = post_json(&url("reactions.add"), &auth, reaction).await;
+    assert_eq!(slack_error(unnamed), "invalid_name");
+
+    // The control: the scripted answer is still queued for the first valid call.
+    let valid = json!({"channel": "C1", "text": "hi"});
+    let (status, _, body) = post_json(&post_message, &auth, valid).await;
+    assert_eq!((status, &body["ts"]), (200, &json!("1.1")), "{body}");
+    let form = "channel=C1&text=hello+there";
+    let (_, _, posted) = post(
+        &post_message,
+        &auth,
+        "application/x-www-form-urlencoded",
+        form,
+    )
+    .await;
+    assert_eq!(posted["ok"], true, "{posted}");
+    let ts = posted["ts"].as_str().expect("ts").to_string();
+    let edit = json!({"channel": "C1", "ts": ts, "text": "edited"});
+    let (_, _, edited) = post_json(&url("chat.update"), &auth, edit).await;
+    assert_eq!(edited["ok"], true, "{edited}");
+}
+
+#[tokio::test]
+async fn fake_discord_refuses_what_discord_refuses() {
+    let fake = fake_discord::FakeDiscord::start(45_000).await;
+    let messages = format!("{}/channels/500/messages", fake.api_base_url());
+    let bot = format!("Bot {}", fake_discord::TOKEN);
+    let auth = [("authorization", bot.as_str())];
+    // A scripted answer does not skip the token check.
+    fake.script_rest(fake_discord::RestReply {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"id": "1", "channel_id": "500", "content": "scripted"}),
+    });
+    let (status, _, body) = post_json(&messages, &[], json!({"content": "hi"})).await;
+    assert_eq!(status, 401);
+    assert_eq!(body, json!({"message": "401: Unauthorized", "code": 0}));
+    let (status, _, body) = post_json(&messages, &auth, json!({"content": ""})).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body,
+        json!({"code": 50006, "message": "Cannot send an empty message"})
+    );
+    let long = "x".repeat(2001);
+    let (status, _, body) = post_json(&messages, &auth, json!({"content": long})).await;
+    assert_eq!((status, &body["code"]), (400, &json!(50035)), "{body}");
+    let (status, _, body) = post(&messages, &auth, "application/json", "{\"content\"").await;
+    assert_eq!((status, &body["code"]), (400, &json!(50109)), "{body}");
+    let edit = format!("{}/channels/500/messages/404404", fake.api_base_url());
+    let patched = reqwest::Client::new()
+        .patch(&edit)
+        .header("authorization", &bot)
+        .json(&json!({"content": "x"}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(patched.status().as_u16(), 404);
+    let body: Value = patched.json().await.expect("json");
+    assert_eq!(body["code"], 10008);
+    // The control: the scripted answer is still queued for the first valid call.
+    let (status, _, body) = post_json(&messages, &auth, json!({"content": "hi"})).await;
+    assert_eq!((status, &body["content"]), (200, &json!("scripted")));
+
+    // The gateway: IDENTIFY with a wrong token is closed 4004, without intents 4013.
+    let identify = |token: &str, intents: Value| {
+        json!({"op": 2, "d": {"token": token, "intents": intents,
+            "properties": {"os": "linux", "browser": "pincer", "device": "pincer"}}})
+    };
+    let url = format!("ws://{}/?v=10&encoding=json", fake.gateway_addr);
+    let close_code = |frame: Value| {
+        let url = url.clone();
+        async move {
+            let (mut ws, _) = tokio_tungstenite::connect_async(url)
+                .await
+                .expect("connect");
+            let hello = ws.next().await.expect("hello").expect("frame");
+            assert!(hello.to_text().expect("text").contains("\"op\":10"));
+            ws.send(Message::text(frame.to_string()))
+                .await
+                .expect("send");
+            loop {
+                match ws.next().await {
+                    Some(Ok(Message::Close(Some(frame)))) => {
+                        return (u16::from(frame.code), frame.reason.to_string())
+                    }
+                    Some(Ok(Message::Text(text))) => return (0, text.to_string()),
+                    Some(Ok(_)) => continue,
+                    other => panic!("no close frame: {other:?}"),
+                }
+            }
+        }
+    };
+    let (code, reason) = close_code(identify("not-the-token", json!(513))).await;
+    assert_eq!((code, reason.as_str()), (4004, "Authentication failed."));
+    let (code, _) = close_code(identify(fake_discord::TOKEN, Value::Null)).await;
+    assert_eq!(code, 4013);
+    let (code, ready) = close_code(identify(fake_discord::TOKEN, json!(513))).await;
+    assert_eq!(code, 0, "a valid IDENTIFY is answered");
+    assert!(ready.contains("READY"), "{ready}");
+}
+
+#[tokio::test]
+async fn fake_openai_refuses_what_openai_refuses() {
+    let fake = FakeOpenAi::start().await;
+    let url = format!("{}/chat/completions", fake.base_url());
+    let key = [("authorization", "Bearer sk-test")];
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["scripted".into()],
+        delay_ms: 0,
+    });
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let (status, _, body) = post_json(&url, &[], json!({"model": "m", "messages": user})).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    let refused = |answer: (u16, String, Value)| {
+        assert_eq!(answer.0, 400, "{answer:?}");
+        assert_eq!(answer.2["error"]["type"], "invalid_request_error");
+        answer.2["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let no_model = post_json(&url, &key, json!({"messages": user})).await;
+    assert!(refused(no_model).contains("model"));
+    let calls = json!([{"id": "call_1", "type": "function",
+        "function": {"name": "read", "arguments": "{}"}}]);
+    let no_id = json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": calls},
+        {"role": "tool", "content": "done"}]});
+    assert!(refused(post_json(&url, &key, no_id).await).contains("tool_call_id"));
+    let unanswered = json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": calls},
+        {"role": "user", "content": "and?"}]});
+    assert!(refused(post_json(&url, &key, unanswered).await).contains("call_1"));
+    let bad_role = json!({"model": "m", "messages": [{"role": "robot", "content": "hi"}]});
+    assert!(refused(post_json(&url, &key, bad_role).await).contains("robot"));
+    let options =
+        json!({"model": "m", "messages": user, "stream_options": {"include_usage": true}});
+    assert!(refused(post_json(&url, &key, options).await).contains("stream_options"));
+
+    // The control: the scripted reply is still queued for the first valid call.
+    let valid = json!({"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_1", "content": "done"}]});
+    let (status, _, body) = post_json(&url, &key, valid).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "scripted");
+}
+
+#[tokio::test]
+async fn fake_anthropic_refuses_what_anthropic_refuses_and_streams_only_when_asked() {
+    let fake = FakeAnthropic::start().await;
+    let url = format!("{}/v1/messages", fake.base_url());
+    let headers = [("x-api-key", "sk-ant"), ("anthropic-version", "2023-06-01")];
+    fake.push_reply(AnthropicReply::Text(vec!["scripted".into()]));
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let valid = json!({"model": "claude", "max_tokens": 64, "messages": user});
+    let (status, _, body) = post_json(&url, &headers[1..], valid.clone()).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "authentication_error");
+    let refused = |answer: (u16, String, Value)| {
+        assert_eq!(answer.0, 400, "{answer:?}");
+        assert_eq!(answer.2["error"]["type"], "invalid_request_error");
+        answer.2["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let no_max = json!({"model": "claude", "messages": user});
+    assert!(refused(post_json(&url, &headers, no_max).await).contains("max_tokens"));
+    let stray_result = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "let me look"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}]});
+    assert!(refused(post_json(&url, &headers, stray_result).await).contains("toolu_9"));
+    let unanswered = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}]},
+        {"role": "user", "content": "well?"}]});
+    assert!(refused(post_json(&url, &headers, unanswered).await).contains("toolu_1"));
+    let empty_text = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": ""}]}]});
+    assert!(refused(post_json(&url, &headers, empty_text).await).contains("non-empty"));
+    let system_role = json!({"model": "claude", "max_tokens": 64, "messages": [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]});
+    assert!(refused(post_json(&url, &headers, system_role).await).contains("role"));
+
+    // Without `stream: true` the answer is one message object, not SSE.
+    let (status, kind, body) = post_json(&url, &headers, valid.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(kind.starts_with("application/json"), "{kind}");
+    assert_eq!(body["type"], "message");
+    assert_eq!(body["content"][0]["text"], "scripted");
+    let mut streamed = valid;
+    streamed["stream"] = json!(true);
+    let (status, kind, body) = post_json(&url, &headers, streamed).await;
+    assert_eq!(status, 200);
+    assert!(kind.starts_with("text/event-stream"), "{kind}");
+    assert!(body
+        .as_str()
+        .expect("SSE text")
+        .contains("event: message_start"));
+}
+
+#[tokio::test]
+async fn fake_ollama_refuses_what_ollama_refuses() {
+    let fake = FakeOllama::start().await;
+    let url = format!("{}/api/chat", fake.base_url());
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let (status, _, body) = post_json(&url, &[], json!({"messages": user})).await;
+    assert_eq!((status, body), (400, json!({"error": "model is required"})));
+    let parts = json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]});
+    let (status, _, body) = post_json(&url, &[], parts).await;
+    assert_eq!(status, 400);
+    assert!(body["error"]
+        .as_str()
+        .expect("error text")
+        .contains("cannot unmarshal array"));
+    let string_arguments = json!({"model": "m", "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "read", "arguments": "{}"}}]}]});
+    let (status, _, _) = post_json(&url, &[], string_arguments).await;
+    assert_eq!(status, 400);
+    // The control, unstreamed: one object with the whole reply.
+    let whole = json!({"model": "m", "messages": user, "stream": false});
+    let (status, _, body) = post_json(&url, &[], whole).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["message"]["content"], "echo: hi");
+    assert_eq!(body["done"], true);
+}
+
+#[tokio::test]
+async fn fake_telegram_refuses_what_the_bot_api_refuses() {
+    let token = "123456:secret";
+    let fake = FakeTelegram::start(token, 4242, "PincerBot").await;
+    let url = |token: &str, method: &str| format!("{}/bot{token}/{method}", fake.api_root());
+    let send = url(token, "sendMessage");
+    let (status, _, body) = post_json(
+        &url("123456:wrong", "sendMessage"),
+        &[],
+        json!({"chat_id": 1, "text": "hi"}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        body,
+        json!({"ok": false, "error_code": 401, "description": "Unauthorized"})
+    );
+    let (status, _, body) = post_json(&send, &[], json!({"chat_id": 1, "text": ""})).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["description"], "Bad Request: message text is empty");
+    let (_, _, body) = post_json(&send, &[], json!({"text": "hi"})).await;
+    assert_eq!(body["description"], "Bad Request: chat_id is empty");
+    let long = "x".repeat(4097);
+    let (status, _, _) = post_json(&send, &[], json!({"chat_id": 1, "text": long})).await;
+    assert_eq!(status, 400);
+    // JSON sent as text/plain carries no parameters.
+    let (_, _, body) = post(&send, &[], "text/plain", r#"{"chat_id": 1, "text": "hi"}"#).await;
+    assert_eq!(body["description"], "Bad Request: chat_id is empty");
+    let delete = url(token, "deleteMessage");
+    let (_, _, body) = post_json(&delete, &[], json!({"chat_id": 1})).await;
+    assert_eq!(
+        body["description"],
+        "Bad Request: message identifier is not specified"
+    );
+    let action = url(token, "sendChatAction");
+    let (_, _, body) = post_json(&action, &[], json!({"chat_id": 1, "action": "dancing"})).await;
+    assert_eq!(
+        body["description"],
+        "Bad Request: wrong parameter action in request"
+    );
+    // The control: the same message, well formed, as JSON and as a form.
+    let (status, _, body) = post_json(&send, &[], json!({"chat_id": 1, "text": "hi"})).await;
+    assert_eq!((status, &body["ok"]), (200, &json!(true)), "{body}");
+    let form = "chat_id=1&text=hi+there";
+    let (_, _, body) = post(&send, &[], "application/x-www-form-urlencoded", form).await;
+    assert_eq!(body["result"]["text"], "hi there");
+}
