@@ -234,7 +234,7 @@ fn check_request(request: &RecordedRequest) -> Result<(), String> {
     if !body.is_object() {
         return Err("The request body is not valid JSON.".into());
     }
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("model: Field required".into());
     }
     let Some(max_tokens) = body["max_tokens"].as_u64() else {

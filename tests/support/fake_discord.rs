@@ -423,6 +423,7 @@ fn on_client_frame(
     inner.connections[index].frames.push(frame.clone());
     let zombie = inner.zombie && inner.live.as_ref().is_some_and(|(i, _)| *i == index);
     if let Err(code) = check_client_frame(connection, &frame) {
+        eprintln!("fake discord: closing {code} over op {}", frame["op"]);
         let _ = sender.send(Command::Close(code));
         return Vec::new();
     }
@@ -593,12 +594,13 @@ async fn rest_handle(
     let reply = {
         let mut inner = state.inner.lock().expect("fake state");
         inner.rest.push(recorded.clone());
-        let checked = match check_rest(&inner, &recorded, body_ok) {
-            Err(refusal) => Some(refusal),
-            Ok(()) => None,
-        };
+        let checked = check_rest(&inner, &recorded, body_ok).err();
         if let Some(refusal) = checked {
             drop(inner);
+            eprintln!(
+                "fake discord: refused {} {}: {}",
+                recorded.method, recorded.path, refusal.body
+            );
             return Ok(respond(refusal));
         }
         let targeted = inner.scripted_on.iter().position(|(method, suffix, _)| {
@@ -734,7 +736,7 @@ fn check_rest(inner: &Inner, request: &RestRequest, body_ok: bool) -> Result<(),
         {
             return Err(unknown_message());
         }
-        ("PUT", ["channels", _, "messages", _, "reactions", emoji, "@me"]) if emoji.is_empty() => {
+        ("PUT", ["channels", _, "messages", _, "reactions", "", "@me"]) => {
             return Err(reply(
                 400,
                 json!({"message": "Unknown Emoji", "code": 10014}),

@@ -195,7 +195,7 @@ fn check_request(body: &Value) -> Result<(), String> {
     if !body.is_object() {
         return Err("invalid character looking for beginning of value".into());
     }
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("model is required".into());
     }
     let decode = |field: &str, go_type: &str, value: &Value| {

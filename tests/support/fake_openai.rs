@@ -250,7 +250,8 @@ async fn handle(
             None,
         ));
     }
-    if let Err(refusal) = check_request(&recorded) {
+    if let Some(refusal) = check_request(&recorded) {
+        eprintln!("fake openai: refused a request ({})", refusal.status());
         return Ok(refusal);
     }
     let queued = take_reply_for_system(&state, &recorded.body)
@@ -329,8 +330,9 @@ const KNOWN_PARAMETERS: &[&str] = &[
     "function_call",
 ];
 
-/// OpenAI's checks of a chat-completions request: the key, then the body.
-fn check_request(request: &RecordedRequest) -> Result<(), Response<FakeBody>> {
+/// OpenAI's checks of a chat-completions request: the key, then the body;
+/// `Some(refusal)` for a request OpenAI refuses.
+fn check_request(request: &RecordedRequest) -> Option<Response<FakeBody>> {
     let key = request
         .headers
         .get("authorization")
@@ -338,13 +340,15 @@ fn check_request(request: &RecordedRequest) -> Result<(), Response<FakeBody>> {
         .map(str::trim)
         .unwrap_or("");
     if key.is_empty() {
-        return Err(error_response(
+        return Some(error_response(
             401,
             "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
             None,
         ));
     }
-    check_body(&request.body).map_err(|(message, param)| invalid_request(&message, &param))
+    check_body(&request.body)
+        .err()
+        .map(|(message, param)| invalid_request(&message, &param))
 }
 
 /// The body's checks; `Err((message, param))` as OpenAI words them.
@@ -359,7 +363,7 @@ fn check_body(body: &Value) -> Result<(), (String, String)> {
             unknown.clone(),
         ));
     }
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Err(("you must provide a model parameter".into(), "model".into()));
     }
     let Some(messages) = body["messages"].as_array() else {
@@ -391,7 +395,7 @@ fn check_body(body: &Value) -> Result<(), (String, String)> {
     }
     for key in ["max_tokens", "max_completion_tokens"] {
         if let Some(value) = body.get(key).filter(|v| !v.is_null()) {
-            if !value.as_u64().is_some_and(|n| n >= 1) {
+            if value.as_u64().is_none_or(|n| n < 1) {
                 return Err((
                     format!("Invalid '{key}': expected an integer >= 1, but got {value} instead."),
                     key.into(),

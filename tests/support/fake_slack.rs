@@ -485,7 +485,10 @@ async fn web_handle(
         let mut inner = state.inner.lock().expect("fake state");
         inner.web.push(recorded.clone());
         match parsed.and_then(|_| check_request(&inner, &recorded)) {
-            Err(error) => slack_error(error),
+            Err(error) => {
+                eprintln!("fake slack: refused {}: {error}", recorded.method);
+                slack_error(error)
+            }
             Ok(()) => {
                 let targeted = inner
                     .scripted_on

@@ -417,6 +417,7 @@ async fn handle(
     }
     let body = parameters(&query, &content_type, &bytes);
     if let Err(description) = check_parameters(method, &body) {
+        eprintln!("fake telegram: refused {method}: {description}");
         state
             .inner
             .lock()

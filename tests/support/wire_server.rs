@@ -151,7 +151,13 @@ async fn handle<R: Send + 'static>(
     };
     state.requests.lock().expect("lock").push(recorded.clone());
     let answer = match (state.check)(&recorded) {
-        Some(refusal) => refusal,
+        Some(refusal) => {
+            eprintln!(
+                "fake provider: refused {} {} ({})",
+                recorded.method, recorded.path, refusal.status
+            );
+            refusal
+        }
         None => {
             let queued = state.replies.lock().expect("lock").pop_front();
             (state.render)(&recorded, queued)
