@@ -243,6 +243,31 @@ mod tests {
         assert_eq!(body["max_tokens"], 2000);
     }
 
+    /// The API refuses empty text blocks ("text content blocks must be non-empty"): an empty turn left by
+    /// an aborted run is left out, and the user turns around it merge.
+    #[test]
+    fn empty_turns_send_no_empty_text_blocks() {
+        let messages = vec![
+            ChatMessage::user("first"),
+            ChatMessage::assistant(""),
+            ChatMessage::user("second"),
+            ChatMessage::assistant("  "),
+            ChatMessage::user(""),
+            ChatMessage::user("third"),
+        ];
+        let body = request_body(&request(messages), ThinkingLevel::Off);
+        let turns = body["messages"].as_array().expect("messages");
+        assert_eq!(turns.len(), 1, "{body}");
+        assert_eq!(turns[0]["role"], "user");
+        let texts: Vec<&str> = turns[0]["content"]
+            .as_array()
+            .expect("blocks")
+            .iter()
+            .map(|block| block["text"].as_str().expect("text"))
+            .collect();
+        assert_eq!(texts, ["first", "second", "third"]);
+    }
+
     #[test]
     fn thinking_level_sets_budget_and_room_for_the_answer() {
         let body = request_body(

@@ -82,7 +82,7 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
     for message in messages {
         let (role, blocks) = match message.role {
             Role::System => continue,
-            Role::User => ("user", vec![text_block(&message.content)]),
+            Role::User => ("user", text_blocks(&message.content)),
             Role::Tool => (
                 "user",
                 vec![json!({
@@ -93,6 +93,10 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
             ),
             Role::Assistant => ("assistant", assistant_blocks(message)),
         };
+        // The API refuses empty text blocks: a turn with nothing in it is left out.
+        if blocks.is_empty() {
+            continue;
+        }
         match turns.last_mut() {
             Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
             _ => turns.push((role, blocks)),
@@ -108,20 +112,23 @@ fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
 }
 
-fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
-    let mut blocks = Vec::new();
-    if !message.content.trim().is_empty() {
-        blocks.push(text_block(&message.content));
+/// One text block, or none for blank text.
+fn text_blocks(text: &str) -> Vec<Value> {
+    if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![text_block(text)]
     }
+}
+
+fn assistant_blocks(message: &ChatMessage) -> Vec<Value> {
+    let mut blocks = text_blocks(&message.content);
     for call in &message.tool_calls {
         let input = serde_json::from_str::<Value>(&call.arguments)
             .ok()
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({}));
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-    }
-    if blocks.is_empty() {
-        blocks.push(text_block(""));
     }
     blocks
 }
