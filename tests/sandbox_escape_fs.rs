@@ -8,7 +8,7 @@ use std::os::unix::fs::symlink;
 
 use pincer::sandbox::exec::ExecOutcome;
 use sandbox_support::{
-    assert_suite_passes_as_nobody, confined_modes, is_root, path_text, report, unconfined, Fixture,
+    assert_suite_passes_as_nobody, confined_modes, is_root, path_text, say, unconfined, Fixture,
     Mode,
 };
 
@@ -27,9 +27,7 @@ async fn reading_etc_shadow_is_contained() {
             "control: root reads /etc/shadow unconfined"
         );
     } else {
-        report(
-            "NOTE reading_etc_shadow_is_contained: not root, the host itself denies /etc/shadow",
-        );
+        say("NOTE reading_etc_shadow_is_contained: not root, the host itself denies /etc/shadow");
     }
     for mode in confined_modes("reading_etc_shadow_is_contained") {
         let outcome = fixture.run(command, mode.policy()).await;

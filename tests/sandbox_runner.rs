@@ -11,7 +11,7 @@ use pincer::sandbox::exec::{run_command, ExecRequest};
 use pincer::sandbox::{Layer, SandboxError, SandboxMode, SessionScope};
 use sandbox_support::{
     assert_suite_passes_as_nobody, capabilities, confined_modes, path_text, processes_with_marker,
-    rand_u64, report, unconfined, Fixture, Mode,
+    rand_u64, report, skip, unconfined, Fixture, Mode,
 };
 
 #[test]
@@ -110,7 +110,10 @@ async fn every_capability_is_dropped_and_no_new_privs_is_set() {
     if !confined_modes("every_capability_is_dropped_and_no_new_privs_is_set").contains(&Mode::Full)
         || !capabilities().proc_mount.is_available()
     {
-        report("SKIPPED every_capability_is_dropped_and_no_new_privs_is_set: needs namespaces and /proc");
+        skip(
+            "every_capability_is_dropped_and_no_new_privs_is_set",
+            "needs namespaces and /proc",
+        );
         return;
     }
     let fixture = Fixture::new();
@@ -170,7 +173,10 @@ async fn environment_is_only_the_sandbox_variables_and_configured_extras() {
 async fn isolated_network_namespace_has_only_loopback_and_its_own_hostname() {
     let modes = confined_modes("isolated_network_namespace_has_only_loopback_and_its_own_hostname");
     if !modes.contains(&Mode::Full) || !capabilities().proc_mount.is_available() {
-        report("SKIPPED isolated_network_namespace_has_only_loopback_and_its_own_hostname: needs namespaces and /proc");
+        skip(
+            "isolated_network_namespace_has_only_loopback_and_its_own_hostname",
+            "needs namespaces and /proc",
+        );
         return;
     }
     let fixture = Fixture::new();
@@ -219,7 +225,10 @@ async fn a_required_layer_that_is_skipped_is_refused_by_name() {
 async fn a_required_cgroup_is_refused_on_a_host_without_delegation() {
     let status = &capabilities().cgroup;
     if status.is_available() {
-        report("SKIPPED a_required_cgroup_is_refused_on_a_host_without_delegation: this host delegates a cgroup");
+        skip(
+            "a_required_cgroup_is_refused_on_a_host_without_delegation",
+            "this host delegates a cgroup",
+        );
         return;
     }
     let fixture = Fixture::new();

@@ -10,7 +10,6 @@
 //! (`/root` is mode 700).
 #![allow(dead_code)]
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -18,6 +17,10 @@ use std::time::Duration;
 
 use pincer::sandbox::exec::{run_command, ExecOutcome, ExecRequest};
 use pincer::sandbox::{probe, Capabilities, Layer, SandboxMode, SandboxPolicy};
+
+#[path = "../support/skip.rs"]
+mod skip_support;
+pub use skip_support::{in_ci, say, skip};
 
 /// Environment variable that makes the escape kit act (set only inside the sandbox).
 pub const KIT_ACTION_VAR: &str = "PINCER_ESCAPE_KIT";
@@ -37,9 +40,9 @@ pub fn capabilities() -> &'static Capabilities {
     CAPS.get_or_init(probe)
 }
 
-/// Prints past libtest's output capture, so skips are visible in a normal `cargo test`.
+/// Prints past libtest's output capture, so notes are visible in a normal `cargo test`.
 pub fn report(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
+    say(line);
 }
 
 /// A confined configuration of the sandbox the suites exercise.
@@ -73,21 +76,99 @@ impl Mode {
     }
 }
 
-/// The confined modes this host supports; each unsupported one is reported as skipped.
+/// The confined modes this host supports. Each unsupported one is reported as not run; when
+/// none is supported the test is reported skipped ([`skip`]), since it then checks nothing
+/// about confinement. Under CI a layer the host provides (probed here independently of
+/// pincer's own probe, see [`host_provides`]) but the sandbox reports unavailable fails the
+/// test instead.
 pub fn confined_modes(test: &str) -> Vec<Mode> {
-    [Mode::Full, Mode::LandlockOnly]
+    require_what_the_host_provides(test);
+    let modes: Vec<Mode> = [Mode::Full, Mode::LandlockOnly]
         .into_iter()
         .filter(|mode| {
             let status = capabilities().status(mode.needs());
             if !status.is_available() {
-                report(&format!(
-                    "SKIPPED {test} [{mode:?}]: {}: {status}",
-                    mode.needs()
-                ));
+                mode_not_run(test, *mode, &format!("{}: {status}", mode.needs()));
             }
             status.is_available()
         })
-        .collect()
+        .collect();
+    if modes.is_empty() {
+        skip(
+            test,
+            "no confined mode runs on this host (neither namespaces nor Landlock)",
+        );
+    }
+    modes
+}
+
+/// Reports that `test` did not run in `mode` (the test still checks its other modes; when it
+/// checks none it must call [`skip`]).
+pub fn mode_not_run(test: &str, mode: Mode, reason: &str) {
+    say(&format!("NOT RUN {test} [{mode:?}]: {reason}"));
+}
+
+/// The sandbox layers every confined mode relies on when the host has them.
+const PROBED_LAYERS: [Layer; 3] = [Layer::Namespaces, Layer::Landlock, Layer::Seccomp];
+
+/// Under CI (`CI=true`), fails `test` when the host provides a layer (by [`host_provides`])
+/// that pincer's probe reports unavailable: a sandbox test must not skip what the host has.
+pub fn require_what_the_host_provides(test: &str) {
+    if !in_ci() {
+        return;
+    }
+    for layer in PROBED_LAYERS {
+        let status = capabilities().status(layer);
+        if let (false, Some(evidence)) = (status.is_available(), host_provides(layer)) {
+            panic!("{test}: CI requires {layer}, which this host provides ({evidence}), but the sandbox reports: {status}");
+        }
+    }
+}
+
+/// Whether this host provides `layer`, probed independently of pincer's `sandbox::probe`:
+/// `Some(evidence)` when it does.
+pub fn host_provides(layer: Layer) -> Option<String> {
+    static FOUND: OnceLock<[Option<String>; 3]> = OnceLock::new();
+    let found = FOUND.get_or_init(|| PROBED_LAYERS.map(probe_host_layer));
+    PROBED_LAYERS
+        .iter()
+        .position(|probed| *probed == layer)
+        .and_then(|index| found[index].clone())
+}
+
+fn probe_host_layer(layer: Layer) -> Option<String> {
+    match layer {
+        Layer::Namespaces => {
+            let status = Command::new("unshare")
+                .args(["--user", "--map-root-user", "--mount", "--pid", "--net"])
+                .args(["--ipc", "--uts", "--fork", "true"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            status
+                .is_ok_and(|status| status.success())
+                .then(|| "unshare -U -m -p -n -i -u succeeded".to_owned())
+        }
+        Layer::Landlock => {
+            const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
+            // SAFETY: with a null attribute and size 0 the call only reports the ABI version.
+            let abi = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_create_ruleset,
+                    std::ptr::null::<u8>(),
+                    0usize,
+                    LANDLOCK_CREATE_RULESET_VERSION,
+                )
+            };
+            (abi >= 1).then(|| format!("Landlock ABI {abi}"))
+        }
+        Layer::Seccomp => std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
+            .ok()
+            .filter(|actions| actions.split_whitespace().any(|a| a == "errno"))
+            .map(|actions| format!("seccomp filter actions: {}", actions.trim())),
+        Layer::Cgroup => None,
+    }
 }
 
 /// The unconfined control policy (mode off): proves an attack would succeed without the sandbox.
@@ -345,12 +426,12 @@ pub fn assert_suite_passes_as_nobody(suite: &str, skip: &str) {
 /// `nobody` runs a copy staged in a new directory under the temp dir, since the checkout may
 /// lie where `nobody` cannot read (under `/root`). Skipped, with the reason printed, only
 /// when `nobody` cannot execute even that copy (a temp dir it cannot reach).
-fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
+fn rerun_as_unprivileged(skip_name: &str) -> Option<std::process::Output> {
     if !is_root() {
-        report(&format!(
-            "SKIPPED {skip}: already unprivileged (uid {})",
-            unsafe { libc::geteuid() }
-        ));
+        skip(
+            skip_name,
+            &format!("already unprivileged (uid {})", unsafe { libc::geteuid() }),
+        );
         return None;
     }
     if std::env::var_os(NESTED_RUN_VAR).is_some() {
@@ -358,7 +439,7 @@ fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
     }
     let staged = StagedBinary::new();
     if let Err(why) = staged.check_nobody_can_run() {
-        report(&format!("SKIPPED {skip}: {why}"));
+        skip(skip_name, &why);
         return None;
     }
     let output = Command::new("setpriv")
@@ -366,7 +447,7 @@ fn rerun_as_unprivileged(skip: &str) -> Option<std::process::Output> {
         .arg(format!("--regid={NOBODY_ID}"))
         .args(["--clear-groups", "--"])
         .arg(&staged.path)
-        .args(["--skip", skip, "--test-threads=2"])
+        .args(["--skip", skip_name, "--test-threads=2"])
         .current_dir(staged.dir.path())
         .env(NESTED_RUN_VAR, "1")
         .env("HOME", "/nonexistent")
