@@ -11,6 +11,9 @@ use pincer::tools::{exec::ExecTool, Tool, ToolContext};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+#[path = "support/skip.rs"]
+mod skip;
+
 struct Setup {
     _dir: tempfile::TempDir,
     outside: std::path::PathBuf,
@@ -46,13 +49,35 @@ fn setup() -> Setup {
     }
 }
 
+/// What the last line of every command prints, so a test sees that the command ran.
+const RAN: &str = "command-ran-to-its-end";
+
+/// Runs `command` through the exec tool, then `echo` [`RAN`]; fails the test unless the tool
+/// ran it to its end (an attack that never runs proves nothing about containment).
 async fn exec(ctx: &ToolContext, command: &str) -> String {
+    let output = ExecTool
+        .execute(
+            json!({"command": format!("{command}\necho {RAN}"), "timeout": 20}),
+            ctx,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the exec tool did not run {command:?}: {e}"));
+    assert!(
+        output.text.contains(RAN),
+        "{command:?} did not run to its end:\n{}",
+        output.text
+    );
+    output.text
+}
+
+/// The exec tool's refusal of `command`; fails the test when the tool ran it.
+async fn exec_refused(ctx: &ToolContext, command: &str) -> String {
     match ExecTool
         .execute(json!({"command": command, "timeout": 20}), ctx)
         .await
     {
-        Ok(output) => output.text,
-        Err(e) => format!("refused: {e}"),
+        Ok(output) => panic!("{command:?} ran instead of being refused:\n{}", output.text),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -84,6 +109,10 @@ async fn writes_outside_the_workspace_do_not_land() {
     )
     .await;
     assert!(
+        out.lines().any(|line| line == "ok"),
+        "the attack did not reach its last step:\n{out}"
+    );
+    assert!(
         !target.exists(),
         "a file appeared outside the workspace: {out}"
     );
@@ -107,6 +136,7 @@ async fn the_host_loopback_is_unreachable_and_the_env_is_clean() {
         "control failed: the check could not tell"
     );
     let out = exec(&s.ctx, &format!("{connect}; env")).await;
+    assert!(out.contains("PATH="), "env did not run:\n{out}");
     assert!(!out.contains("CONNECTED"), "{out}");
     assert!(!out.contains("sk-should-not-leak"), "{out}");
 }
@@ -155,7 +185,10 @@ async fn a_required_layer_the_host_lacks_refuses_exec_by_name() {
     let caps = pincer::sandbox::probe();
     let cgroup = caps.status(pincer::sandbox::Layer::Cgroup).to_string();
     if cgroup.starts_with("available") {
-        eprintln!("SKIPPED: this host delegates a cgroup, so requiring it cannot fail here");
+        skip::skip(
+            "a_required_layer_the_host_lacks_refuses_exec_by_name",
+            "this host delegates a cgroup, so requiring it cannot fail here",
+        );
         return;
     }
     let config = pincer::config::parse_str(
@@ -164,10 +197,6 @@ async fn a_required_layer_the_host_lacks_refuses_exec_by_name() {
     )
     .expect("config requiring a cgroup");
     s.ctx.config = Arc::new(config);
-    let out = exec(&s.ctx, "echo should-not-run").await;
-    assert!(
-        out.starts_with("refused:") && out.contains("cgroup"),
-        "{out}"
-    );
-    assert!(!out.contains("should-not-run"));
+    let refusal = exec_refused(&s.ctx, "echo should-not-run").await;
+    assert!(refusal.contains("cgroup"), "{refusal}");
 }
