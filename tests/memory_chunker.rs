@@ -3,7 +3,7 @@
 //! it — in memory would fail the allocation and the child.
 
 use std::io::{BufReader, BufWriter, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
 use pincer::memory::chunker::{StreamingChunker, WordCounter, MAX_LINE_PIECE_BYTES};
@@ -33,8 +33,29 @@ fn write_large_markdown(path: &std::path::Path) {
     out.flush().expect("flush");
 }
 
-/// Runs in the capped child: chunks the whole file and prints what it saw.
-fn chunk_in_child(path: &str) {
+/// Sets the 64 MiB data limit in the child about to run.
+fn cap_data(child: &mut Command) {
+    // SAFETY: setrlimit is async-signal-safe and touches only the child's limits.
+    unsafe {
+        child.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: DATA_LIMIT_BYTES,
+                rlim_max: DATA_LIMIT_BYTES,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The capped child of the test below: chunks the whole file and prints what it saw.
+#[test]
+#[ignore = "child of chunking_a_200_mb_file_stays_within_a_64_mib_data_limit"]
+fn chunk_in_child() {
+    let path = std::env::var(CHILD_ENV)
+        .expect("run by chunking_a_200_mb_file_stays_within_a_64_mib_data_limit");
     let file = std::fs::File::open(path).expect("open");
     let mut chunker = StreamingChunker::new(BufReader::new(file), &WordCounter, CHUNK_TOKENS, 80);
     let (mut chunks, mut last_line) = (0u64, 0u32);
@@ -53,10 +74,6 @@ fn chunk_in_child(path: &str) {
 
 #[test]
 fn chunking_a_200_mb_file_stays_within_a_64_mib_data_limit() {
-    if let Ok(path) = std::env::var(CHILD_ENV) {
-        chunk_in_child(&path);
-        return;
-    }
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("huge.md");
     write_large_markdown(&path);
@@ -64,25 +81,14 @@ fn chunking_a_200_mb_file_stays_within_a_64_mib_data_limit() {
     let mut child = Command::new(exe);
     child
         .args([
+            "--ignored",
             "--exact",
-            "chunking_a_200_mb_file_stays_within_a_64_mib_data_limit",
+            "chunk_in_child",
             "--nocapture",
             "--test-threads=1",
         ])
         .env(CHILD_ENV, &path);
-    // SAFETY: setrlimit is async-signal-safe and touches only the child's limits.
-    unsafe {
-        child.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: DATA_LIMIT_BYTES,
-                rlim_max: DATA_LIMIT_BYTES,
-            };
-            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    cap_data(&mut child);
     let output = child.output().expect("run child");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -109,42 +115,55 @@ fn chunking_a_200_mb_file_stays_within_a_64_mib_data_limit() {
     );
 }
 
+/// What Rust's allocator prints before aborting when the 200 MB allocation fails.
+const ALLOCATION_FAILED: &str = "memory allocation of 209715200 bytes failed";
+
 #[test]
 fn the_data_limit_would_catch_a_reader_that_loads_the_file() {
-    // The control for the test above: under the same cap, reading 200 MB at once must fail.
-    if std::env::var(CHILD_ENV).is_ok() {
-        return;
-    }
+    // The control for the test above: under the same cap, allocating 200 MB at once must fail,
+    // and fail at that allocation (not because the child could not start or run).
     let exe = std::env::current_exe().expect("test binary");
     let mut child = Command::new(exe);
     child
-        .args(["--exact", "allocating_200_mb_in_child", "--test-threads=1"])
-        .env("PINCER_CHUNKER_ALLOC_CHILD", "1");
-    // SAFETY: as above.
-    unsafe {
-        child.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: DATA_LIMIT_BYTES,
-                rlim_max: DATA_LIMIT_BYTES,
-            };
-            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+        .args([
+            "--ignored",
+            "--exact",
+            "allocating_200_mb_in_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ALLOC_CHILD_ENV, "1");
+    cap_data(&mut child);
     let output = child.output().expect("run child");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        !output.status.success(),
-        "200 MB fit under the cap: the cap proves nothing"
+        stdout.contains(ALLOC_CHILD_STARTED),
+        "the child never reached the allocation:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(ALLOCATION_FAILED),
+        "the child did not fail at the 200 MB allocation ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGABRT),
+        "a failed allocation aborts: {}",
+        output.status
     );
 }
 
+const ALLOC_CHILD_ENV: &str = "PINCER_CHUNKER_ALLOC_CHILD";
+const ALLOC_CHILD_STARTED: &str = "ALLOC-CHILD allocating";
+
+/// The capped child of the control above: allocates the whole file's size at once.
 #[test]
+#[ignore = "child of the_data_limit_would_catch_a_reader_that_loads_the_file"]
 fn allocating_200_mb_in_child() {
-    if std::env::var("PINCER_CHUNKER_ALLOC_CHILD").is_err() {
-        return;
-    }
+    std::env::var(ALLOC_CHILD_ENV)
+        .expect("run by the_data_limit_would_catch_a_reader_that_loads_the_file");
+    println!("{ALLOC_CHILD_STARTED}");
     let buffer = vec![1u8; FILE_BYTES as usize];
     assert_eq!(
         buffer.iter().map(|&b| u64::from(b)).sum::<u64>(),
