@@ -108,10 +108,15 @@ pub(crate) fn load_with(
             return load_from_with(&path, env);
         }
     }
-    match candidate_paths_with(None, env)
-        .into_iter()
-        .find(|p| p.is_file())
-    {
+    load_first_existing(candidate_paths_with(None, env), env)
+}
+
+/// Loads the first of `candidates` that is a file, or the defaults when none is.
+fn load_first_existing(
+    candidates: Vec<PathBuf>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedConfig, ConfigError> {
+    match candidates.into_iter().find(|p| p.is_file()) {
         Some(path) => load_from_with(&path, env),
         None => {
             let mut config = Config::default();
@@ -404,10 +409,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().to_string_lossy().into_owned();
         let env = move |name: &str| (name == "HOME").then(|| home.clone());
-        let loaded = load_with(None, &env).expect("defaults");
-        if Path::new(SYSTEM_CONFIG_PATH).exists() {
-            return;
-        }
+        // The host's own /etc/pincer/pincer.json5 (if any) stays out of the search: the
+        // candidates are the ones `load` would look at, the system path replaced by a
+        // missing file.
+        let mut candidates = candidate_paths_with(None, &env);
+        assert_eq!(candidates.pop(), Some(PathBuf::from(SYSTEM_CONFIG_PATH)));
+        candidates.push(dir.path().join("etc/pincer/pincer.json5"));
+        let loaded = load_first_existing(candidates, &env).expect("defaults");
         assert_eq!(loaded.path, None);
         assert_eq!(loaded.raw, "");
         assert_eq!(loaded.hash, sha256_hex(""));

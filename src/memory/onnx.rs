@@ -530,6 +530,11 @@ impl Embedder for OnnxEmbedder {
     }
 }
 
+/// The tests' skip convention (`SKIPPED: <test>: <reason>`, counted by `scripts/test`).
+#[cfg(test)]
+#[path = "../../tests/support/skip.rs"]
+mod test_skip;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,15 +551,24 @@ mod tests {
 
     #[test]
     fn a_bert_wordpiece_tokenizer_json_gets_the_compact_tokenizer() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(".tools/onnx/all-MiniLM-L6-v2/tokenizer.json");
-        if !path.is_file() {
-            eprintln!(
-                "skipped: {} is missing (run scripts/setup memory)",
-                path.display()
+        const TEST: &str = "a_bert_wordpiece_tokenizer_json_gets_the_compact_tokenizer";
+        let Some(dir) = std::env::var_os("PINCER_EMBED_MODEL_DIR") else {
+            assert!(
+                !test_skip::in_ci(),
+                "{TEST}: PINCER_EMBED_MODEL_DIR is not set"
+            );
+            test_skip::skip(
+                TEST,
+                "PINCER_EMBED_MODEL_DIR is not set (scripts/setup memory installs the model, scripts/test sets it)",
             );
             return;
-        }
+        };
+        let path = std::path::Path::new(&dir).join("tokenizer.json");
+        assert!(
+            path.is_file(),
+            "{} is missing (PINCER_EMBED_MODEL_DIR; run scripts/setup memory)",
+            path.display()
+        );
         let tokenizer = ModelTokenizer::load(&path).expect("MiniLM tokenizer");
         assert!(matches!(tokenizer, ModelTokenizer::WordPiece(_)));
         let encoded = tokenizer.encode("Hello world", true).expect("encode");
