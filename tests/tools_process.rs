@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::gateway::{config_with_provider, GatewayProcess};
+use support::process_tree::{survivors_after_wait, wait_for_marked, Proc};
 use support::ws_client::TestClient;
 
 use pincer::sandbox::{spawn, RunState, SandboxSpec, Termination};
@@ -52,17 +53,28 @@ fn start_gateway(config: &str) -> GatewayProcess {
     gateway
 }
 
-/// A command that appends to `ticks` in the workspace forever.
-const TICKER: &str = "while true; do echo t >> ticks; sleep 0.05; done";
+/// A command that appends to `ticks` in the workspace forever; `marker` in its command line
+/// (inherited by the subshells it forks) finds its processes on the host.
+fn ticker(marker: &str) -> String {
+    format!("while true; do : {marker}; echo t >> ticks; sleep 0.05; done")
+}
 
-/// True when the file stops growing (the writer is dead).
-async fn stops_growing(path: &Path) -> bool {
-    let size = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    // Let an in-flight write land, then watch for growth over a window many ticks long.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let before = size();
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    size() == before
+/// A marker unique to one test run.
+fn new_marker(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    format!("pincer-{name}-{}-{nanos}", std::process::id())
+}
+
+/// Asserts every one of `procs` dies (bounded poll of their PIDs).
+async fn assert_all_die(procs: &[Proc], what: &str) {
+    let survivors = survivors_after_wait(procs).await;
+    assert!(
+        survivors.is_empty(),
+        "{what}: {survivors:?} of {procs:?} still alive"
+    );
 }
 
 async fn wait_for_file(path: &Path) {
@@ -93,19 +105,23 @@ async fn background_run_echoes_stdin_and_ends_when_stdin_closes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_background_run_kills_its_whole_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let marker = new_marker("tree");
     let spec = SandboxSpec::new(
-        vec!["/bin/sh".into(), "-c".into(), format!("({TICKER}) & wait")],
+        vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("({}) & wait", ticker(&marker)),
+        ],
         dir.path(),
     );
     let run = spawn(spec).await.expect("spawned");
     wait_for_file(&dir.path().join("ticks")).await;
+    // The shell and the ticking subshell it forked.
+    let tree = wait_for_marked(&marker, 2).await;
     run.kill();
     let state = run.wait(Duration::from_secs(10)).await;
     assert!(matches!(state, RunState::Ended(_)), "{state:?}");
-    assert!(
-        stops_growing(&dir.path().join("ticks")).await,
-        "a grandchild survived"
-    );
+    assert_all_die(&tree, "the killed run's tree").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,9 +260,11 @@ async fn a_session_holds_at_most_its_cap_of_running_background_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_reset_kills_the_sessions_background_processes() {
     let gateway = start_gateway(HTTP_EXEC_CONFIG);
-    start_background(&gateway, "resettable", TICKER).await;
+    let marker = new_marker("reset");
+    start_background(&gateway, "resettable", &ticker(&marker)).await;
     let ticks = gateway.data_dir().join("workspace/ticks");
     wait_for_file(&ticks).await;
+    let tree = wait_for_marked(&marker, 1).await;
     let mut client = TestClient::open(&gateway.url()).await;
     let params = client.connect_params(Some(TOKEN), &["operator.admin"], None);
     let id = client.request("connect", params).await;
@@ -255,10 +273,7 @@ async fn session_reset_kills_the_sessions_background_processes() {
         .call("sessions.reset", json!({"key": "resettable"}))
         .await;
     assert_eq!(reset["ok"], true, "{reset}");
-    assert!(
-        stops_growing(&ticks).await,
-        "the background run survived the reset"
-    );
+    assert_all_die(&tree, "the background run after the reset").await;
     let list = invoke(&gateway, "process", "resettable", json!({"action": "list"})).await;
     assert_eq!(
         list["result"]["text"],
@@ -269,15 +284,14 @@ async fn session_reset_kills_the_sessions_background_processes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_shutdown_kills_background_processes() {
     let mut gateway = start_gateway(HTTP_EXEC_CONFIG);
-    start_background(&gateway, "main", TICKER).await;
+    let marker = new_marker("shutdown");
+    start_background(&gateway, "main", &ticker(&marker)).await;
     let ticks = gateway.data_dir().join("workspace/ticks");
     wait_for_file(&ticks).await;
+    let tree = wait_for_marked(&marker, 1).await;
     let status = gateway.terminate();
     assert!(status.success(), "gateway exit: {status}");
-    assert!(
-        stops_growing(&ticks).await,
-        "the background run outlived the gateway"
-    );
+    assert_all_die(&tree, "the background run after the gateway stopped").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
