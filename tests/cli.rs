@@ -22,6 +22,38 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The subcommands listed in the "Commands:" section of a `--help` text (without `help`).
+fn listed_subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| line.trim() != "Commands:")
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every command path under `prefix`, found by walking the `--help` texts, each checked to
+/// answer `--help` with the shared flags.
+fn walk_help(prefix: &[String], found: &mut Vec<Vec<String>>) {
+    let mut args: Vec<&str> = prefix.iter().map(String::as_str).collect();
+    args.push("--help");
+    let out = pincer(&args);
+    let help = text(&out.stdout);
+    assert!(out.status.success(), "{prefix:?} --help failed");
+    assert!(
+        help.contains("--config") && help.contains("--data-dir"),
+        "{prefix:?} help lists the shared flags:\n{help}"
+    );
+    for sub in listed_subcommands(&help) {
+        let mut path = prefix.to_vec();
+        path.push(sub);
+        found.push(path.clone());
+        walk_help(&path, found);
+    }
+}
+
 #[test]
 fn version_and_help_on_every_subcommand() {
     let out = pincer(&["--version"]);
@@ -30,23 +62,19 @@ fn version_and_help_on_every_subcommand() {
         text(&out.stdout).trim(),
         format!("pincer {}", env!("CARGO_PKG_VERSION"))
     );
-    for sub in [
-        &["gateway"][..],
-        &["config", "check"],
-        &["config", "show"],
-        &["config", "import-openclaw"],
-        &["status"],
-        &["doctor"],
-        &["devices", "list"],
+    let mut found = Vec::new();
+    walk_help(&[], &mut found);
+    let found: Vec<String> = found.iter().map(|path| path.join(" ")).collect();
+    // The walk reaches the nested commands too (a check that it parses the help at all).
+    for known in [
+        "gateway",
+        "config check",
+        "config import-openclaw",
+        "devices list",
     ] {
-        let mut args = sub.to_vec();
-        args.push("--help");
-        let out = pincer(&args);
-        let help = text(&out.stdout);
-        assert!(out.status.success(), "{sub:?} --help");
         assert!(
-            help.contains("--config") && help.contains("--data-dir"),
-            "{sub:?} help lists the shared flags:\n{help}"
+            found.iter().any(|path| path == known),
+            "{known:?} not among {found:?}"
         );
     }
 }

@@ -22,27 +22,58 @@ use support::ws_client::TestClient;
 
 const TOKEN: &str = "security-test-token";
 
-#[tokio::test]
-async fn tls_serves_https_with_a_kept_self_signed_certificate() {
-    let gateway = GatewayProcess::start(
-        "{ gateway: { tls: { enabled: true } } }",
-        &["--port", "0", "--token", TOKEN],
-    );
+/// The DER certificate `port` serves over HTTPS, after checking `/healthz` answers 200.
+async fn served_certificate(port: u16) -> Vec<u8> {
     let http = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
+        .tls_info(true)
         .build()
         .expect("client");
-    let url = format!("https://127.0.0.1:{}/healthz", gateway.port);
+    let url = format!("https://127.0.0.1:{port}/healthz");
     let res = http.get(&url).send().await.expect("https request");
     assert_eq!(res.status(), 200);
-    assert!(
-        gateway.data_dir().join("tls/gateway-cert.pem").exists(),
-        "certificate kept in the data dir"
+    res.extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|info| info.peer_certificate())
+        .expect("the server presented a certificate")
+        .to_vec()
+}
+
+/// The DER certificate in the PEM file at `path`.
+fn certificate_in(path: &std::path::Path) -> Vec<u8> {
+    let pem = std::fs::read(path).expect("certificate file");
+    let mut reader = std::io::BufReader::new(pem.as_slice());
+    let der = rustls_pemfile::certs(&mut reader)
+        .next()
+        .expect("a certificate in the file")
+        .expect("valid PEM")
+        .to_vec();
+    der
+}
+
+#[tokio::test]
+async fn tls_serves_https_with_a_kept_self_signed_certificate() {
+    const CONFIG: &str = "{ gateway: { tls: { enabled: true } } }";
+    const ARGS: [&str; 4] = ["--port", "0", "--token", TOKEN];
+    let mut gateway = GatewayProcess::start(CONFIG, &ARGS);
+    let cert_file = gateway.data_dir().join("tls/gateway-cert.pem");
+    let first = served_certificate(gateway.port).await;
+    assert_eq!(
+        first,
+        certificate_in(&cert_file),
+        "the served certificate is the one kept in the data dir"
     );
     let plain = reqwest::get(format!("http://127.0.0.1:{}/healthz", gateway.port)).await;
     assert!(
         plain.is_err() || plain.expect("answer").status() != 200,
         "plain HTTP is not served on a TLS port"
+    );
+    // Kept: a restart on the same data dir serves the same certificate, not a new one.
+    gateway.crash_and_restart(CONFIG, &ARGS);
+    assert_eq!(
+        served_certificate(gateway.port).await,
+        first,
+        "the certificate changed across a restart"
     );
 }
 
