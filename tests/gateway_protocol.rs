@@ -615,3 +615,56 @@ async fn acknowledged_turns_and_idempotency_keys_survive_a_crash() {
         "the retried key did not run the turn again after the restart"
     );
 }
+
+/// The test client itself: an event a request causes may be written before the request's
+/// `res` (they travel on different tasks in the gateway). `call` must keep such an event for
+/// the next read instead of dropping it, or a test waiting for it after the `res` hangs.
+#[tokio::test]
+async fn the_test_client_keeps_an_event_that_comes_before_the_response() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("listener");
+    let url = format!("ws://{}", listener.local_addr().expect("address"));
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let mut socket = tokio_tungstenite::accept_async(tcp).await.expect("upgrade");
+        let challenge = json!({"type": "event", "event": "connect.challenge",
+                               "payload": {"nonce": "n-1", "ts": 1}});
+        socket
+            .send(Message::text(challenge.to_string()))
+            .await
+            .expect("challenge");
+        let request = loop {
+            match socket.next().await.expect("a request").expect("a frame") {
+                Message::Text(text) => break serde_json::from_str::<Value>(&text).expect("JSON"),
+                _ => continue,
+            }
+        };
+        // The event the request caused first, its answer second.
+        let event = json!({"type": "event", "event": "chat",
+                           "payload": {"runId": "r-1", "state": "final"}});
+        let res = json!({"type": "res", "id": request["id"], "ok": true, "payload": {}});
+        for frame in [event, res] {
+            socket
+                .send(Message::text(frame.to_string()))
+                .await
+                .expect("send");
+        }
+        // Held open until the client is done.
+        let _ = socket.next().await;
+    });
+    let mut client = TestClient::open(&url).await;
+    let res = client.call("chat.send", json!({})).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let event = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        client.event_where("chat", |p| p["runId"] == "r-1" && p["state"] == "final"),
+    )
+    .await
+    .expect("the event that came before the res was kept");
+    assert_eq!(event["state"], "final");
+    drop(client);
+    server.await.expect("server task");
+}

@@ -3,6 +3,7 @@
 //! OpenClaw's clients — those run for real in `openclaw_clients.rs` — but a
 //! probe that speaks the same wire format, with an optional Ed25519 device.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,11 +28,17 @@ pub enum Read {
     Closed { code: u16, reason: String },
 }
 
+/// Most frames a client keeps for later reads while it waits for one response.
+pub const MAX_KEPT_FRAMES: usize = 10_000;
+
 pub struct TestClient {
     pub socket: Socket,
     pub nonce: String,
     pub challenge_ts: u64,
     next_id: u64,
+    /// Frames read while waiting for a response (events a request caused may come before its
+    /// `res`): served first by the next reads, so no event is lost either way round.
+    kept: VecDeque<Value>,
 }
 
 /// How to sign the device part of `connect`.
@@ -69,6 +76,7 @@ impl TestClient {
             nonce: String::new(),
             challenge_ts: 0,
             next_id: 1,
+            kept: VecDeque::new(),
         };
         match client.read().await {
             Read::Frame(frame) => {
@@ -179,6 +187,14 @@ impl TestClient {
 
     /// The next frame, or the close.
     pub async fn read(&mut self) -> Read {
+        if let Some(frame) = self.kept.pop_front() {
+            return Read::Frame(frame);
+        }
+        self.read_socket().await
+    }
+
+    /// The next frame from the socket itself (not one kept by [`TestClient::response`]).
+    async fn read_socket(&mut self) -> Read {
         loop {
             let next = tokio::time::timeout(FRAME_TIMEOUT, self.socket.next())
                 .await
@@ -206,10 +222,20 @@ impl TestClient {
 
     /// Reads until the `res` for `id` (skipping events).
     pub async fn response(&mut self, id: &str) -> Value {
+        let is_answer = |frame: &Value| frame["type"] == "res" && frame["id"] == id;
+        if let Some(at) = self.kept.iter().position(is_answer) {
+            return self.kept.remove(at).expect("position is in range");
+        }
         loop {
-            match self.read().await {
-                Read::Frame(frame) if frame["type"] == "res" && frame["id"] == id => return frame,
-                Read::Frame(_) => continue,
+            match self.read_socket().await {
+                Read::Frame(frame) if is_answer(&frame) => return frame,
+                Read::Frame(frame) => {
+                    assert!(
+                        self.kept.len() < MAX_KEPT_FRAMES,
+                        "{MAX_KEPT_FRAMES} frames kept while waiting for the answer to {id}"
+                    );
+                    self.kept.push_back(frame);
+                }
                 Read::Closed { code, reason } => {
                     panic!("closed ({code} {reason}) before the answer to {id}")
                 }
