@@ -11,7 +11,7 @@ use std::time::Duration;
 use pincer::channels::{ChunkMode, SendError, TextLimits};
 use pincer::gateway::webchat::hub_of;
 use support::fake_openai::FakeReply;
-use support::hub_harness::{dm, group, last_user_text, reply, sent_count, settle, start, WAIT};
+use support::hub_harness::{dm, group, last_user_text, queue_idle, reply, sent_count, start, WAIT};
 use support::recording_channel::{Abilities, Outbound};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,7 +24,7 @@ async fn unpaired_dm_gets_a_code_and_no_run_until_approved() {
     };
     assert_eq!(to, "42");
     assert!(text.contains("Pairing code:"), "{text}");
-    settle().await;
+    queue_idle(&hub).await;
     assert!(
         hub.fake.requests().is_empty(),
         "no run for an unpaired sender"
@@ -77,7 +77,7 @@ async fn group_message_without_mention_is_ignored_and_mention_is_answered() {
     hub.channel
         .inject(group("7", "1", "chatting among us", false))
         .await;
-    settle().await;
+    queue_idle(&hub).await;
     assert!(hub.fake.requests().is_empty());
     assert_eq!(sent_count(&hub.channel.outbound()), 0);
 
@@ -270,7 +270,7 @@ async fn duplicate_delivery_is_answered_once() {
     hub.channel.inject(dm("42", "77", "hello")).await;
     hub.channel.inject(dm("42", "77", "hello")).await;
     hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
-    settle().await;
+    queue_idle(&hub).await;
     assert_eq!(hub.fake.requests().len(), 1);
     assert_eq!(sent_count(&hub.channel.outbound()), 1);
 }
@@ -384,7 +384,7 @@ async fn commands_are_answered_and_never_reach_the_agent() {
         .expect("read")
         .expect("the session exists");
     assert_eq!(entry.thinking_level.as_deref(), Some("high"));
-    settle().await;
+    queue_idle(&hub).await;
     assert!(
         hub.fake.requests().is_empty(),
         "no command reached the model"
@@ -549,7 +549,7 @@ async fn unanswered_group_messages_come_as_context_with_the_next_mention() {
     ] {
         hub.channel.inject(group("7", id, text, false)).await;
     }
-    settle().await;
+    queue_idle(&hub).await;
     assert!(hub.fake.requests().is_empty(), "no mention, no run");
     hub.fake.push_reply(reply("Call the plumber."));
     hub.channel

@@ -125,6 +125,26 @@ async fn run(client: &mut TestClient, key: &str) -> (Value, Vec<(String, String)
     }
 }
 
+/// The barrier before checking the fake's request log once an agent-to-agent flow with `ops`
+/// ran: the final of its announce step (answered `ANNOUNCE_SKIP`, which posts nothing), the
+/// last step the flow waits for. `finals` are those [`run`] already read.
+async fn flow_ended(client: &mut TestClient, finals: &[(String, String)]) {
+    let announce =
+        |session: &str, text: &str| session == "agent:main:ops" && text == "ANNOUNCE_SKIP";
+    if finals.iter().any(|(session, text)| announce(session, text)) {
+        return;
+    }
+    client
+        .event_where("chat", |p| {
+            p["state"] == "final"
+                && announce(
+                    p["sessionKey"].as_str().unwrap_or(""),
+                    p["message"]["content"][0]["text"].as_str().unwrap_or(""),
+                )
+        })
+        .await;
+}
+
 fn tool_result(request: &Value) -> Value {
     let content = request["messages"]
         .as_array()
@@ -203,15 +223,11 @@ async fn fire_and_forget_answers_accepted_and_sending_to_itself_is_refused() {
     skip_the_flow(&fake);
     let gateway = start(&fake);
     let mut client = connect(&gateway, 41).await;
-    let (res, _) = run(&mut client, "send-2").await;
+    let (res, finals) = run(&mut client, "send-2").await;
     assert_eq!(res["ok"], true, "{res}");
-    // The fire-and-forget run may still be on its way to the model.
-    for _ in 0..200 {
-        if fake.requests().len() >= 3 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    // The fire-and-forget run and the flow after it: every request they make comes before the
+    // flow's announce step ends.
+    flow_ended(&mut client, &finals).await;
     let requests = fake.requests();
     let step = requests
         .iter()
@@ -259,7 +275,7 @@ async fn after_the_reply_the_sessions_answer_each_other_then_the_target_announce
     fake.push_reply_for_system(ANNOUNCE_STEP, text("ANNOUNCE_SKIP"));
     let gateway = start_with(&fake, "session: { agentToAgent: { maxPingPongTurns: 2 } },");
     let mut client = connect(&gateway, 42).await;
-    let (res, _) = run(&mut client, "send-3").await;
+    let (res, finals) = run(&mut client, "send-3").await;
     assert_eq!(res["ok"], true, "{res}");
     let requests = requests_when(&fake, 6).await;
     let steps: Vec<(String, String)> = requests[3..]
@@ -292,7 +308,7 @@ async fn after_the_reply_the_sessions_answer_each_other_then_the_target_announce
     assert!(system_of(&requests[5]).contains("Latest reply: none"));
     assert!(system_of(&requests[3]).contains("Agent 1 (requester) session: agent:main:main"));
     // Nothing more: the flow is over.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    flow_ended(&mut client, &finals).await;
     assert_eq!(fake.requests().len(), 6);
 }
 

@@ -287,12 +287,15 @@ async fn steer_mode_puts_a_message_into_the_running_turn_before_its_next_model_c
         .position(|m| m["role"] == "user" && m["content"].to_string().contains("blue paint"))
         .expect("the steered message reached the model");
     assert!(steered_at > tool_at, "after the tool result: {messages:?}");
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Barrier: a later message runs after whatever the session still holds, so once its
+    // final came a follow-up run of the steered message would have asked the model first.
+    send_and_final(&mut client, "s-3", "thanks").await;
     assert_eq!(
         fake.requests().len(),
-        2,
+        3,
         "a steered message is not run again as a follow-up"
     );
+    assert_eq!(user_text(&fake, 2), "thanks", "the third request is s-3's");
     let history = client
         .call("chat.history", json!({"sessionKey": "main"}))
         .await;
@@ -336,11 +339,6 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    // Only the unfinished message runs again, once.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let requests = fake.requests();
-    assert_eq!(requests.len(), 3, "run again once after the restart");
-    assert_eq!(user_text(&fake, 2), "buy oat milk");
     let mut reader = client(&gateway, 36).await;
     let mut history = Value::Null;
     for _ in 0..200 {
@@ -360,12 +358,28 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
     assert_eq!(users, 2, "each user turn is recorded once: {history}");
     let answers = messages.iter().filter(|m| m["role"] == "assistant").count();
     assert_eq!(answers, 2, "answered after the restart: {history}");
-    // Nothing is left to replay: a second restart runs nothing.
+    // Barrier: a new message runs after whatever the session still holds, so once its final
+    // came a second replay of the unfinished message would have asked the model first.
+    send_and_final(&mut reader, "dur-2", "and bread").await;
+    assert_eq!(fake.requests().len(), 4, "run again once after the restart");
+    assert_eq!(user_text(&fake, 2), "buy oat milk");
+    assert_eq!(user_text(&fake, 3), "and bread");
+    // Nothing is left to replay: after another crash the inbox holds no web chat message.
     drop(reader);
-    gateway.crash_and_restart(&config, &args);
-    let _ = client(&gateway, 37).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(fake.requests().len(), 3);
+    // SAFETY: kill only signals the gateway child this test started.
+    unsafe { libc::kill(gateway.child.id() as i32, libc::SIGKILL) };
+    gateway.child.wait().expect("the crashed gateway is reaped");
+    let store = pincer::store::Store::open(
+        &gateway.data_dir().join("store"),
+        pincer::store::StoreOptions::default(),
+    )
+    .expect("the crashed gateway's store opens");
+    let left = pincer::channels::inbox::pending_webchat(&store).await;
+    assert!(
+        left.is_empty(),
+        "web chat messages left to replay: {:?}",
+        left.iter().map(|(key, _)| key).collect::<Vec<_>>()
+    );
 }
 
 /// One gate for every run: with `agents.defaults.maxConcurrent: 1` a web chat turn in one session waits

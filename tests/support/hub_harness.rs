@@ -133,7 +133,20 @@ pub fn last_user_text(fake: &FakeOpenAi, index: usize) -> String {
     }
 }
 
-/// Lets in-flight work settle before asserting that nothing else happened.
-pub async fn settle() {
-    tokio::time::sleep(Duration::from_millis(400)).await;
+/// The barrier before asserting that an event caused no (further) run: waits until the hub's
+/// queue holds no running or waiting turn. The hub decides an event before `inject` returns
+/// and enqueues a run synchronously, so once the queue is idle every run the injected events
+/// caused has finished, its model requests with it. Panics if it never goes idle within
+/// [`WAIT`].
+pub async fn queue_idle(hub: &Hub) {
+    let queue = &hub.state.services.hub.queue;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while queue.session_count() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the queue still holds {} sessions after {WAIT:?}",
+            queue.session_count()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
