@@ -1,6 +1,6 @@
 //! The host: logging to journald (or stderr) with an in-memory tail for
-//! `logs.tail`, systemd readiness notification, the clock and the retry
-//! backoff.
+//! `logs.tail`, systemd readiness notification, the clock, the retry
+//! backoff and the restart in place.
 
 pub mod backoff;
 pub mod blocking;
@@ -11,6 +11,7 @@ pub mod logging;
 pub mod mapped_files;
 pub mod memory;
 pub mod notify;
+pub mod restart;
 
 /// This host's name (for presence, TLS names and discovery).
 pub fn host_name() -> String {

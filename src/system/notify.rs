@@ -1,5 +1,5 @@
 //! systemd's readiness protocol (`sd_notify`): `READY=1`, `STATUS=…`,
-//! `STOPPING=1` and watchdog pings, sent to `$NOTIFY_SOCKET` when set.
+//! `STOPPING=1`, `RELOADING=1` and watchdog pings, sent to `$NOTIFY_SOCKET` when set.
 //! Outside systemd every call is a no-op.
 
 use std::os::unix::net::UnixDatagram;
@@ -20,6 +20,27 @@ pub fn notify(state: &str) -> bool {
             .is_ok();
     }
     socket.send_to(state.as_bytes(), path).is_ok()
+}
+
+/// Tells systemd a restart in place begins (`READY=1` from the new image
+/// ends it); `MONOTONIC_USEC` is the time it began, as the protocol asks.
+pub fn reloading() -> bool {
+    notify(&reloading_message(monotonic_usec()))
+}
+
+fn reloading_message(monotonic_usec: u64) -> String {
+    format!("RELOADING=1\nSTATUS=restarting in place\nMONOTONIC_USEC={monotonic_usec}")
+}
+
+/// CLOCK_MONOTONIC in microseconds.
+fn monotonic_usec() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
 }
 
 /// The watchdog interval systemd asked for, halved (when to ping).
@@ -43,5 +64,16 @@ mod tests {
         let mut buf = [0u8; 64];
         let n = listener.recv(&mut buf).expect("recv");
         assert_eq!(&buf[..n], b"READY=1");
+    }
+
+    #[test]
+    fn reloading_carries_the_monotonic_time() {
+        let before = monotonic_usec();
+        assert!(before > 0);
+        assert_eq!(
+            reloading_message(42),
+            "RELOADING=1\nSTATUS=restarting in place\nMONOTONIC_USEC=42"
+        );
+        assert!(monotonic_usec() >= before);
     }
 }
