@@ -450,18 +450,16 @@ fn help() -> String {
     lines.join("\n")
 }
 
-/// `/restart`: a graceful stop (SIGTERM to ourselves); the service manager
-/// starts the gateway again.
+/// `/restart`: the gateway drains and restarts in place (same process, same
+/// PID); messages already acknowledged are answered after it.
 fn restart(state: &HubDeps) -> String {
     if !state.runtime.config().commands.restart {
         return "Restarting from chat is disabled (commands.restart).".into();
     }
-    tokio::spawn(async {
+    let lifecycle = state.runtime.lifecycle.clone();
+    tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(RESTART_DELAY_MS)).await;
-        // SAFETY: kill(2) on our own pid with a signal the gateway handles.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGTERM);
-        }
+        lifecycle.request_restart("/restart from a chat");
     });
     "♻️ Restarting the gateway…".into()
 }

@@ -153,6 +153,18 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
     };
     let mut prepared = match runtime.prepare(spec, origin) {
         Ok(prepared) => prepared,
+        Err(RunStartError::ShuttingDown) if runtime.lifecycle.is_draining() => {
+            // Not lost: the inbox keeps its messages and the next start (a
+            // restart in place, or the service manager's) answers them.
+            log::info!(
+                "turn for {} kept for the next start: the gateway is stopping",
+                turn.session_key
+            );
+            for origin in &mut origins {
+                origin.inbox.clear();
+            }
+            return;
+        }
         Err(error) => {
             log::warn!("turn for {} not started: {error}", turn.session_key);
             hub.deps.answers.refuse(&keys, &error);

@@ -35,6 +35,8 @@ fn load(global: &GlobalArgs) -> Result<LoadedConfig, String> {
 pub fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Gateway(args) => {
+            // Before any thread starts: the variable is removed from our environment.
+            let restart_port = crate::system::restart::take_restart_port();
             let loaded = load(&cli.global)?;
             let bind = args.bind.as_deref().map(parse_bind).transpose()?;
             let options = ServeOptions {
@@ -44,6 +46,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 bind,
                 token: args.token,
                 limits: crate::system::board::detect().limits(),
+                restart_port,
             };
             runtime()?
                 .block_on(crate::app::serve(options))

@@ -4,6 +4,9 @@
 //! with TLS), runs the accept loops, ticks, store maintenance and config
 //! reload, and on SIGTERM/SIGINT drains: it stops taking work, tells clients
 //! `shutdown`, lets running turns finish up to a deadline and syncs the store.
+//! A restart in place (`/restart`, a config change that needs one) drains the
+//! same way and then re-execs the binary (`system::restart`): same PID, and
+//! the messages the inbox acknowledged are replayed by the new image.
 //! It never runs agents itself.
 
 pub mod auth;
@@ -42,7 +45,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{BindMode, LoadedConfig};
+use crate::config::{BindMode, LoadedConfig, ReloadMode};
 use crate::store::{MaintenancePolicy, Store, StoreOptions};
 use crate::system::clock::now_ms;
 
@@ -72,6 +75,8 @@ pub enum GatewayError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error("cannot restart in place: {0}")]
+    Restart(std::io::Error),
 }
 
 /// What `pincer gateway` hands over.
@@ -85,6 +90,9 @@ pub struct ServeOptions {
     /// `--token`; overrides `gateway.auth.token`.
     pub token: Option<String>,
     pub limits: BoardLimits,
+    /// The port the previous image listened on when it restarted in place
+    /// after listening on a kernel-picked port (`system::restart`).
+    pub restart_port: Option<u16>,
 }
 
 /// Where the gateway's services come from: the composition root (`crate::app`) builds them around the
@@ -97,7 +105,12 @@ pub trait Composer: Send + Sync {
 /// Runs the gateway with the services `composer` builds until SIGTERM or SIGINT.
 pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(), GatewayError> {
     let config = options.loaded.config.clone();
-    let port = options.port.unwrap_or(config.gateway.port);
+    let requested_port = options.port.unwrap_or(config.gateway.port);
+    // Port 0 asks for a free port: after a restart in place, the one we had.
+    let port = match requested_port {
+        0 => options.restart_port.unwrap_or(0),
+        port => port,
+    };
     let bind_mode = options.bind.unwrap_or(config.gateway.bind);
     let plan = bind::resolve(&bind_mode, config.gateway.custom_bind_host.as_deref(), port)
         .map_err(GatewayError::Refused)?;
@@ -162,14 +175,23 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
-    tokio::select! {
-        _ = term.recv() => log::info!("SIGTERM received, shutting down"),
-        _ = int.recv() => log::info!("SIGINT received, shutting down"),
-    }
-    drain(&state).await;
+    let restart = tokio::select! {
+        _ = term.recv() => { log::info!("SIGTERM received, shutting down"); false }
+        _ = int.recv() => { log::info!("SIGINT received, shutting down"); false }
+        _ = state.lifecycle.restart.cancelled() => { log::info!("restarting in place"); true }
+    };
+    drain(&state, restart).await;
     let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
     state.services.hub.wait_idle(wait).await;
     state.services.channels.stop_all().await;
+    if restart {
+        // Nothing below runs destructors: messages still queued keep their
+        // inbox records, and the new image replays them.
+        let keep_port = (requested_port == 0).then_some(local.port());
+        return Err(GatewayError::Restart(crate::system::restart::reexec(
+            keep_port,
+        )));
+    }
     if tailscale.reset_on_exit {
         tailscale::reset(tailscale.mode).await;
     }
@@ -352,6 +374,17 @@ fn spawn_reload(state: &Arc<GatewayState>) {
                     loaded,
                     restart_required,
                 }) => {
+                    let mode = state.config().gateway.reload.mode;
+                    let restarts = matches!(mode, ReloadMode::Hybrid | ReloadMode::Restart);
+                    if restarts && !restart_required.is_empty() {
+                        // The new image reads the file: nothing is hot-applied first.
+                        state.lifecycle.request_restart(&format!(
+                            "config change in {} ({})",
+                            path.display(),
+                            restart_required.join(", ")
+                        ));
+                        break;
+                    }
                     if restart_required.is_empty() {
                         log::info!("config reloaded from {}", path.display());
                     } else {
@@ -372,15 +405,25 @@ fn spawn_reload(state: &Arc<GatewayState>) {
     });
 }
 
+/// How soon clients may expect the gateway back after a restart in place
+/// (the `shutdown` event's `restartExpectedMs`).
+pub const RESTART_EXPECTED_MS: u64 = 5_000;
+
 /// Stops taking work, lets turns finish, closes clients, syncs the store.
-async fn drain(state: &Arc<GatewayState>) {
-    crate::system::notify::notify("STOPPING=1");
+/// `restart`: a restart in place follows (systemd hears `RELOADING=1`, not
+/// `STOPPING=1`, and clients are told when to come back).
+async fn drain(state: &Arc<GatewayState>, restart: bool) {
+    let shutdown = if restart {
+        crate::system::notify::reloading();
+        json!({"reason": "gateway restarting", "restartExpectedMs": RESTART_EXPECTED_MS})
+    } else {
+        crate::system::notify::notify("STOPPING=1");
+        json!({"reason": "gateway stopping", "restartExpectedMs": null})
+    };
     state.set_draining();
-    state.clients.broadcast(
-        "shutdown",
-        &json!({"reason": "gateway stopping", "restartExpectedMs": null}),
-        BroadcastOptions::default(),
-    );
+    state
+        .clients
+        .broadcast("shutdown", &shutdown, BroadcastOptions::default());
     let deadline = tokio::time::Instant::now() + Duration::from_millis(SHUTDOWN_DRAIN_MS);
     while state.services.runs.active_count() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tempfile::TempDir;
@@ -20,7 +21,12 @@ pub struct GatewayProcess {
     pub child: Child,
     pub port: u16,
     pub dir: TempDir,
+    /// The port of every ready line the process printed (a restart in place
+    /// prints another one from the same process).
+    ready: ReadyLines,
 }
+
+type ReadyLines = Arc<Mutex<Vec<u16>>>;
 
 /// A test config whose only model is served at `base_url`.
 pub fn config_with_provider(base_url: &str) -> String {
@@ -53,13 +59,19 @@ fn command(dir: &Path, config: &str, args: &[&str]) -> Command {
     command
 }
 
-fn spawn_ready(dir: &Path, config: &str, args: &[&str]) -> (Child, u16) {
-    spawn_ready_with(dir, config, args, false)
+fn spawn_ready(dir: &Path, config: &str, args: &[&str]) -> (Child, u16, ReadyLines) {
+    spawn_ready_with(dir, config, args, false, &[])
 }
 
 /// `private_tmp`: the gateway's `TMPDIR` is `<dir>/tmp` (its media root
 /// then lies inside the test's directory).
-fn spawn_ready_with(dir: &Path, config: &str, args: &[&str], private_tmp: bool) -> (Child, u16) {
+fn spawn_ready_with(
+    dir: &Path,
+    config: &str,
+    args: &[&str],
+    private_tmp: bool,
+    env: &[(&str, &str)],
+) -> (Child, u16, ReadyLines) {
     let stderr = File::options()
         .create(true)
         .append(true)
@@ -71,6 +83,7 @@ fn spawn_ready_with(dir: &Path, config: &str, args: &[&str], private_tmp: bool) 
         std::fs::create_dir_all(&tmp).expect("private TMPDIR");
         command.env("TMPDIR", tmp);
     }
+    command.envs(env.iter().copied());
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr))
@@ -78,6 +91,8 @@ fn spawn_ready_with(dir: &Path, config: &str, args: &[&str], private_tmp: bool) 
         .expect("spawn pincer gateway");
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
+    let ready = ReadyLines::default();
+    let seen = Arc::clone(&ready);
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(rest) = line.strip_prefix(READY_PREFIX) {
@@ -85,12 +100,15 @@ fn spawn_ready_with(dir: &Path, config: &str, args: &[&str], private_tmp: bool) 
                     .rsplit(':')
                     .next()
                     .and_then(|p| p.trim().parse::<u16>().ok());
+                if let Some(port) = port {
+                    seen.lock().expect("ready lines").push(port);
+                }
                 let _ = tx.send(port);
             }
         }
     });
     match rx.recv_timeout(READY_TIMEOUT) {
-        Ok(Some(port)) => (child, port),
+        Ok(Some(port)) => (child, port, ready),
         _ => {
             let _ = child.kill();
             let log = std::fs::read_to_string(dir.join("gateway.stderr")).unwrap_or_default();
@@ -103,16 +121,38 @@ impl GatewayProcess {
     /// Starts a gateway with `config` (JSON5) and extra CLI args; waits until ready.
     pub fn start(config: &str, args: &[&str]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir for the gateway");
-        let (child, port) = spawn_ready(dir.path(), config, args);
-        GatewayProcess { child, port, dir }
+        let (child, port, ready) = spawn_ready(dir.path(), config, args);
+        GatewayProcess {
+            child,
+            port,
+            dir,
+            ready,
+        }
+    }
+
+    /// As `start`, with these extra environment variables.
+    pub fn start_with_env(config: &str, args: &[&str], env: &[(&str, &str)]) -> GatewayProcess {
+        let dir = tempfile::tempdir().expect("temp dir for the gateway");
+        let (child, port, ready) = spawn_ready_with(dir.path(), config, args, false, env);
+        GatewayProcess {
+            child,
+            port,
+            dir,
+            ready,
+        }
     }
 
     /// As `start`, with the gateway's `TMPDIR` inside its temp dir
     /// (`tmp_dir`): downloaded media can be inspected and is not shared.
     pub fn start_with_private_tmp(config: &str, args: &[&str]) -> GatewayProcess {
         let dir = tempfile::tempdir().expect("temp dir for the gateway");
-        let (child, port) = spawn_ready_with(dir.path(), config, args, true);
-        GatewayProcess { child, port, dir }
+        let (child, port, ready) = spawn_ready_with(dir.path(), config, args, true, &[]);
+        GatewayProcess {
+            child,
+            port,
+            dir,
+            ready,
+        }
     }
 
     /// The gateway's `TMPDIR` when started with `start_with_private_tmp`.
@@ -124,9 +164,42 @@ impl GatewayProcess {
     pub fn crash_and_restart(&mut self, config: &str, args: &[&str]) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, port) = spawn_ready(self.dir.path(), config, args);
+        let (child, port, ready) = spawn_ready(self.dir.path(), config, args);
         self.child = child;
         self.port = port;
+        self.ready = ready;
+    }
+
+    /// Waits until the process has printed its `count`th ready line (a
+    /// restart in place prints one more), makes that line's port the one
+    /// `url` and `http` use, and returns it.
+    pub async fn wait_for_ready_line(&mut self, count: usize) -> u16 {
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            let port = self
+                .ready
+                .lock()
+                .expect("ready lines")
+                .get(count - 1)
+                .copied();
+            if let Some(port) = port {
+                self.port = port;
+                return port;
+            }
+            if !self.alive() || std::time::Instant::now() > deadline {
+                panic!(
+                    "no ready line #{count} (process alive: {}); stderr:\n{}",
+                    self.alive(),
+                    self.stderr()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Ready lines printed so far.
+    pub fn ready_lines(&self) -> usize {
+        self.ready.lock().expect("ready lines").len()
     }
 
     /// Runs a gateway that is expected to refuse to start; returns its exit status and stderr.
