@@ -2,7 +2,8 @@
 //! that needs a restart drain the gateway and re-exec it — the same process
 //! (PID), serving again on its port, telling systemd `RELOADING=1` then
 //! `READY=1`, with no store descriptor leaked into the new image — and a
-//! message acknowledged before the restart is answered after it.
+//! message acknowledged before the restart is answered after it. A chat
+//! channel whose credentials change restarts alone, with the new token.
 
 mod support;
 
@@ -14,7 +15,9 @@ use tokio::sync::Notify;
 
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::fake_telegram::FakeTelegram;
 use support::gateway::GatewayProcess;
+use support::telegram_harness::{dm, BOT_ID, BOT_USERNAME, TOKEN as BOT_TOKEN_A};
 use support::ws_client::{Device, Read, TestClient};
 
 const TOKEN: &str = "restart-test-token";
@@ -309,4 +312,72 @@ async fn restart_mode_restarts_for_a_change_hybrid_would_hot_apply() {
     assert_eq!(gateway.child.id(), pid);
     assert!(gateway.alive());
     health_ok(&gateway, 71).await;
+}
+
+const BOT_TOKEN_B: &str = "123456789:BBB-rotated_TOKEN_value";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_bot_token_restarts_only_the_telegram_adapter() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(BOT_TOKEN_A, BOT_ID, BOT_USERNAME).await;
+    let extra = format!(
+        r#"channels: {{ telegram: {{ botToken: "{BOT_TOKEN_A}", apiRoot: "{}", allowFrom: [7], streaming: "off" }} }},"#,
+        telegram.api_root()
+    );
+    let mut gateway =
+        GatewayProcess::start(&config(&fake, &extra), &["--port", "0", "--token", TOKEN]);
+    telegram.push_message(dm("before the rotation"));
+    let sent = telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(sent[0].token, BOT_TOKEN_A);
+
+    telegram.accept_token(BOT_TOKEN_B);
+    let mut client = admin(&gateway, 81).await;
+    let current = client.call("config.get", json!({})).await;
+    let hash = current["payload"]["hash"]
+        .as_str()
+        .expect("hash")
+        .to_string();
+    let raw = format!(r#"{{ channels: {{ telegram: {{ botToken: "{BOT_TOKEN_B}" }} }} }}"#);
+    let patched = client
+        .call("config.patch", json!({"raw": raw, "baseHash": hash}))
+        .await;
+    assert_eq!(patched["ok"], true, "{patched}");
+
+    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+    let first_b = loop {
+        let calls = telegram.calls_of("getUpdates");
+        if let Some(i) = calls.iter().position(|c| c.token == BOT_TOKEN_B) {
+            break i;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no getUpdates with the new token"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    telegram.push_message(dm("after the rotation"));
+    let sent = telegram.wait_for_calls("sendMessage", 2).await;
+    assert_eq!(
+        sent[1].token, BOT_TOKEN_B,
+        "the answer goes out with the new token"
+    );
+    assert!(asked(&fake)
+        .iter()
+        .any(|t| t.contains("after the rotation")));
+    let polls = telegram.calls_of("getUpdates");
+    assert!(
+        polls[first_b..].iter().all(|c| c.token == BOT_TOKEN_B),
+        "the old token is not used once the new adapter polls"
+    );
+    // The watcher saw the written file too, and hot-applied it.
+    wait_until("the watcher's hot reload", || {
+        gateway.stderr().contains("config reloaded from")
+    })
+    .await;
+    assert_eq!(
+        gateway.ready_lines(),
+        1,
+        "the gateway itself did not restart"
+    );
+    assert!(gateway.alive());
 }

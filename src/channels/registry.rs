@@ -1,7 +1,9 @@
 //! The channel registry: the gateway's adapters by channel id. The gateway
 //! fills it at start from the config (`configured_adapters`), starts every
 //! adapter with the hub as its inbound sink, reports each account's state
-//! for `channels.status` / `health`, and stops them all on shutdown.
+//! for `channels.status` / `health`, and stops them all on shutdown. A
+//! channel whose config section changed is restarted alone (`restart`):
+//! its adapter stops and a new one starts with the new settings.
 //!
 //! The registry holds adapters; it must not route, queue or shape replies.
 
@@ -30,43 +32,88 @@ pub struct ChannelStatus {
 pub struct ChannelRegistry {
     adapters: RwLock<BTreeMap<String, Arc<dyn Channel>>>,
     start_errors: Mutex<BTreeMap<String, String>>,
+    /// One restart at a time: a second config change waits for the first's
+    /// stop and start to end.
+    restarts: tokio::sync::Mutex<()>,
+}
+
+/// The channel ids that have an adapter (`configured_adapter`).
+pub const ADAPTER_CHANNELS: [&str; 3] = ["discord", "slack", "telegram"];
+
+/// The channels whose adapter must restart after a config change from
+/// `changed` (paths as `config::changed_paths` names them): any change under
+/// `channels.<id>` restarts that channel's adapter, as upstream's reload plan
+/// does; the others keep running.
+pub fn channels_to_restart(changed: &[String]) -> Vec<&'static str> {
+    ADAPTER_CHANNELS
+        .into_iter()
+        .filter(|id| {
+            let section = format!("channels.{id}");
+            changed
+                .iter()
+                .any(|path| *path == section || path.starts_with(&format!("{section}.")))
+        })
+        .collect()
 }
 
 /// The adapters the config asks for. Each platform adapter adds its line
-/// here (`channels.telegram` → the Telegram adapter, …); a channel whose
-/// section is absent or disabled gets no adapter.
+/// in `configured_adapter`; a channel whose section is absent gets no adapter.
 pub fn configured_adapters(
     config: &Config,
     store: &Store,
     http: &reqwest::Client,
     routes: &Arc<HttpRoutes>,
 ) -> Vec<Arc<dyn Channel>> {
-    let mut adapters: Vec<Arc<dyn Channel>> = Vec::new();
-    if let Some(section) = config.channels.telegram.as_ref() {
-        let mut options = super::telegram::TelegramOptions::for_config(config);
-        options.http = Some(http.clone());
-        options.http_routes = Some(Arc::clone(routes));
-        adapters.push(Arc::new(super::telegram::TelegramChannel::new(
-            section,
-            store.clone(),
-            options,
-        )));
-    }
-    if let Some(section) = config.channels.discord.as_ref() {
-        let media = super::media::MediaDefaults::for_config(config);
-        match super::discord::DiscordChannel::with_media(section, http, &media) {
-            Ok(adapter) => adapters.push(Arc::new(adapter)),
-            Err(e) => log::error!("channels.discord: {e}; the Discord channel stays off"),
+    ADAPTER_CHANNELS
+        .into_iter()
+        .filter_map(|id| configured_adapter(id, config, store, http, routes))
+        .collect()
+}
+
+/// The adapter of channel `id` the config asks for (`channels.telegram` →
+/// the Telegram adapter, …); `None` when its section is absent or invalid.
+pub fn configured_adapter(
+    id: &str,
+    config: &Config,
+    store: &Store,
+    http: &reqwest::Client,
+    routes: &Arc<HttpRoutes>,
+) -> Option<Arc<dyn Channel>> {
+    let media = || super::media::MediaDefaults::for_config(config);
+    match id {
+        "telegram" => {
+            let section = config.channels.telegram.as_ref()?;
+            let mut options = super::telegram::TelegramOptions::for_config(config);
+            options.http = Some(http.clone());
+            options.http_routes = Some(Arc::clone(routes));
+            Some(Arc::new(super::telegram::TelegramChannel::new(
+                section,
+                store.clone(),
+                options,
+            )))
         }
-    }
-    if let Some(section) = config.channels.slack.as_ref() {
-        let media = super::media::MediaDefaults::for_config(config);
-        match super::slack::SlackChannel::with_media(section, http, &media) {
-            Ok(adapter) => adapters.push(Arc::new(adapter.with_http_routes(Arc::clone(routes)))),
-            Err(e) => log::error!("channels.slack: {e}; the Slack channel stays off"),
+        "discord" => {
+            let section = config.channels.discord.as_ref()?;
+            match super::discord::DiscordChannel::with_media(section, http, &media()) {
+                Ok(adapter) => Some(Arc::new(adapter)),
+                Err(e) => {
+                    log::error!("channels.discord: {e}; the Discord channel stays off");
+                    None
+                }
+            }
         }
+        "slack" => {
+            let section = config.channels.slack.as_ref()?;
+            match super::slack::SlackChannel::with_media(section, http, &media()) {
+                Ok(adapter) => Some(Arc::new(adapter.with_http_routes(Arc::clone(routes)))),
+                Err(e) => {
+                    log::error!("channels.slack: {e}; the Slack channel stays off");
+                    None
+                }
+            }
+        }
+        _ => None,
     }
-    adapters
 }
 
 impl ChannelRegistry {
@@ -115,6 +162,37 @@ impl ChannelRegistry {
         }
     }
 
+    /// Restarts channel `id`: its running adapter (if any) stops and is
+    /// waited for, then `replacement` (if any: the channel may have been
+    /// removed from the config) starts with `sink`.
+    pub async fn restart(
+        &self,
+        id: &str,
+        replacement: Option<Arc<dyn Channel>>,
+        sink: Arc<dyn InboundSink>,
+    ) {
+        let _one_at_a_time = self.restarts.lock().await;
+        let old = self.adapters.write().remove(id);
+        if let Some(old) = old {
+            old.stop().await;
+            log::info!("channel {id} stopped for its new settings");
+        }
+        self.start_errors.lock().remove(id);
+        let Some(adapter) = replacement else {
+            return;
+        };
+        self.register(adapter.clone());
+        match adapter.start(sink).await {
+            Ok(()) => log::info!("channel {id} restarted with its new settings"),
+            Err(error) => {
+                log::error!("channel {id} failed to restart: {error}");
+                self.start_errors
+                    .lock()
+                    .insert(id.to_string(), error.to_string());
+            }
+        }
+    }
+
     /// Stops every adapter and waits for them.
     pub async fn stop_all(&self) {
         for adapter in self.all() {
@@ -134,5 +212,28 @@ impl ChannelRegistry {
                 start_error: errors.get(adapter.id()).cloned(),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_changed_channel_restarts() {
+        let changed = vec![
+            "channels.telegram.botToken".to_string(),
+            "agents.defaults.timeoutSeconds".to_string(),
+            "channels.slackish".to_string(),
+        ];
+        assert_eq!(channels_to_restart(&changed), vec!["telegram"]);
+        assert_eq!(
+            channels_to_restart(&[
+                "channels.slack".to_string(),
+                "channels.discord.token".into()
+            ]),
+            vec!["discord", "slack"]
+        );
+        assert!(channels_to_restart(&["channels.defaults".to_string()]).is_empty());
     }
 }

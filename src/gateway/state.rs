@@ -165,13 +165,23 @@ impl GatewayState {
     }
 
     /// Swaps in a new configuration (hot reload, `config.patch`).
-    pub fn replace_config(&self, loaded: LoadedConfig) {
+    /// Makes `loaded` the running config and applies what hot-applies: lane
+    /// sizes, memory watchers, and a restart of each chat channel whose
+    /// section changed (in the background; the other channels keep running).
+    pub fn replace_config(self: &Arc<Self>, loaded: LoadedConfig) {
+        let previous = self.services.config.config();
         let config = self.services.config.replace(loaded);
         let lanes = crate::queue::LaneLimits::resolve(&self.limits, &config);
         self.services.runs.gate().resize(lanes);
         self.services
             .memory
             .apply(&config, &self.shutdown, &self.tasks);
+        let changed = crate::config::changed_paths(&previous, &config);
+        let channels = crate::channels::registry::channels_to_restart(&changed);
+        if !channels.is_empty() && !self.shutdown.is_cancelled() {
+            self.tasks
+                .spawn(restart_channels(Arc::clone(self), channels));
+        }
     }
 
     pub fn secret(&self) -> SharedSecret {
@@ -248,4 +258,23 @@ impl GatewayState {
 /// The LMDB environment's directory inside the data dir.
 pub fn store_dir(data_dir: &std::path::Path) -> PathBuf {
     data_dir.join("store")
+}
+
+/// Restarts `channels` with the adapters the running config asks for now (a
+/// later change's restart, waiting behind this one, builds from its own).
+async fn restart_channels(state: Arc<GatewayState>, channels: Vec<&'static str>) {
+    let services = &state.services;
+    let sink: Arc<dyn crate::channels::InboundSink> =
+        Arc::new(crate::channels::hub::HubSink(services.hub.clone()));
+    for id in channels {
+        let config = state.config();
+        let adapter = crate::channels::registry::configured_adapter(
+            id,
+            &config,
+            &services.store,
+            &state.http(),
+            &state.http_routes,
+        );
+        services.channels.restart(id, adapter, sink.clone()).await;
+    }
 }

@@ -91,6 +91,8 @@ pub enum Failure {
 #[derive(Debug, Clone)]
 pub struct RecordedCall {
     pub method: String,
+    /// The bot token in the call's path.
+    pub token: String,
     pub body: Value,
     /// When the fake received the call (for "not before" ordering checks).
     pub at: std::time::Instant,
@@ -119,6 +121,8 @@ struct Inner {
 
 struct State {
     token: String,
+    /// Further tokens accepted for the same bot (`accept_token`: a rotated token).
+    more_tokens: Mutex<Vec<String>>,
     bot_id: i64,
     bot_username: String,
     inner: Mutex<Inner>,
@@ -150,6 +154,7 @@ impl FakeTelegram {
         let addr = listener.local_addr().expect("listener address");
         let state = Arc::new(State {
             token: token.to_string(),
+            more_tokens: Mutex::new(Vec::new()),
             bot_id,
             bot_username: username.to_string(),
             inner: Mutex::new(Inner {
@@ -163,6 +168,16 @@ impl FakeTelegram {
         });
         tokio::spawn(accept_loop(listener, Arc::clone(&state)));
         FakeTelegram { addr, state }
+    }
+
+    /// Accepts `token` too, as Telegram does for a bot's new token before the
+    /// owner revokes the old one.
+    pub fn accept_token(&self, token: &str) {
+        self.state
+            .more_tokens
+            .lock()
+            .expect("fake token lock")
+            .push(token.to_string());
     }
 
     /// The `apiRoot` to configure.
@@ -412,7 +427,14 @@ async fn handle(
     else {
         return Ok(error(404, "Not Found"));
     };
-    if token != state.token {
+    let known = token == state.token
+        || state
+            .more_tokens
+            .lock()
+            .expect("fake token lock")
+            .iter()
+            .any(|t| t == token);
+    if !known {
         return Ok(error(401, "Unauthorized"));
     }
     let body = parameters(&query, &content_type, &bytes);
@@ -435,6 +457,7 @@ async fn handle(
         let mut inner = state.inner.lock().expect("fake state lock");
         inner.calls.push(RecordedCall {
             method: method.to_string(),
+            token: token.to_string(),
             body: body.clone(),
             at: std::time::Instant::now(),
         });

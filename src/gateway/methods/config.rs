@@ -2,7 +2,11 @@
 //! changed through the protocol, guarded by the base hash and a write budget.
 //!
 //! A written config is validated before it touches the disk, written
-//! atomically, and applied live; keys that need a restart are reported.
+//! atomically, and applied live (a changed chat channel restarts alone); keys
+//! that need a gateway restart are reported, and the config watcher restarts
+//! the gateway in place for them (`gateway.reload.mode` hybrid or restart).
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sha2::Digest;
@@ -36,7 +40,11 @@ pub enum WriteMode {
 }
 
 /// `config.patch` / `config.apply`.
-pub fn write(state: &GatewayState, params: &Value, mode: WriteMode) -> Result<Value, ErrorShape> {
+pub fn write(
+    state: &Arc<GatewayState>,
+    params: &Value,
+    mode: WriteMode,
+) -> Result<Value, ErrorShape> {
     let method = match mode {
         WriteMode::Patch => "config.patch",
         WriteMode::Apply => "config.apply",
