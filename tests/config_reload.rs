@@ -1,11 +1,13 @@
 //! Hot reload against a real file: an edit is applied, a broken edit is
 //! rejected with the offending path (and the watcher keeps going), a file
-//! replaced by rename is picked up, and `off` mode starts no watcher.
+//! replaced by rename is picked up, and the mode is the file's own: `restart`
+//! reports every change as needing a restart, and a change made while `off`
+//! is not applied.
 
 use std::path::Path;
 use std::time::Duration;
 
-use pincer::config::{load, spawn_watcher, write_atomic, ConfigError, ReloadEvent, ReloadMode};
+use pincer::config::{load, spawn_watcher, write_atomic, ConfigError, ReloadEvent};
 use tokio::sync::mpsc::Receiver;
 
 /// Upper bound for one event to arrive; a hang guard, not a timing claim.
@@ -19,8 +21,12 @@ async fn next_event(events: &mut Receiver<ReloadEvent>) -> ReloadEvent {
 }
 
 fn config_text(port: u16, timeout_seconds: u32) -> String {
+    config_text_in_mode(port, timeout_seconds, "hybrid")
+}
+
+fn config_text_in_mode(port: u16, timeout_seconds: u32, mode: &str) -> String {
     format!(
-        "{{\n  gateway: {{ port: {port}, reload: {{ debounceMs: 50 }} }},\n  agents: {{ defaults: {{ timeoutSeconds: {timeout_seconds} }} }},\n}}\n"
+        "{{\n  gateway: {{ port: {port}, reload: {{ debounceMs: 50, mode: \"{mode}\" }} }},\n  agents: {{ defaults: {{ timeoutSeconds: {timeout_seconds} }} }},\n}}\n"
     )
 }
 
@@ -34,7 +40,7 @@ async fn edits_are_applied_broken_edits_rejected_and_renames_seen() {
     let path = dir.path().join("pincer.json5");
     write_in_place(&path, &config_text(18789, 60));
     let loaded = load(Some(&path)).expect("initial config");
-    let mut events = spawn_watcher(path.clone(), loaded, ReloadMode::Hybrid);
+    let mut events = spawn_watcher(path.clone(), loaded);
 
     // A hot change: no restart needed.
     write_in_place(&path, &config_text(18789, 120));
@@ -47,7 +53,7 @@ async fn edits_are_applied_broken_edits_rejected_and_renames_seen() {
             assert!(restart_required.is_empty(), "{restart_required:?}");
             assert_eq!(loaded.raw, config_text(18789, 120));
         }
-        ReloadEvent::Rejected { error } => panic!("valid edit rejected: {error}"),
+        other => panic!("valid edit not applied: {other:?}"),
     }
 
     // A broken edit names the bad key; the running config is untouched.
@@ -61,7 +67,7 @@ async fn edits_are_applied_broken_edits_rejected_and_renames_seen() {
                 "{error}"
             );
         }
-        ReloadEvent::Applied { .. } => panic!("broken config applied"),
+        other => panic!("broken config not rejected: {other:?}"),
     }
 
     // Replaced by rename (how editors and write_atomic save): a port change
@@ -75,7 +81,7 @@ async fn edits_are_applied_broken_edits_rejected_and_renames_seen() {
             assert_eq!(loaded.config.gateway.port, 19001);
             assert_eq!(restart_required, vec!["gateway.port".to_string()]);
         }
-        ReloadEvent::Rejected { error } => panic!("renamed config rejected: {error}"),
+        other => panic!("renamed config not applied: {other:?}"),
     }
 }
 
@@ -83,10 +89,10 @@ async fn edits_are_applied_broken_edits_rejected_and_renames_seen() {
 async fn restart_mode_reports_every_change_as_needing_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("pincer.json5");
-    write_in_place(&path, &config_text(18789, 60));
+    write_in_place(&path, &config_text_in_mode(18789, 60, "restart"));
     let loaded = load(Some(&path)).expect("initial config");
-    let mut events = spawn_watcher(path.clone(), loaded, ReloadMode::Restart);
-    write_in_place(&path, &config_text(18789, 90));
+    let mut events = spawn_watcher(path.clone(), loaded);
+    write_in_place(&path, &config_text_in_mode(18789, 90, "restart"));
     match next_event(&mut events).await {
         ReloadEvent::Applied {
             restart_required, ..
@@ -96,16 +102,37 @@ async fn restart_mode_reports_every_change_as_needing_restart() {
                 vec!["agents.defaults.timeoutSeconds".to_string()]
             );
         }
-        ReloadEvent::Rejected { error } => panic!("valid edit rejected: {error}"),
+        other => panic!("valid edit not applied: {other:?}"),
     }
 }
 
-#[tokio::test]
-async fn off_mode_starts_no_watcher() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_while_off_is_not_applied() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("pincer.json5");
-    write_in_place(&path, &config_text(18789, 60));
+    write_in_place(&path, &config_text_in_mode(18789, 60, "off"));
     let loaded = load(Some(&path)).expect("initial config");
-    let mut events = spawn_watcher(path, loaded, ReloadMode::Off);
-    assert!(events.recv().await.is_none(), "a watcher ran in off mode");
+    let mut events = spawn_watcher(path.clone(), loaded);
+    // Seen while off: not applied, and the baseline of the next change.
+    write_in_place(&path, &config_text_in_mode(19001, 60, "off"));
+    match next_event(&mut events).await {
+        ReloadEvent::Ignored { changed } => assert_eq!(changed, vec!["gateway.port".to_string()]),
+        other => panic!("a change made while off was reported: {other:?}"),
+    }
+    // Turning reload on is reported: the first event names only what
+    // changed after the port change.
+    write_atomic(&path, &config_text_in_mode(19001, 75, "hybrid")).expect("replace by rename");
+    match next_event(&mut events).await {
+        ReloadEvent::Applied {
+            loaded,
+            restart_required,
+        } => {
+            assert_eq!(loaded.config.agents.defaults.timeout_seconds, Some(75));
+            assert!(
+                restart_required.is_empty(),
+                "the port change made while off is not reported: {restart_required:?}"
+            );
+        }
+        other => panic!("valid edit not applied: {other:?}"),
+    }
 }

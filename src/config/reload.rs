@@ -6,6 +6,11 @@
 //! The task never applies anything: the caller keeps its running config on
 //! `Rejected` and decides what to restart on `Applied`. It stops when the
 //! receiver is dropped.
+//!
+//! `gateway.reload.mode` is read from each new version of the file, as
+//! upstream does (the `gateway.reload` section itself needs no restart): with
+//! `off` a change is reported as `Ignored` and becomes the baseline, so
+//! turning reload back on later reports only what changed after that.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -36,6 +41,9 @@ pub enum ReloadEvent {
     },
     /// The new file is invalid; keep running the previous config.
     Rejected { error: ConfigError },
+    /// The new file says `gateway.reload.mode: "off"`: these changed paths
+    /// are not applied (they are the baseline of the next change).
+    Ignored { changed: Vec<String> },
 }
 
 /// Identity of the file's current version, cheap to read.
@@ -56,27 +64,15 @@ async fn stamp(path: &Path) -> Option<FileStamp> {
     })
 }
 
-/// Starts watching `path` (which `current` was loaded from). With mode
-/// `Off` no task is started and the receiver yields nothing. Must be called
+/// Starts watching `path` (which `current` was loaded from). Must be called
 /// inside a tokio runtime.
-pub fn spawn_watcher(
-    path: PathBuf,
-    current: LoadedConfig,
-    mode: ReloadMode,
-) -> mpsc::Receiver<ReloadEvent> {
+pub fn spawn_watcher(path: PathBuf, current: LoadedConfig) -> mpsc::Receiver<ReloadEvent> {
     let (tx, rx) = mpsc::channel(RELOAD_CHANNEL_CAPACITY);
-    if mode != ReloadMode::Off {
-        tokio::spawn(watch(path, current, mode, tx));
-    }
+    tokio::spawn(watch(path, current, tx));
     rx
 }
 
-async fn watch(
-    path: PathBuf,
-    mut current: LoadedConfig,
-    mode: ReloadMode,
-    tx: mpsc::Sender<ReloadEvent>,
-) {
+async fn watch(path: PathBuf, mut current: LoadedConfig, tx: mpsc::Sender<ReloadEvent>) {
     // Unknown at start: the first tick re-reads once and, if the content
     // still hashes to `current`, stays quiet. No edit made between loading
     // and spawning is missed.
@@ -94,7 +90,7 @@ async fn watch(
             continue;
         }
         last_stamp = settle(&path, seen, current.config.gateway.reload.debounce_ms).await;
-        let Some(event) = reread(&path, &mut current, mode).await else {
+        let Some(event) = reread(&path, &mut current).await else {
             continue;
         };
         if tx.send(event).await.is_err() {
@@ -116,7 +112,7 @@ async fn settle(path: &Path, mut seen: Option<FileStamp>, debounce_ms: u64) -> O
 }
 
 /// Reads the settled file; `None` when its content is what is running.
-async fn reread(path: &Path, current: &mut LoadedConfig, mode: ReloadMode) -> Option<ReloadEvent> {
+async fn reread(path: &Path, current: &mut LoadedConfig) -> Option<ReloadEvent> {
     let raw = match tokio::fs::read_to_string(path).await {
         Ok(raw) => raw,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
@@ -134,9 +130,16 @@ async fn reread(path: &Path, current: &mut LoadedConfig, mode: ReloadMode) -> Op
     let parsed = loaded_from_text(path, raw);
     match parsed {
         Ok(loaded) => {
-            let restart = match mode {
+            let restart = match loaded.config.gateway.reload.mode {
+                ReloadMode::Off => {
+                    let changed = changed_paths(&current.config, &loaded.config);
+                    *current = loaded;
+                    return Some(ReloadEvent::Ignored { changed });
+                }
                 ReloadMode::Restart => changed_paths(&current.config, &loaded.config),
-                _ => restart_required(&current.config, &loaded.config),
+                ReloadMode::Hybrid | ReloadMode::Hot => {
+                    restart_required(&current.config, &loaded.config)
+                }
             };
             *current = loaded.clone();
             Some(ReloadEvent::Applied {

@@ -360,8 +360,7 @@ fn spawn_reload(state: &Arc<GatewayState>) {
     let Some(path) = loaded.path.clone() else {
         return;
     };
-    let mode = loaded.config.gateway.reload.mode;
-    let mut events = crate::config::spawn_watcher(path.clone(), (*loaded).clone(), mode);
+    let mut events = crate::config::spawn_watcher(path.clone(), (*loaded).clone());
     let state = state.clone();
     tokio::spawn(async move {
         loop {
@@ -374,7 +373,7 @@ fn spawn_reload(state: &Arc<GatewayState>) {
                     loaded,
                     restart_required,
                 }) => {
-                    let mode = state.config().gateway.reload.mode;
+                    let mode = loaded.config.gateway.reload.mode;
                     let restarts = matches!(mode, ReloadMode::Hybrid | ReloadMode::Restart);
                     if restarts && !restart_required.is_empty() {
                         // The new image reads the file: nothing is hot-applied first.
@@ -395,6 +394,13 @@ fn spawn_reload(state: &Arc<GatewayState>) {
                         );
                     }
                     state.replace_config(loaded);
+                }
+                Some(crate::config::ReloadEvent::Ignored { changed }) => {
+                    log::info!(
+                        "config change in {} not applied: gateway.reload.mode is off ({})",
+                        path.display(),
+                        changed.join(", ")
+                    );
                 }
                 Some(crate::config::ReloadEvent::Rejected { error }) => {
                     log::error!("config change rejected, the running config stays: {error}");
