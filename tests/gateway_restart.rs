@@ -314,6 +314,31 @@ async fn restart_mode_restarts_for_a_change_hybrid_would_hot_apply() {
     health_ok(&gateway, 71).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_restarts_in_place_unless_restarts_are_disabled() {
+    let fake = FakeOpenAi::start().await;
+    let mut gateway = GatewayProcess::start(&config(&fake, ""), &["--port", "0", "--token", TOKEN]);
+    let (pid, port) = (gateway.child.id(), gateway.port);
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    assert_eq!(gateway.wait_for_ready_line(2).await, port);
+    assert_eq!(gateway.child.id(), pid);
+    assert!(gateway.alive());
+    health_ok(&gateway, 91).await;
+
+    let text = config(&fake, "commands: { restart: false },");
+    let mut gateway = GatewayProcess::start(&text, &["--port", "0", "--token", TOKEN]);
+    // SAFETY: as above.
+    unsafe { libc::kill(gateway.child.id() as i32, libc::SIGUSR1) };
+    wait_until("the signal to be handled", || {
+        gateway.stderr().contains("SIGUSR1 ignored")
+    })
+    .await;
+    assert!(gateway.alive());
+    assert_eq!(gateway.ready_lines(), 1, "no restart");
+    health_ok(&gateway, 92).await;
+}
+
 const BOT_TOKEN_B: &str = "123456789:BBB-rotated_TOKEN_value";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

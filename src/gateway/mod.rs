@@ -4,7 +4,7 @@
 //! with TLS), runs the accept loops, ticks, store maintenance and config
 //! reload, and on SIGTERM/SIGINT drains: it stops taking work, tells clients
 //! `shutdown`, lets running turns finish up to a deadline and syncs the store.
-//! A restart in place (`/restart`, a config change that needs one) drains the
+//! A restart in place (`/restart`, SIGUSR1, a config change that needs one) drains the
 //! same way and then re-execs the binary (`system::restart`): same PID, and
 //! the messages the inbox acknowledged are replayed by the new image.
 //! It never runs agents itself.
@@ -163,6 +163,8 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
         .map_err(|e| GatewayError::Refused(format!("cannot watch SIGTERM: {e}")))?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| GatewayError::Refused(format!("cannot watch SIGINT: {e}")))?;
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .map_err(|e| GatewayError::Refused(format!("cannot watch SIGUSR1: {e}")))?;
     spawn_background(&state);
     let prober = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -175,10 +177,13 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
     announce(&state, local, acceptor.is_some(), &resolved.generated_path);
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
-    let restart = tokio::select! {
-        _ = term.recv() => { log::info!("SIGTERM received, shutting down"); false }
-        _ = int.recv() => { log::info!("SIGINT received, shutting down"); false }
-        _ = state.lifecycle.restart.cancelled() => { log::info!("restarting in place"); true }
+    let restart = loop {
+        tokio::select! {
+            _ = term.recv() => { log::info!("SIGTERM received, shutting down"); break false }
+            _ = int.recv() => { log::info!("SIGINT received, shutting down"); break false }
+            _ = usr1.recv() => sigusr1(&state),
+            _ = state.lifecycle.restart.cancelled() => { log::info!("restarting in place"); break true }
+        }
     };
     drain(&state, restart).await;
     let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
@@ -196,6 +201,16 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
         tailscale::reset(tailscale.mode).await;
     }
     Ok(())
+}
+
+/// SIGUSR1 asks for a restart in place (as upstream's `gateway restart`
+/// does), allowed when `commands.restart` is on.
+fn sigusr1(state: &GatewayState) {
+    if state.config().commands.restart {
+        state.lifecycle.request_restart("SIGUSR1");
+    } else {
+        log::warn!("SIGUSR1 ignored: restarts are disabled (commands.restart is false)");
+    }
 }
 
 fn hostname() -> String {
