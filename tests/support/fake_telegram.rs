@@ -447,6 +447,7 @@ async fn handle(
             .calls
             .push(RecordedCall {
                 method: method.to_string(),
+                token: token.to_string(),
                 body,
                 at: std::time::Instant::now(),
             });
