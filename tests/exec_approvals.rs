@@ -174,7 +174,10 @@ async fn allow_always_adds_the_program_to_the_allowlist_and_listed_commands_skip
     fake.push_reply(exec_call("c3", "touch three.txt"));
     fake.push_reply(exec_call("c4", "touch four.txt; true"));
     fake.push_reply(answer());
-    let gateway = start(&fake, r#"{ ask: "on-miss", allowlist: ["mkdir"] }"#);
+    let gateway = start(
+        &fake,
+        r#"{ security: "allowlist", ask: "on-miss", allowlist: ["mkdir"] }"#,
+    );
     let mut runner = connect(&gateway, &["operator.write", "operator.approvals"]).await;
     let run = runner
         .request("agent", json!({"message": "go", "idempotencyKey": "w1"}))
@@ -207,6 +210,23 @@ async fn allow_always_adds_the_program_to_the_allowlist_and_listed_commands_skip
     assert!(workspace.join("two").is_dir());
     assert!(workspace.join("three.txt").exists());
     assert!(!workspace.join("four.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_deny_refuses_the_models_exec_call_with_approvals_off() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(exec_call("c1", "echo ran > out.txt"));
+    fake.push_reply(answer());
+    let gateway = start(&fake, r#"{ security: "deny", ask: "off" }"#);
+    let mut runner = connect(&gateway, &["operator.write", "operator.approvals"]).await;
+    let run = runner
+        .request("agent", json!({"message": "go", "idempotencyKey": "s1"}))
+        .await;
+    let res = final_response(&mut runner, &run).await;
+    assert_eq!(res["ok"], true, "{res}");
+    let result = last_tool_result(&fake);
+    assert!(result.contains("tools.exec.security"), "{result}");
+    assert!(!gateway.data_dir().join("workspace/out.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -281,7 +281,8 @@ pub enum ExecGate {
 }
 
 /// The exec approval settings of one agent (`tools.exec`, overridden key by key by
-/// `agents.list[].tools.exec`). `ask` unset means off: every command already runs in the sandbox.
+/// `agents.list[].tools.exec`), as upstream layers them: an unset `security` is `full` and an
+/// unset `ask` is `off` (every command already runs in the sandbox).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExecApprovalPolicy {
     pub ask: Option<ExecAsk>,
@@ -311,16 +312,32 @@ impl ExecApprovalPolicy {
     }
 
     /// Decides for `command`; `extra_allowed` says an `allow-always` prefix covers it.
+    ///
+    /// Upstream's order: `deny` refuses everything, whatever `ask` says; `ask: always` asks for
+    /// every command; under `allowlist` a listed command runs and any other is asked about
+    /// (`on-miss`) or refused (`off`); `full` runs everything else.
     pub fn gate(&self, command: &str, extra_allowed: bool) -> ExecGate {
+        let security = self.security.unwrap_or(ExecSecurity::Full);
+        let ask = self.ask.unwrap_or(ExecAsk::Off);
+        if security == ExecSecurity::Deny {
+            return ExecGate::Refuse(
+                "exec is disabled for this agent (tools.exec.security: \"deny\")".to_owned(),
+            );
+        }
+        if ask == ExecAsk::Always {
+            return ExecGate::Ask;
+        }
+        if security == ExecSecurity::Full {
+            return ExecGate::Run;
+        }
         let listed = extra_allowed || self.allowlist.iter().any(|p| matches_prefix(command, p));
-        match (self.ask.unwrap_or(ExecAsk::Off), self.security) {
-            (ExecAsk::Always, _) => ExecGate::Ask,
-            (ExecAsk::OnMiss, _) if !listed => ExecGate::Ask,
-            (ExecAsk::Off, Some(ExecSecurity::Allowlist)) if !listed => ExecGate::Refuse(
-                "the command is not on the exec allowlist (tools.exec.allowlist) and approvals are off"
+        match (listed, ask) {
+            (true, _) => ExecGate::Run,
+            (false, ExecAsk::OnMiss) => ExecGate::Ask,
+            (false, _) => ExecGate::Refuse(
+                "the command is not on the exec allowlist (tools.exec.allowlist) and tools.exec.ask is \"off\""
                     .to_owned(),
             ),
-            _ => ExecGate::Run,
         }
     }
 }
@@ -349,32 +366,59 @@ mod tests {
 
     #[test]
     fn gate_follows_ask_and_security() {
+        use ExecSecurity::{Allowlist, Deny, Full};
         let policy = |ask, security| ExecApprovalPolicy {
             ask,
             security,
             allowlist: vec!["ls".to_owned()],
         };
+        let refused = |gate: ExecGate| matches!(gate, ExecGate::Refuse(_));
+        // Unset: full, no asking.
         assert_eq!(policy(None, None).gate("rm x", false), ExecGate::Run);
+        // deny refuses whatever ask says, listed or not.
+        for ask in [
+            None,
+            Some(ExecAsk::Off),
+            Some(ExecAsk::OnMiss),
+            Some(ExecAsk::Always),
+        ] {
+            assert!(refused(policy(ask, Some(Deny)).gate("ls", true)), "{ask:?}");
+        }
+        // always asks under allowlist and full, even for listed commands.
+        for security in [None, Some(Allowlist), Some(Full)] {
+            assert_eq!(
+                policy(Some(ExecAsk::Always), security).gate("ls", true),
+                ExecGate::Ask
+            );
+        }
+        // allowlist: listed runs; unlisted is asked about (on-miss) or refused (off).
+        for ask in [None, Some(ExecAsk::Off), Some(ExecAsk::OnMiss)] {
+            assert_eq!(
+                policy(ask, Some(Allowlist)).gate("ls -l", false),
+                ExecGate::Run
+            );
+            assert_eq!(
+                policy(ask, Some(Allowlist)).gate("rm x", true),
+                ExecGate::Run
+            );
+        }
         assert_eq!(
-            policy(Some(ExecAsk::Always), None).gate("ls", false),
+            policy(Some(ExecAsk::OnMiss), Some(Allowlist)).gate("rm x", false),
             ExecGate::Ask
         );
+        assert!(refused(
+            policy(Some(ExecAsk::Off), Some(Allowlist)).gate("rm x", false)
+        ));
+        assert!(refused(policy(None, Some(Allowlist)).gate("rm x", false)));
+        // full runs unlisted commands without asking on a miss (upstream asks on-miss only under allowlist).
         assert_eq!(
-            policy(Some(ExecAsk::OnMiss), None).gate("ls -l", false),
+            policy(Some(ExecAsk::OnMiss), Some(Full)).gate("rm x", false),
             ExecGate::Run
         );
         assert_eq!(
             policy(Some(ExecAsk::OnMiss), None).gate("rm x", false),
-            ExecGate::Ask
-        );
-        assert_eq!(
-            policy(Some(ExecAsk::OnMiss), None).gate("rm x", true),
             ExecGate::Run
         );
-        assert!(matches!(
-            policy(Some(ExecAsk::Off), Some(ExecSecurity::Allowlist)).gate("rm x", false),
-            ExecGate::Refuse(_)
-        ));
     }
 
     #[test]
