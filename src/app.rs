@@ -91,6 +91,7 @@ pub fn build(parts: StateParts) -> Arc<GatewayState> {
             memory: Some(Arc::new(methods::memory::GatewayMemory {
                 state: state.clone(),
             })),
+            sandbox_root: data_dir.join("sandboxes"),
             ..Default::default()
         };
         let runtime = Arc::new(AgentRuntime::new(RuntimeParts {

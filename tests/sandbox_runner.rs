@@ -82,6 +82,57 @@ async fn commands_run_in_the_workspace_which_is_also_home() {
 }
 
 #[tokio::test]
+async fn a_read_only_workspace_is_readable_and_unchanged_beside_the_writable_one() {
+    // `workspaceAccess: "ro"`: the agent's workspace read-only next to a private writable one.
+    let fixture = Fixture::new();
+    let agent = fixture.base().join("agent-workspace");
+    std::fs::create_dir_all(&agent).expect("agent workspace");
+    std::fs::write(agent.join("notes.txt"), "agent-notes\n").expect("notes");
+    for mode in
+        confined_modes("a_read_only_workspace_is_readable_and_unchanged_beside_the_writable_one")
+    {
+        let seen = match mode {
+            Mode::Full => "/agent".to_owned(),
+            Mode::LandlockOnly => path_text(&agent).to_owned(),
+        };
+        let mut request = fixture.request(
+            &format!(
+                "cat {seen}/notes.txt; echo x >> {seen}/notes.txt; touch {seen}/planted; \
+                 rm -f {seen}/notes.txt; echo private > private.txt"
+            ),
+            mode.policy(),
+        );
+        request.read_only_workspace = Some(agent.clone());
+        let outcome = run_command(request).await.expect("ran");
+        assert!(
+            outcome.stdout.contains("agent-notes"),
+            "[{mode:?}] {}",
+            outcome.render()
+        );
+        assert_eq!(
+            std::fs::read_to_string(agent.join("notes.txt")).expect("notes kept"),
+            "agent-notes\n",
+            "[{mode:?}] {}",
+            outcome.render()
+        );
+        assert!(!agent.join("planted").exists(), "[{mode:?}]");
+        assert_eq!(
+            std::fs::read_to_string(fixture.workspace.join("private.txt")).expect("private"),
+            "private\n",
+            "[{mode:?}]"
+        );
+    }
+    // Neither workspace may contain the other: the read-only one would be writable.
+    let mut nested = fixture.request("true", unconfined());
+    nested.read_only_workspace = Some(fixture.workspace.clone());
+    let refused = run_command(nested).await.expect_err("nested workspaces");
+    assert!(
+        refused.to_string().contains("readOnlyWorkspace"),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
 async fn workdir_selects_a_directory_inside_the_workspace_and_nothing_outside() {
     let fixture = Fixture::new();
     std::fs::create_dir(fixture.workspace.join("sub")).expect("subdir");

@@ -240,6 +240,12 @@ fn start_turn(
         super::subagents::max_spawn_depth(&env.config),
         crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names()),
     );
+    let allowed_tools = crate::tools::sandbox_workspace::restrict_tools(
+        &env.config,
+        &spec.agent_id,
+        &spec.session_key,
+        allowed_tools,
+    );
     let system_prompt = system_prompt(env, spec, &model_ref, &allowed_tools, first_run);
     let history = prompt_messages(env, &session.session_id, &system_prompt, window)
         .map_err(|e| failed(format!("session store: {e}")))?;

@@ -78,7 +78,7 @@ pub fn workspace_for(config: &Config, agent_id: &str, data_dir: &Path) -> PathBu
 }
 
 /// `~/…` under `$HOME` (config paths are written that way).
-fn expand_home(path: &Path) -> PathBuf {
+pub fn expand_home(path: &Path) -> PathBuf {
     match (path.strip_prefix("~"), std::env::var_os("HOME")) {
         (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
         _ => path.to_path_buf(),

@@ -24,6 +24,8 @@ pub struct ExecRequest {
     pub command: String,
     /// Host directory of the agent's workspace.
     pub workspace: PathBuf,
+    /// A directory visible read-only beside the workspace (see [`SandboxSpec::read_only_workspace`]).
+    pub read_only_workspace: Option<PathBuf>,
     /// Working directory relative to the workspace.
     pub workdir: Option<PathBuf>,
     /// Extra environment variables for this call.
@@ -42,6 +44,7 @@ impl ExecRequest {
         Self {
             command: command.into(),
             workspace: workspace.into(),
+            read_only_workspace: None,
             workdir: None,
             env: Vec::new(),
             timeout: None,
@@ -165,6 +168,7 @@ pub async fn run_command(request: ExecRequest) -> Result<ExecOutcome, SandboxErr
     let spec = SandboxSpec {
         argv: vec![SHELL.to_owned(), "-c".to_owned(), request.command],
         workspace: request.workspace,
+        read_only_workspace: request.read_only_workspace,
         workdir: request.workdir,
         env: request.env,
         timeout: request.timeout,

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 pub use self::background::{spawn, BackgroundRun, LiveOutput, OutputSlice, RunState};
 pub use self::landlock::LandlockEnforcement;
 pub use self::limits::ResourceLimits;
-pub use self::namespaces::SANDBOX_WORKSPACE;
+pub use self::namespaces::{SANDBOX_AGENT_WORKSPACE, SANDBOX_WORKSPACE};
 pub use self::output::{CapturedStream, OutputLimits};
 pub use self::probe::{probe, Capabilities, LayerStatus, ProcessLimit};
 pub use self::seccomp::SeccompBuildError;
@@ -177,6 +177,10 @@ pub struct SandboxSpec {
     pub argv: Vec<String>,
     /// Host directory of the agent's workspace (read-write inside, at [`SANDBOX_WORKSPACE`]).
     pub workspace: PathBuf,
+    /// A host directory the command may read but not change, at [`SANDBOX_AGENT_WORKSPACE`]
+    /// with namespaces and at its own path without them (`workspaceAccess: "ro"`: the agent's
+    /// workspace beside a private one).
+    pub read_only_workspace: Option<PathBuf>,
     /// Working directory relative to the workspace (default: the workspace itself).
     pub workdir: Option<PathBuf>,
     /// Per-call environment variables, added to the policy's.
@@ -195,6 +199,7 @@ impl SandboxSpec {
         Self {
             argv,
             workspace: workspace.into(),
+            read_only_workspace: None,
             workdir: None,
             env: Vec::new(),
             timeout: None,

@@ -22,6 +22,8 @@ use super::report::{Step, StepFailure};
 
 /// Where the workspace appears inside the sandbox (also `HOME` and the default cwd).
 pub const SANDBOX_WORKSPACE: &str = "/workspace";
+/// Where a read-only workspace appears inside the sandbox (upstream's `/agent`).
+pub const SANDBOX_AGENT_WORKSPACE: &str = "/agent";
 /// Host directories (or symlinks) exposed read-only besides every `/lib*` entry of `/`.
 const SYSTEM_PATHS: [&str; 4] = ["/usr", "/bin", "/etc/ssl", "/etc/alternatives"];
 /// Extra host files exposed read-only when the sandbox shares the host network.
@@ -157,6 +159,8 @@ pub(crate) enum MountEntry {
 pub(crate) struct RootInputs<'a> {
     /// Canonical host path of the workspace.
     pub(crate) workspace: &'a Path,
+    /// Canonical host path of a directory bound read-only at [`SANDBOX_AGENT_WORKSPACE`].
+    pub(crate) read_only_workspace: Option<&'a Path>,
     /// Host system paths (from [`system_paths`]).
     pub(crate) system: &'a [SystemPath],
     /// Extra host paths exposed read-only at the same path.
@@ -273,6 +277,13 @@ impl RootPlan {
                 source: host_source(extra)?,
                 target: new_root_target(extra)?,
                 is_dir,
+            });
+        }
+        if let Some(read_only) = inputs.read_only_workspace {
+            entries.push(MountEntry::ReadOnlyBind {
+                source: host_source(read_only)?,
+                target: new_root_target(Path::new(SANDBOX_AGENT_WORKSPACE))?,
+                is_dir: true,
             });
         }
         entries.push(MountEntry::WritableBind {

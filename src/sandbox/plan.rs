@@ -221,6 +221,7 @@ pub(crate) fn prepare(
         workspace,
         relative_workdir,
         extras,
+        read_only_workspace,
     } = ValidRequest::check(spec)?;
     let isolate_network = policy.network == NetworkPolicy::None;
     let run_tmp = if layers.confined && !layers.namespaces {
@@ -234,6 +235,7 @@ pub(crate) fn prepare(
         workspace: &workspace,
         relative_workdir: &relative_workdir,
         extras: &extras,
+        read_only_workspace: read_only_workspace.as_deref(),
         tmp: run_tmp.as_ref().map(|t| t.path.as_path()),
         isolate_network,
     })?;
@@ -294,6 +296,7 @@ struct IsolationInputs<'a> {
     workspace: &'a Path,
     relative_workdir: &'a Path,
     extras: &'a [PathBuf],
+    read_only_workspace: Option<&'a Path>,
     tmp: Option<&'a Path>,
     isolate_network: bool,
 }
@@ -312,11 +315,16 @@ fn plan_isolation(inputs: &IsolationInputs<'_>) -> Result<Isolation, SandboxErro
     if !layers.namespaces {
         let landlock = if layers.landlock {
             let (workspace, extras) = (inputs.workspace, inputs.extras);
+            let read_only: Vec<PathBuf> = extras
+                .iter()
+                .cloned()
+                .chain(inputs.read_only_workspace.map(Path::to_path_buf))
+                .collect();
             Some(host_landlock_plan(
                 workspace,
                 inputs.tmp,
                 &system,
-                extras,
+                &read_only,
                 inputs.isolate_network,
             )?)
         } else {
@@ -331,6 +339,7 @@ fn plan_isolation(inputs: &IsolationInputs<'_>) -> Result<Isolation, SandboxErro
     }
     let root = RootPlan::build(&RootInputs {
         workspace: inputs.workspace,
+        read_only_workspace: inputs.read_only_workspace,
         system: &system,
         extra_read_only: inputs.extras,
         tmp_bytes: limits.tmp_bytes,

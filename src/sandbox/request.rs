@@ -8,13 +8,19 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use super::namespaces::SANDBOX_WORKSPACE;
+use super::namespaces::{SANDBOX_AGENT_WORKSPACE, SANDBOX_WORKSPACE};
 use super::{SandboxError, SandboxSpec};
 
 /// `PATH` inside the sandbox.
 const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Sandbox paths an extra read-only path may not cover or shadow.
-const RESERVED_PATHS: [&str; 4] = ["/proc", "/dev", "/tmp", SANDBOX_WORKSPACE];
+const RESERVED_PATHS: [&str; 5] = [
+    "/proc",
+    "/dev",
+    "/tmp",
+    SANDBOX_WORKSPACE,
+    SANDBOX_AGENT_WORKSPACE,
+];
 /// Environment variables the sandbox sets itself and a request may not override.
 const FIXED_ENV: [&str; 2] = ["HOME", "TMPDIR"];
 
@@ -35,6 +41,8 @@ pub(crate) struct ValidRequest {
     pub(crate) relative_workdir: PathBuf,
     /// Canonical extra read-only paths.
     pub(crate) extras: Vec<PathBuf>,
+    /// Canonical host path of the read-only workspace, if any.
+    pub(crate) read_only_workspace: Option<PathBuf>,
 }
 
 impl ValidRequest {
@@ -49,11 +57,16 @@ impl ValidRequest {
         let workspace = canonical_workspace(&spec.workspace)?;
         let relative_workdir = validate_workdir(&workspace, spec.workdir.as_deref())?;
         let extras = validate_extra_paths(&spec.policy.read_only_paths)?;
+        let read_only_workspace = match &spec.read_only_workspace {
+            Some(path) => Some(validate_read_only_workspace(&workspace, path)?),
+            None => None,
+        };
         Ok(Self {
             timeout,
             workspace,
             relative_workdir,
             extras,
+            read_only_workspace,
         })
     }
 }
@@ -141,6 +154,24 @@ fn validate_workdir(workspace: &Path, workdir: Option<&Path>) -> Result<PathBuf,
         .to_path_buf())
 }
 
+/// The read-only workspace: a directory apart from the writable one (neither inside the other,
+/// or the read-only one would be writable, or the writable one hidden).
+fn validate_read_only_workspace(workspace: &Path, path: &Path) -> Result<PathBuf, SandboxError> {
+    let field = "readOnlyWorkspace";
+    let canonical = canonical_workspace(path).map_err(|e| invalid(field, e.to_string()))?;
+    if canonical.starts_with(workspace) || workspace.starts_with(&canonical) {
+        return Err(invalid(
+            field,
+            format!(
+                "{} and the workspace {} must not contain one another",
+                canonical.display(),
+                workspace.display()
+            ),
+        ));
+    }
+    Ok(canonical)
+}
+
 fn validate_extra_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError> {
     paths
         .iter()
@@ -161,7 +192,7 @@ fn validate_extra_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SandboxError>
                 return Err(invalid(
                     "readOnlyPaths",
                     format!(
-                        "{} overlaps a sandbox path (/proc, /dev, /tmp, /workspace)",
+                        "{} overlaps a sandbox path (/proc, /dev, /tmp, /workspace, /agent)",
                         canonical.display()
                     ),
                 ));

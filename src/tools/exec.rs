@@ -11,13 +11,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::sandbox::exec::{run_command, ExecRequest};
-use crate::sandbox::{SandboxPolicy, SessionScope};
+use crate::sandbox::SandboxPolicy;
 
 use super::approval::{
     ApprovalDecision, ApprovalError, ApprovalRequest, ExecApprovalPolicy, ExecGate,
     DEFAULT_EXEC_APPROVAL_TIMEOUT_MS,
 };
-use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use super::{
+    arg_str, arg_u64, sandbox_workspace, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
+};
 
 /// The sandbox policy for an agent: its own `sandbox` block, else
 /// `agents.defaults.sandbox`, else pincer's default (everything confined),
@@ -101,15 +103,13 @@ impl Tool for ExecTool {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let command = arg_str(&args, "command")?;
-            let mut request = ExecRequest::new(command, ctx.workspace.clone());
+            let view = sandbox_workspace::for_context(ctx)?;
+            let mut request = ExecRequest::new(command, view.root);
+            request.read_only_workspace = view.read_only;
             request.workdir = args.get("workdir").and_then(Value::as_str).map(Into::into);
             request.timeout = arg_u64(&args, "timeout")?.map(Duration::from_secs);
-            let main_key = format!("agent:{}:{}", ctx.agent_id, ctx.config.session.main_key);
-            request.session = if ctx.session_key == main_key {
-                SessionScope::Main
-            } else {
-                SessionScope::NonMain
-            };
+            request.session =
+                sandbox_workspace::session_scope(&ctx.config, &ctx.agent_id, &ctx.session_key);
             request.policy = policy_for(&ctx.config, &ctx.agent_id);
             tokio::select! {
                 checked = check_approval(ctx, &request) => checked?,
@@ -166,7 +166,7 @@ async fn check_approval(ctx: &ToolContext, request: &ExecRequest) -> Result<(), 
     let spell = |v: Option<String>| v.map(|s| s.trim_matches('"').to_owned());
     let asked = ApprovalRequest {
         command: request.command.clone(),
-        cwd: Some(ctx.workspace.display().to_string()),
+        cwd: Some(request.workspace.display().to_string()),
         host: Some("sandbox".to_owned()),
         security: spell(policy.security.and_then(|s| serde_json::to_string(&s).ok())),
         ask: spell(policy.ask.and_then(|a| serde_json::to_string(&a).ok())),

@@ -1,4 +1,5 @@
-//! `read`, `write` and `edit`: files inside the agent's workspace.
+//! `read`, `write` and `edit`: files inside the agent's workspace, or inside what a sandboxed
+//! session sees of it (`sandbox_workspace.rs`: a private workspace, the agent's read-only).
 //!
 //! Reads are bounded (a line window and a byte cap); writes create parent
 //! directories and replace files atomically; `edit` replaces one exact,
@@ -8,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 
 use serde_json::{json, Value};
 
-use super::workspace::resolve;
+use super::sandbox_workspace;
 use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Lines `read` returns when no limit is given.
@@ -56,7 +57,7 @@ impl Tool for ReadTool {
             let limit = arg_u64(&args, "limit")?
                 .unwrap_or(DEFAULT_READ_LINES)
                 .max(1);
-            let full = resolve(&ctx.workspace, path)?;
+            let full = sandbox_workspace::for_context(ctx)?.resolve_read(path)?;
             let file = std::fs::File::open(&full).map_err(|e| io_error(path, e))?;
             let mut out = String::new();
             let mut shown = 0u64;
@@ -111,7 +112,7 @@ impl Tool for WriteTool {
                     "content is over {MAX_WRITE_BYTES} bytes"
                 )));
             }
-            let full = resolve(&ctx.workspace, path)?;
+            let full = sandbox_workspace::for_context(ctx)?.resolve_write(path)?;
             write_atomic(&full, content.as_bytes()).map_err(|e| io_error(path, e))?;
             Ok(ToolOutput::text(format!(
                 "wrote {} bytes to {path}",
@@ -144,7 +145,7 @@ impl Tool for EditTool {
                     "oldText must not be empty".into(),
                 ));
             }
-            let full = resolve(&ctx.workspace, path)?;
+            let full = sandbox_workspace::for_context(ctx)?.resolve_write(path)?;
             let text = std::fs::read_to_string(&full).map_err(|e| io_error(path, e))?;
             match text.matches(old).count() {
                 0 => {

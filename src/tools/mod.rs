@@ -2,7 +2,8 @@
 //! decides which tools a run may see, and the built-in tools.
 //!
 //! Tools never spawn processes themselves: `exec` goes through `sandbox/`.
-//! File tools are confined to the agent's workspace (`workspace.rs`).
+//! File tools are confined to the agent's workspace (`workspace.rs`), or to what a sandboxed
+//! session sees of it (`sandbox_workspace.rs`).
 
 pub mod approval;
 pub mod cron;
@@ -14,6 +15,7 @@ pub mod message;
 pub mod patch;
 pub mod policy;
 pub mod process;
+pub mod sandbox_workspace;
 pub mod schema;
 pub mod sessions;
 pub mod sessions_a2a;
@@ -81,10 +83,14 @@ pub struct ToolServices {
     pub messenger: Option<Arc<dyn message::Messenger>>,
     /// Per-agent memory search (`memory_search`, `memory_get`).
     pub memory: Option<Arc<dyn memory::MemoryAccess>>,
+    /// Where private sandbox workspaces live unless `sandbox.workspaceRoot` says
+    /// (`<data dir>/sandboxes` in the gateway).
+    pub sandbox_root: PathBuf,
 }
 
 impl Default for ToolServices {
-    /// A private process registry, no operator to ask, the standard hooks.
+    /// A private process registry, no operator to ask, the standard hooks, private sandbox
+    /// workspaces under the system's temporary directory.
     fn default() -> Self {
         ToolServices {
             processes: Arc::new(process::ProcessRegistry::default()),
@@ -95,6 +101,7 @@ impl Default for ToolServices {
             cron: None,
             messenger: None,
             memory: None,
+            sandbox_root: std::env::temp_dir().join("pincer-sandboxes"),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::fs::write_atomic;
-use super::workspace::resolve;
+use super::sandbox_workspace;
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Largest patch text accepted.
@@ -176,19 +176,21 @@ impl Tool for ApplyPatchTool {
             if text.len() > MAX_PATCH_BYTES {
                 return Err(bad(format!("over {MAX_PATCH_BYTES} bytes")));
             }
+            let view = sandbox_workspace::for_context(ctx)?;
+            let resolve = |path: &str| view.resolve_write(path);
             let mut writes = Vec::new();
             let mut summary = Vec::new();
             for op in parse(text)? {
                 match op {
                     Op::Add { path, lines } => {
-                        let full = resolve(&ctx.workspace, &path)?;
+                        let full = resolve(&path)?;
                         let mut body = lines.join("\n");
                         body.push('\n');
                         writes.push(Write::Put(full, body));
                         summary.push(format!("A {path}"));
                     }
                     Op::Delete { path } => {
-                        let full = resolve(&ctx.workspace, &path)?;
+                        let full = resolve(&path)?;
                         if !full.is_file() {
                             return Err(ToolError::Failed(format!(
                                 "{path}: no such file to delete"
@@ -202,13 +204,13 @@ impl Tool for ApplyPatchTool {
                         move_to,
                         hunks,
                     } => {
-                        let full = resolve(&ctx.workspace, &path)?;
+                        let full = resolve(&path)?;
                         let original = std::fs::read_to_string(&full)
                             .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
                         let updated = apply_hunks(&path, &original, &hunks)?;
                         match move_to {
                             Some(dest) => {
-                                writes.push(Write::Put(resolve(&ctx.workspace, &dest)?, updated));
+                                writes.push(Write::Put(resolve(&dest)?, updated));
                                 writes.push(Write::Remove(full));
                                 summary.push(format!("M {path} -> {dest}"));
                             }

@@ -78,6 +78,7 @@ impl ProcessRegistry {
         let spec = SandboxSpec {
             argv: vec![SHELL.to_owned(), "-c".to_owned(), request.command],
             workspace: request.workspace,
+            read_only_workspace: request.read_only_workspace,
             workdir: request.workdir,
             env: request.env,
             timeout: request.timeout,

@@ -9,6 +9,7 @@ fn inputs<'a>(
 ) -> RootInputs<'a> {
     RootInputs {
         workspace,
+        read_only_workspace: None,
         system,
         extra_read_only: &[],
         tmp_bytes: 1 << 20,
