@@ -98,6 +98,20 @@ fn config_check_accepts_good_files_and_names_bad_keys() {
         "{err}"
     );
 
+    let proxy = dir.path().join("proxy.json5");
+    std::fs::write(
+        &proxy,
+        "{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }",
+    )
+    .expect("write");
+    let out = pincer(&["config", "check", proxy.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("`gateway.auth.mode: trusted-proxy` is not supported by pincer"),
+        "{err}"
+    );
+
     let wrong_type = dir.path().join("type.json5");
     std::fs::write(&wrong_type, "{ gateway: { port: \"abc\" } }").expect("write");
     let err = text(&pincer(&["config", "check", wrong_type.to_str().expect("utf8")]).stderr);

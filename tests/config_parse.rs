@@ -228,23 +228,20 @@ fn custom_bind_needs_an_ipv4_host() {
 }
 
 #[test]
-fn trusted_proxy_needs_proxies_and_header_and_no_token() {
+fn trusted_proxy_and_tailscale_identity_auth_are_refused_as_unsupported() {
+    let complete = "{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }";
     assert_eq!(
-        error("{ gateway: { auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }"),
-        "pincer.json5: gateway.trustedProxies: must list the proxy addresses when gateway.auth.mode is \"trusted-proxy\""
+        error(complete),
+        "pincer.json5: gateway.auth.mode: `gateway.auth.mode: trusted-proxy` is not supported by pincer (use \"token\" or \"password\")"
     );
-    assert_eq!(
-        error("{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy' } } }"),
-        "pincer.json5: gateway.auth.trustedProxy.userHeader: userHeader is required for trusted-proxy mode"
+    assert!(
+        error("{ gateway: { auth: { trustedProxy: { userHeader: 'x-user' } } } }")
+            .contains("`gateway.auth.trustedProxy` is not supported by pincer"),
     );
-    assert_eq!(
-        error(
-            "{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', token: 't', trustedProxy: { userHeader: 'x-user' } } } }"
-        ),
-        "pincer.json5: gateway.auth.token: must not be set with trusted-proxy auth (the two are mutually exclusive)"
-    );
-    parse("{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }")
-        .expect("complete trusted-proxy config");
+    assert!(error("{ gateway: { auth: { allowTailscale: true } } }")
+        .contains("`gateway.auth.allowTailscale: true` is not supported by pincer"));
+    // false is what pincer does anyway: identity headers are never trusted.
+    parse("{ gateway: { auth: { allowTailscale: false } } }").expect("allowTailscale false");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Semantic checks that types cannot express: port 0, the custom bind
-//! host, trusted-proxy and Tailscale requirements, unique agent ids, model
+//! host, the auth modes pincer lacks and Tailscale requirements, unique agent ids, model
 //! references, duration and size text, numeric ranges and tool policy
 //! conflicts. Agent rules (models, heartbeat, sandbox, memory) are in
 //! `validate_agents.rs`, channel allow-list rules in `validate_channels.rs`.
@@ -136,31 +136,28 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
     )
 }
 
-/// Trusted-proxy requirements and the Tailscale exposure rules.
+/// The auth pincer lacks, refused by name, and the Tailscale exposure rules.
+///
+/// Trusted-proxy auth (a user header from `gateway.trustedProxies`) and Tailscale identity
+/// headers (`allowTailscale`, checked upstream with `tailscale whois`) are not implemented:
+/// accepting them would leave a user believing the proxy or the tailnet lets them in.
 fn check_gateway_auth(v: &Validator, gateway: &GatewayConfig) -> Check {
     let auth = &gateway.auth;
-    if auth.effective_mode() == AuthMode::TrustedProxy {
-        v.ensure(
-            !gateway.trusted_proxies.is_empty(),
-            "gateway.trustedProxies",
-            "must list the proxy addresses when gateway.auth.mode is \"trusted-proxy\"",
-        )?;
-        let header = auth
-            .trusted_proxy
-            .as_ref()
-            .map(|p| p.user_header.trim())
-            .unwrap_or("");
-        v.ensure(
-            !header.is_empty(),
-            "gateway.auth.trustedProxy.userHeader",
-            "userHeader is required for trusted-proxy mode",
-        )?;
-        v.ensure(
-            auth.token.as_deref().is_none_or(|t| t.trim().is_empty()),
-            "gateway.auth.token",
-            "must not be set with trusted-proxy auth (the two are mutually exclusive)",
-        )?;
-    }
+    v.ensure(
+        auth.mode != Some(AuthMode::TrustedProxy),
+        "gateway.auth.mode",
+        "`gateway.auth.mode: trusted-proxy` is not supported by pincer (use \"token\" or \"password\")",
+    )?;
+    v.ensure(
+        auth.trusted_proxy.is_none(),
+        "gateway.auth.trustedProxy",
+        "`gateway.auth.trustedProxy` is not supported by pincer (there is no trusted-proxy auth)",
+    )?;
+    v.ensure(
+        auth.allow_tailscale != Some(true),
+        "gateway.auth.allowTailscale",
+        "`gateway.auth.allowTailscale: true` is not supported by pincer: Tailscale identity headers are never trusted, clients authenticate with the token or password",
+    )?;
     if gateway.tailscale.mode != TailscaleMode::Off {
         v.ensure(
             gateway.bind == BindMode::Loopback,
