@@ -10,7 +10,8 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::config::Config;
+use crate::config::{Config, WorkspaceAccess};
+use crate::sandbox::SANDBOX_AGENT_WORKSPACE;
 
 use super::skills::{self, Skill};
 
@@ -153,11 +154,28 @@ pub struct RuntimeInfo {
 #[derive(Debug, Clone)]
 pub struct PromptParts<'a> {
     pub workspace: &'a Path,
+    /// What a sandboxed session sees of the workspace (`sandbox.workspaceAccess`); `rw` for a
+    /// session the sandbox does not confine.
+    pub workspace_access: WorkspaceAccess,
     pub tool_names: &'a [String],
     pub skills: &'a [Skill],
     pub bootstrap: &'a [BootstrapFile],
     pub extra_system_prompt: Option<&'a str>,
     pub runtime: &'a RuntimeInfo,
+}
+
+/// Where the tools work: the agent's workspace, or a sandbox's private one.
+fn workspace_section(workspace: &Path, access: WorkspaceAccess) -> String {
+    match access {
+        WorkspaceAccess::Rw => format!(
+            "## Workspace\nYour working directory is {}. File tools take paths relative to it.\n\n",
+            workspace.display()
+        ),
+        WorkspaceAccess::None => "## Workspace\nThis session runs in a sandbox with a private workspace (sandbox.workspaceAccess \"none\"): commands and file tools work there, with paths relative to it. The agent's own workspace is not available.\n\n".to_owned(),
+        WorkspaceAccess::Ro => format!(
+            "## Workspace\nThis session runs in a sandbox with a private workspace (sandbox.workspaceAccess \"ro\"): commands run there, with paths relative to it. The agent's workspace is read-only at {SANDBOX_AGENT_WORKSPACE} (read works there too); write, edit and apply_patch are disabled.\n\n"
+        ),
+    }
 }
 
 /// The whole system prompt, sections in a fixed order.
@@ -175,10 +193,7 @@ pub fn build_system_prompt(parts: &PromptParts<'_>) -> String {
         out.push_str(&skills);
         out.push('\n');
     }
-    out.push_str(&format!(
-        "## Workspace\nYour working directory is {}. File tools take paths relative to it.\n\n",
-        parts.workspace.display()
-    ));
+    out.push_str(&workspace_section(parts.workspace, parts.workspace_access));
     if !parts.bootstrap.is_empty() {
         out.push_str("# Project Context\nThese workspace files were loaded for you:\n\n");
         for file in parts.bootstrap {
@@ -249,6 +264,22 @@ pub fn skill_allowlist<'a>(config: &'a Config, agent_id: &str) -> Option<&'a [St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workspace_section_follows_the_sandbox_access() {
+        let ws = Path::new("/srv/agent");
+        assert!(workspace_section(ws, WorkspaceAccess::Rw).contains("/srv/agent"));
+        let none = workspace_section(ws, WorkspaceAccess::None);
+        assert!(
+            !none.contains("/srv/agent") && none.contains("not available"),
+            "{none}"
+        );
+        let ro = workspace_section(ws, WorkspaceAccess::Ro);
+        assert!(
+            ro.contains("read-only at /agent") && ro.contains("disabled"),
+            "{ro}"
+        );
+    }
 
     #[test]
     fn timestamps_are_civil_utc() {

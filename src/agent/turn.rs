@@ -348,6 +348,11 @@ fn system_prompt(
     };
     prompt::build_system_prompt(&prompt::PromptParts {
         workspace: &env.workspace,
+        workspace_access: crate::tools::sandbox_workspace::access_for(
+            &env.config,
+            &spec.agent_id,
+            &spec.session_key,
+        ),
         tool_names,
         skills: &skills,
         bootstrap: &bootstrap,
