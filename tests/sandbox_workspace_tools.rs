@@ -7,6 +7,7 @@
 //! was skipped (tests/sandbox_support), it does not pass silently.
 
 mod sandbox_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,6 +20,9 @@ use pincer::tools::patch::ApplyPatchTool;
 use pincer::tools::{Tool, ToolContext};
 use sandbox_support::{capabilities, confined_modes, report};
 use serde_json::{json, Value};
+use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::gateway::GatewayProcess;
+use support::ws_client::TestClient;
 use tokio_util::sync::CancellationToken;
 
 const NOTES: &str = "agent-notes-4f1c";
@@ -189,4 +193,64 @@ async fn rw_works_in_the_agent_workspace() {
         .await
         .expect("write");
     assert!(s.workspace.join("w.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_exec_call_lands_in_the_private_workspace_under_the_data_dir() {
+    if !sandbox_available("the_models_exec_call_lands_in_the_private_workspace_under_the_data_dir")
+    {
+        return;
+    }
+    const TOKEN: &str = "workspace-access-token";
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![(
+            "c1".to_string(),
+            "exec".to_string(),
+            json!({"command": "touch made-by-model"}).to_string(),
+        )],
+    });
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["done".into()],
+        delay_ms: 1,
+    });
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }},
+                         sandbox: {{ mode: "all", workspaceAccess: "none" }} }} }},
+}}"#,
+        fake.base_url()
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let workspace = gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    let mut client = TestClient::open(&gateway.url()).await;
+    let params = client.connect_params(Some(TOKEN), &["operator.write"], None);
+    let id = client.request("connect", params).await;
+    assert_eq!(client.response(&id).await["ok"], true);
+    let run = client
+        .request("agent", json!({"message": "go", "idempotencyKey": "wa1"}))
+        .await;
+    loop {
+        let frame = client.response(&run).await;
+        if frame["payload"]["status"] != "accepted" {
+            assert_eq!(frame["ok"], true, "{frame}");
+            break;
+        }
+    }
+    assert!(!workspace.join("made-by-model").exists());
+    let sandboxes = gateway.data_dir().join("sandboxes");
+    let made: Vec<_> = std::fs::read_dir(&sandboxes)
+        .expect("the gateway made <data dir>/sandboxes")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("made-by-model").exists())
+        .map(|entry| entry.file_name())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(
+        made[0].to_string_lossy().starts_with("agent-main-"),
+        "{made:?}"
+    );
 }
