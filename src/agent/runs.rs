@@ -181,6 +181,8 @@ impl RunRegistry {
                 done: done_rx,
             },
         );
+        drop(tables);
+        crate::system::status::changed();
         Some(RunTicket {
             run_id: run_id.to_string(),
             cancel,
@@ -215,6 +217,7 @@ impl RunRegistry {
             .finished
             .insert(ticket.run_id.clone(), (now_ms, outcome.clone()));
         drop(tables);
+        crate::system::status::changed();
         let _ = ticket.done.send(Some(outcome));
     }
 

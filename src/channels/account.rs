@@ -37,9 +37,10 @@ pub struct AccountState<I> {
 }
 
 impl<I: Clone> AccountState<I> {
-    pub fn new(account_id: &str, configured: bool) -> AccountState<I> {
+    pub fn new(account_id: &str, enabled: bool, configured: bool) -> AccountState<I> {
         let status = AccountStatus {
             account_id: account_id.to_string(),
+            enabled,
             configured,
             ..AccountStatus::default()
         };
@@ -54,8 +55,10 @@ impl<I: Clone> AccountState<I> {
         self.status.lock().clone()
     }
 
+    /// Changes the status and tells the gateway (`health` event).
     pub fn update(&self, change: impl FnOnce(&mut AccountStatus)) {
         change(&mut self.status.lock());
+        crate::system::status::changed();
     }
 
     /// Connected (READY, RESUMED, hello): the last error is cleared.
@@ -88,9 +91,12 @@ impl<I: Clone> AccountState<I> {
 
     pub fn set_running(&self, running: bool) {
         self.running.store(running, Ordering::SeqCst);
-        if !running {
-            self.update(|s| s.connected = false);
-        }
+        self.update(|s| {
+            s.running = running;
+            if !running {
+                s.connected = false;
+            }
+        });
     }
 
     pub fn identity(&self) -> Option<I> {
@@ -209,7 +215,7 @@ mod tests {
 
     #[test]
     fn connecting_clears_the_last_error_and_stopping_disconnects() {
-        let state: AccountState<String> = AccountState::new("main", true);
+        let state: AccountState<String> = AccountState::new("main", true, true);
         state.disconnected("gateway closed".into());
         assert_eq!(state.status().last_error.as_deref(), Some("gateway closed"));
         state.connected();

@@ -108,7 +108,11 @@ pub struct TextLimits {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccountStatus {
     pub account_id: String,
+    /// The account's `enabled` setting (default true).
+    pub enabled: bool,
     pub configured: bool,
+    /// The account's connection task is alive (it may be reconnecting).
+    pub running: bool,
     pub connected: bool,
     pub last_error: Option<String>,
     pub last_inbound_at_ms: Option<u64>,

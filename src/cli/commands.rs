@@ -182,7 +182,85 @@ fn status(global: &GlobalArgs, connect: &ConnectArgs) -> Result<(), String> {
     println!("  active runs: {}", status["activeRuns"]);
     println!("  sessions: {}", status["sessions"]["count"]);
     println!("  auth: {}", status["authMode"].as_str().unwrap_or("?"));
+    print_figures(&status);
     Ok(())
+}
+
+/// The running components' lines of `status`: channels, heartbeats, queues, memory.
+fn print_figures(status: &Value) {
+    let lines = status["channelSummary"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if lines.is_empty() {
+        println!("  channels: none");
+    }
+    for line in lines {
+        println!("  channel {}", line.as_str().unwrap_or("?"));
+    }
+    for heartbeat in status["heartbeat"]["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let agent = heartbeat["agentId"].as_str().unwrap_or("?");
+        if heartbeat["enabled"] != json!(true) {
+            println!("  heartbeat {agent}: disabled");
+            continue;
+        }
+        let ago = |field: &str| match heartbeat[field].as_u64() {
+            Some(at) => format_time(at),
+            None => "never".to_string(),
+        };
+        println!(
+            "  heartbeat {agent}: every {}, next {}, last {}",
+            heartbeat["every"].as_str().unwrap_or("?"),
+            ago("nextRunAt"),
+            ago("lastRunAt")
+        );
+    }
+    let queues = &status["queues"];
+    for lane in queues["lanes"].as_array().into_iter().flatten() {
+        println!(
+            "  lane {}: {}/{} busy, {} waiting",
+            lane["lane"].as_str().unwrap_or("?"),
+            lane["busy"],
+            lane["limit"],
+            lane["waiting"]
+        );
+    }
+    let command = &queues["commandQueue"];
+    println!(
+        "  command queue: {} sessions, {} running, {} messages waiting",
+        command["sessions"], command["running"], command["waiting"]
+    );
+    for memory in status["memory"]["agents"].as_array().into_iter().flatten() {
+        let synced = memory["lastSyncAt"]
+            .as_u64()
+            .map_or_else(|| "never".to_string(), format_time);
+        println!(
+            "  memory {}: {} files, {} chunks, {} vectors, {} search, last sync {synced}",
+            memory["agentId"].as_str().unwrap_or("?"),
+            memory["files"],
+            memory["chunks"],
+            memory["vectors"],
+            memory["mode"].as_str().unwrap_or("?")
+        );
+    }
+}
+
+/// A timestamp (ms) as UTC `YYYY-MM-DDTHH:MM:SSZ`.
+fn format_time(ms: u64) -> String {
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(
+            || ms.to_string(),
+            |t| {
+                t.round(jiff::Unit::Second)
+                    .map_or_else(|_| t.to_string(), |t| t.to_string())
+            },
+        )
 }
 
 fn devices(global: &GlobalArgs, command: DevicesCommand) -> Result<(), String> {

@@ -16,6 +16,7 @@ pub mod connect_params;
 pub mod device_auth;
 pub mod frames;
 pub mod handshake;
+pub mod health_events;
 pub mod http;
 pub mod idempotency;
 pub mod launcher;
@@ -367,6 +368,7 @@ fn spawn_background(state: &Arc<GatewayState>) {
             }
         }
     });
+    health_events::spawn(state);
     spawn_reload(state);
 }
 

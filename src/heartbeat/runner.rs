@@ -230,6 +230,19 @@ fn turn_spec(
     }
 }
 
+/// One agent's heartbeat as `health` and `status` report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatSchedule {
+    pub enabled: bool,
+    /// The interval in force (the configured one, lengthened to the board's floor).
+    pub every_ms: Option<u64>,
+    pub next_due_ms: Option<u64>,
+    pub last_run_ms: Option<u64>,
+    pub target: Option<String>,
+    pub ack_max_chars: usize,
+    pub prompt: String,
+}
+
 #[derive(Default)]
 struct RunnerState {
     last_run_ms: HashMap<String, u64>,
@@ -271,10 +284,49 @@ impl HeartbeatRunner {
     pub fn set_enabled(&self, enabled: bool) {
         self.enabled.store(enabled, Ordering::Release);
         self.wake.notify_one();
+        crate::system::status::changed();
+    }
+
+    /// `agent_id`'s heartbeat as it runs now: its schedule (off when the
+    /// agent does not beat or `set-heartbeats` paused them), next and last run.
+    pub fn schedule(&self, config: &Config, agent_id: &str) -> HeartbeatSchedule {
+        let beating = heartbeat_agents(config)
+            .into_iter()
+            .find(|(id, _)| id == agent_id);
+        let last_run_ms = self.state.lock().last_run_ms.get(agent_id).copied();
+        let Some((_, settings)) = beating else {
+            return HeartbeatSchedule {
+                enabled: false,
+                every_ms: None,
+                next_due_ms: None,
+                last_run_ms,
+                target: None,
+                ack_max_chars: DEFAULT_ACK_MAX_CHARS,
+                prompt: heartbeat_prompt(None),
+            };
+        };
+        let every_ms = self.every_ms(&settings);
+        let enabled = self.enabled();
+        HeartbeatSchedule {
+            enabled,
+            every_ms: Some(every_ms),
+            next_due_ms: enabled.then(|| last_run_ms.unwrap_or(self.started_ms) + every_ms),
+            last_run_ms,
+            target: Some(settings.target.clone().unwrap_or_else(|| "last".into())),
+            ack_max_chars: settings
+                .ack_max_chars
+                .map_or(DEFAULT_ACK_MAX_CHARS, |n| n as usize),
+            prompt: heartbeat_prompt(settings.prompt.as_deref()),
+        }
     }
 
     pub fn enabled(&self) -> bool {
         self.enabled.load(Ordering::Acquire)
+    }
+
+    /// The system events waiting for the next heartbeat (`status`'s `queuedSystemEvents`).
+    pub fn pending_events(&self) -> Vec<String> {
+        self.state.lock().pending.iter().cloned().collect()
     }
 
     /// `last-heartbeat`: the newest heartbeat event, if any.
@@ -290,6 +342,7 @@ impl HeartbeatRunner {
                 state.pending.pop_front();
             }
             state.pending.push_back(text.to_string());
+            crate::system::status::changed();
         }
         if now {
             state.wake_now = true;
@@ -371,6 +424,7 @@ impl HeartbeatRunner {
         event["durationMs"] = json!(now.saturating_sub(started));
         self.state.lock().last_event = Some(event.clone());
         self.host.publish(&event);
+        crate::system::status::changed();
         event
     }
 

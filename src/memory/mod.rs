@@ -246,6 +246,8 @@ impl MemoryService {
             log::warn!("memory: cannot record the last sync: {error}");
         }
         *last = Some((at, report.clone()));
+        drop(last);
+        crate::system::status::changed();
         Ok(report)
     }
 

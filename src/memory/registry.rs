@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::embedder::{open_local, Embedder, EmbedderSettings, LocalAssets};
-use super::{workspace_for, MemoryService};
+use super::{workspace_for, MemoryService, MemoryStatus};
 use crate::config::schema::memory::ResolvedMemorySearch;
 use crate::config::Config;
 use crate::store::Store;
@@ -162,6 +162,33 @@ impl MemoryServices {
                 agent.watcher = start_watcher(&agent.service, shutdown, tasks);
             }
         }
+    }
+
+    /// The running services' index state (`health`, `status`), by agent id;
+    /// agents whose service has not been opened yet are absent.
+    pub fn statuses(&self) -> Vec<(MemoryStatus, bool)> {
+        let agents: Vec<(Arc<MemoryService>, bool)> = {
+            let agents = self.agents.lock();
+            let mut list: Vec<_> = agents
+                .values()
+                .map(|a| {
+                    let watching = a.watcher.as_ref().is_some_and(|w| !w.is_cancelled());
+                    (Arc::clone(&a.service), watching)
+                })
+                .collect();
+            list.sort_by(|a, b| a.0.agent_id().cmp(b.0.agent_id()));
+            list
+        };
+        agents
+            .into_iter()
+            .filter_map(|(service, watching)| match service.status() {
+                Ok(status) => Some((status, watching)),
+                Err(error) => {
+                    log::warn!("memory: status of {}: {error}", service.agent_id());
+                    None
+                }
+            })
+            .collect()
     }
 
     /// Whether `agent_id`'s watcher is running (tests and status).

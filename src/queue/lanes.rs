@@ -12,6 +12,7 @@
 //! This file must not know what a run does or where its messages came from.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::config::Config;
@@ -34,6 +35,25 @@ pub enum LaneKind {
     Main,
     Subagent,
     Cron,
+}
+
+impl LaneKind {
+    /// The lane's name in reports (`main`, `subagent`, `cron`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LaneKind::Main => "main",
+            LaneKind::Subagent => "subagent",
+            LaneKind::Cron => "cron",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            LaneKind::Main => 0,
+            LaneKind::Subagent => 1,
+            LaneKind::Cron => 2,
+        }
+    }
 }
 
 /// Lane sizes (from the board profile unless the config overrides them).
@@ -117,6 +137,34 @@ pub struct LaneGate {
     /// The sizes the lanes have (or are shrinking to).
     limits: Mutex<LaneLimits>,
     sessions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Runs waiting for a slot, per lane (`LaneKind::index`).
+    waiting: [AtomicUsize; 3],
+}
+
+/// One lane's figures for `health` and `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneUsage {
+    pub lane: LaneKind,
+    pub limit: usize,
+    pub busy: usize,
+    pub waiting: usize,
+}
+
+/// Counts a run as waiting for a slot while it lives (also when the wait is
+/// cancelled).
+struct WaitingGuard<'a>(&'a AtomicUsize);
+
+impl<'a> WaitingGuard<'a> {
+    fn enter(count: &'a AtomicUsize) -> WaitingGuard<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        WaitingGuard(count)
+    }
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl LaneGate {
@@ -128,6 +176,7 @@ impl LaneGate {
             cron: Arc::new(Semaphore::new(limits.cron)),
             limits: Mutex::new(limits),
             sessions: Mutex::new(HashMap::new()),
+            waiting: Default::default(),
         }
     }
 
@@ -179,11 +228,14 @@ impl LaneGate {
     /// Waits for a slot in `lane` only; the run's session is waited for later
     /// ([`Admission::HoldingSlot`]).
     pub async fn lane_slot(&self, lane: LaneKind) -> LaneSlot {
+        let waiting = WaitingGuard::enter(&self.waiting[lane.index()]);
         let permit = self
             .semaphore(lane)
             .acquire_owned()
             .await
             .expect("lane semaphores are never closed");
+        drop(waiting);
+        crate::system::status::changed();
         LaneSlot { lane, permit }
     }
 
@@ -233,6 +285,24 @@ impl LaneGate {
     pub fn available(&self, lane: LaneKind) -> usize {
         self.semaphore(lane).available_permits()
     }
+
+    /// Each lane's size, busy slots and the runs waiting for one, now.
+    pub fn usage(&self) -> Vec<LaneUsage> {
+        let limits = self.limits();
+        [
+            (LaneKind::Main, limits.main),
+            (LaneKind::Subagent, limits.subagent),
+            (LaneKind::Cron, limits.cron),
+        ]
+        .into_iter()
+        .map(|(lane, limit)| LaneUsage {
+            lane,
+            limit,
+            busy: limit.saturating_sub(self.available(lane)),
+            waiting: self.waiting[lane.index()].load(Ordering::Acquire),
+        })
+        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -251,6 +321,36 @@ mod tests {
             cron_lane: 1,
             ..BoardLimits::default()
         }
+    }
+
+    #[tokio::test]
+    async fn usage_counts_busy_slots_and_waiting_runs() {
+        let gate = Arc::new(LaneGate::new(LaneLimits {
+            main: 1,
+            subagent: 1,
+            cron: 1,
+        }));
+        let held = gate.lane_slot(LaneKind::Main).await;
+        let waiter = {
+            let gate = Arc::clone(&gate);
+            tokio::spawn(async move { gate.lane_slot(LaneKind::Main).await })
+        };
+        let main = |gate: &LaneGate| gate.usage()[0];
+        while main(&gate).waiting == 0 {
+            tokio::task::yield_now().await;
+        }
+        let usage = main(&gate);
+        assert_eq!(
+            (usage.lane, usage.limit, usage.busy, usage.waiting),
+            (LaneKind::Main, 1, 1, 1)
+        );
+        drop(held);
+        let second = waiter.await.expect("waiter");
+        let usage = main(&gate);
+        assert_eq!((usage.busy, usage.waiting), (1, 0));
+        drop(second);
+        assert_eq!(main(&gate).busy, 0);
+        assert_eq!(gate.usage()[2].lane, LaneKind::Cron);
     }
 
     #[test]

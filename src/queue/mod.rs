@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::schema::messages::{QueueConfig, QueueDrop, QueueMode};
 
-pub use lanes::{Admission, LaneGate, LaneKind, LaneLimits, LanePass, LaneSlot};
+pub use lanes::{Admission, LaneGate, LaneKind, LaneLimits, LanePass, LaneSlot, LaneUsage};
 pub use pending::{PendingQueue, PushOutcome, QueuedTurn};
 
 /// One message waiting for (or given to) a turn.
@@ -179,6 +179,17 @@ struct QueueInner {
     sessions: Mutex<HashMap<String, SessionSlot>>,
 }
 
+/// The command queue's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepths {
+    /// Sessions with a running or waiting turn.
+    pub sessions: usize,
+    /// Sessions whose turn is running.
+    pub running: usize,
+    /// Messages waiting behind the running turns.
+    pub waiting: usize,
+}
+
 /// The command queue; cheap to clone.
 #[derive(Clone)]
 pub struct CommandQueue {
@@ -220,12 +231,15 @@ impl CommandQueue {
                 },
             );
             drop(sessions);
+            crate::system::status::changed();
             tokio::spawn(drain(self.clone(), session_key.to_string()));
             return EnqueueOutcome::Started;
         };
         slot.settings = settings;
         slot.last_enqueued = now;
-        busy_enqueue(slot, message, self.inner.runner.can_steer())
+        let outcome = busy_enqueue(slot, message, self.inner.runner.can_steer());
+        crate::system::status::changed();
+        outcome
     }
 
     /// Aborts the session's running turn and drops what waits; returns
@@ -275,6 +289,16 @@ impl CommandQueue {
     /// Sessions with a running or waiting turn.
     pub fn session_count(&self) -> usize {
         self.inner.sessions.lock().len()
+    }
+
+    /// The queue's figures now, for `health` and `status`.
+    pub fn depths(&self) -> QueueDepths {
+        let sessions = self.inner.sessions.lock();
+        QueueDepths {
+            sessions: sessions.len(),
+            running: sessions.values().filter(|s| s.active.is_some()).count(),
+            waiting: sessions.values().map(|s| s.pending.len()).sum(),
+        }
     }
 }
 
@@ -360,6 +384,8 @@ async fn drain(queue: CommandQueue, session_key: String) {
             // Steered messages the turn never took become a follow-up.
             slot.pending.push_front_all(steer.take());
         }
+        drop(sessions);
+        crate::system::status::changed();
     }
 }
 
@@ -371,6 +397,7 @@ fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind
     let collect = slot.settings.mode == QueueMode::Collect;
     let Some(QueuedTurn { prompt, messages }) = slot.pending.take_turn(collect) else {
         sessions.remove(session_key);
+        crate::system::status::changed();
         return None;
     };
     let active = ActiveTurn {
@@ -386,7 +413,10 @@ fn begin_turn(queue: &CommandQueue, session_key: &str) -> Option<(Turn, LaneKind
         prompt,
         messages,
     };
-    Some((turn, slot.lane, active))
+    let lane = slot.lane;
+    drop(sessions);
+    crate::system::status::changed();
+    Some((turn, lane, active))
 }
 
 /// Waits until `debounceMs` passed since the last enqueue (a burst settles).

@@ -12,6 +12,7 @@ pub mod mapped_files;
 pub mod memory;
 pub mod notify;
 pub mod restart;
+pub mod status;
 
 /// This host's name (for presence, TLS names and discovery).
 pub fn host_name() -> String {

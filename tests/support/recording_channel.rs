@@ -176,10 +176,13 @@ impl Channel for RecordingChannel {
     }
 
     fn status(&self) -> Vec<AccountStatus> {
+        let started = self.sink.lock().expect("lock").is_some();
         vec![AccountStatus {
             account_id: "default".into(),
+            enabled: true,
             configured: true,
-            connected: self.sink.lock().expect("lock").is_some(),
+            running: started,
+            connected: started,
             ..AccountStatus::default()
         }]
     }

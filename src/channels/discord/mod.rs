@@ -174,7 +174,11 @@ impl Account {
         } else {
             None
         };
-        let shared = Arc::new(AccountState::new(account_id, configured));
+        let shared = Arc::new(AccountState::new(
+            account_id,
+            settings.effective_enabled(),
+            configured,
+        ));
         Ok(Account {
             gateway: GatewayAccount {
                 account_id: account_id.to_string(),

@@ -266,7 +266,11 @@ impl Account {
         let listens = web.is_some() && socket_mode && !app_token.is_empty();
         let secret = settings.effective_signing_secret();
         let http_ready = web.is_some() && !socket_mode && secret.is_some();
-        let shared = Arc::new(AccountState::new(account_id, listens || http_ready));
+        let shared = Arc::new(AccountState::new(
+            account_id,
+            enabled,
+            listens || http_ready,
+        ));
         if web.is_some() && !socket_mode && secret.is_none() {
             shared.update(|s| {
                 s.last_error = Some("HTTP events mode needs a signingSecret".into());

@@ -94,8 +94,11 @@ pub struct Account {
 }
 
 impl Account {
+    /// Changes the status and tells the gateway (`health` event).
     fn with_status<R>(&self, change: impl FnOnce(&mut AccountStatus) -> R) -> R {
-        change(&mut self.status.lock())
+        let result = change(&mut self.status.lock());
+        crate::system::status::changed();
+        result
     }
 
     fn mark_connected(&self) {
@@ -203,10 +206,12 @@ impl TelegramChannel {
                     Ok(built) => {
                         accounts.insert(id, Arc::new(built));
                     }
-                    Err(error) => unconfigured.push(unconfigured_status(&id, Some(error))),
+                    Err(error) => {
+                        unconfigured.push(unconfigured_status(&id, &account, Some(error)))
+                    }
                 },
-                Ok(None) => unconfigured.push(unconfigured_status(&id, None)),
-                Err(error) => unconfigured.push(unconfigured_status(&id, Some(error))),
+                Ok(None) => unconfigured.push(unconfigured_status(&id, &account, None)),
+                Err(error) => unconfigured.push(unconfigured_status(&id, &account, Some(error))),
             }
         }
         let default_account = config
@@ -322,9 +327,14 @@ impl TelegramChannel {
     }
 }
 
-fn unconfigured_status(id: &str, error: Option<String>) -> AccountStatus {
+fn unconfigured_status(
+    id: &str,
+    config: &TelegramAccountConfig,
+    error: Option<String>,
+) -> AccountStatus {
     AccountStatus {
         account_id: id.to_string(),
+        enabled: config.effective_enabled(),
         configured: false,
         last_error: error,
         ..AccountStatus::default()
@@ -388,6 +398,7 @@ fn build_account(
         webhook: webhook_settings(config, options.http_routes.is_some()),
         status: Mutex::new(AccountStatus {
             account_id: id.to_string(),
+            enabled: config.effective_enabled(),
             configured: true,
             ..AccountStatus::default()
         }),
@@ -420,7 +431,10 @@ impl Channel for TelegramChannel {
                 let task = match &account.webhook {
                     Some(settings) => {
                         match self.webhook_receiver(account, settings, &sink, &stop) {
-                            Ok(receiver) => tokio::spawn(receiver.run()),
+                            Ok(receiver) => {
+                                account.with_status(|s| s.running = true);
+                                tokio::spawn(receiver.run())
+                            }
                             Err(error) => {
                                 account.mark_disconnected(error.to_string());
                                 refused.push(error);
@@ -428,15 +442,18 @@ impl Channel for TelegramChannel {
                             }
                         }
                     }
-                    None => tokio::spawn(
-                        poll::Poller {
-                            account: Arc::clone(account),
-                            store: self.store.clone(),
-                            sink: Arc::clone(&sink),
-                            stop: stop.child_token(),
-                        }
-                        .run(),
-                    ),
+                    None => {
+                        account.with_status(|s| s.running = true);
+                        tokio::spawn(
+                            poll::Poller {
+                                account: Arc::clone(account),
+                                store: self.store.clone(),
+                                sink: Arc::clone(&sink),
+                                stop: stop.child_token(),
+                            }
+                            .run(),
+                        )
+                    }
                 };
                 tasks.push(task);
             }
@@ -462,7 +479,10 @@ impl Channel for TelegramChannel {
                 }
             }
             for account in self.accounts.values() {
-                account.with_status(|s| s.connected = false);
+                account.with_status(|s| {
+                    s.running = false;
+                    s.connected = false;
+                });
             }
         })
     }

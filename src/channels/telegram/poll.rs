@@ -73,7 +73,18 @@ pub struct Poller {
 
 impl Poller {
     /// Runs until stopped (or the token is refused for good).
+    /// Polls until stopped or refused for good; the account then no longer
+    /// runs.
     pub async fn run(self) {
+        let account = Arc::clone(&self.account);
+        self.poll().await;
+        account.with_status(|s| {
+            s.running = false;
+            s.connected = false;
+        });
+    }
+
+    async fn poll(self) {
         let Some(bot) = identify(&self.account, &self.stop).await else {
             return;
         };

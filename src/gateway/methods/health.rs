@@ -8,6 +8,7 @@ use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
 use crate::system::clock::now_ms;
 
+use super::figures;
 use super::params::Params;
 
 /// Recent sessions listed in summaries.
@@ -40,43 +41,72 @@ fn sessions_summary(state: &GatewayState, now: u64) -> Value {
     json!({"path": state.store_path(), "count": sessions.len(), "recent": recent})
 }
 
-/// The `HealthSummary`.
+/// The `HealthSummary`, from the running components: channel accounts,
+/// heartbeats, sessions, plus pincer's `queues` and `memory` figures.
 pub fn summary(state: &GatewayState) -> Value {
     let started = std::time::Instant::now();
     let now = now_ms();
     let config = state.config();
     let default_agent = config.agents.default_agent_id();
     let sessions = sessions_summary(state, now);
-    let mut agent_ids: Vec<(String, Option<String>)> = config
-        .agents
-        .list
-        .iter()
-        .map(|a| (a.id.clone(), a.name.clone()))
-        .collect();
-    if agent_ids.is_empty() {
-        agent_ids.push((default_agent.clone(), None));
-    }
-    let agents: Vec<Value> = agent_ids
+    let heartbeat = &state.services.heartbeat;
+    let mut heartbeat_seconds = 0;
+    let agents: Vec<Value> = figures::agents(&config)
         .into_iter()
         .map(|(id, name)| {
+            let schedule = heartbeat.schedule(&config, &id);
+            if id == default_agent && schedule.enabled {
+                heartbeat_seconds = schedule.every_ms.map_or(0, |ms| (ms + 500) / 1000);
+            }
             json!({
                 "agentId": id, "name": name, "isDefault": id == default_agent,
-                "heartbeat": {"enabled": false, "every": "disabled", "everyMs": null},
+                "heartbeat": figures::heartbeat(&schedule),
                 "sessions": sessions,
             })
         })
         .collect();
+    let mut channels = serde_json::Map::new();
+    let mut order = Vec::new();
+    let mut labels = serde_json::Map::new();
+    for channel in figures::channels(state) {
+        let accounts: serde_json::Map<String, Value> = channel
+            .accounts
+            .iter()
+            .map(|a| {
+                (
+                    a["accountId"].as_str().unwrap_or_default().to_string(),
+                    a.clone(),
+                )
+            })
+            .collect();
+        // The channel's own fields are its default (first) account's.
+        let mut summary = channel
+            .accounts
+            .first()
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        summary["configured"] = json!(channel.configured());
+        summary["accounts"] = Value::Object(accounts);
+        labels.insert(
+            channel.channel.clone(),
+            json!(figures::label(&channel.channel)),
+        );
+        order.push(channel.channel.clone());
+        channels.insert(channel.channel, summary);
+    }
     json!({
         "ok": true,
         "ts": now,
         "durationMs": started.elapsed().as_millis() as u64,
-        "channels": {},
-        "channelOrder": [],
-        "channelLabels": {},
-        "heartbeatSeconds": 0,
+        "channels": channels,
+        "channelOrder": order,
+        "channelLabels": labels,
+        "heartbeatSeconds": heartbeat_seconds,
         "defaultAgentId": default_agent,
         "agents": agents,
         "sessions": sessions,
+        "queues": figures::queues(state),
+        "memory": figures::memory(state),
     })
 }
 
@@ -85,20 +115,66 @@ pub fn health(state: &GatewayState) -> Result<Value, ErrorShape> {
     Ok(summary(state))
 }
 
+/// `status`'s channel lines, as upstream's `channelSummary`
+/// ("Telegram: connected", "Telegram default: disconnected (reason)").
+fn channel_summary(state: &GatewayState) -> Vec<String> {
+    let mut lines = Vec::new();
+    for channel in figures::channels(state) {
+        let label = figures::label(&channel.channel);
+        let state_word = |a: &Value| match (
+            a["configured"] == json!(true),
+            a["running"] == json!(true),
+            a["connected"] == json!(true),
+        ) {
+            (false, _, _) => "not configured",
+            (true, _, true) => "connected",
+            (true, true, false) => "connecting",
+            (true, false, false) => "stopped",
+        };
+        for account in &channel.accounts {
+            let mut line = format!(
+                "{label} {}: {}",
+                account["accountId"].as_str().unwrap_or_default(),
+                state_word(account)
+            );
+            if let Some(error) = account["lastError"].as_str() {
+                line.push_str(&format!(" ({error})"));
+            }
+            lines.push(line);
+        }
+    }
+    lines
+}
+
 /// `status`: a `/status`-style summary; store details only for admins.
 pub fn status(state: &GatewayState, info: &ClientInfo) -> Result<Value, ErrorShape> {
     let now = now_ms();
     let config = state.config();
+    let default_agent = config.agents.default_agent_id();
+    let heartbeats: Vec<Value> = figures::agents(&config)
+        .into_iter()
+        .map(|(id, _)| {
+            let mut heartbeat =
+                figures::heartbeat(&state.services.heartbeat.schedule(&config, &id));
+            heartbeat["agentId"] = json!(id);
+            heartbeat
+        })
+        .collect();
     let mut status = json!({
         "ok": true,
         "version": state.version,
+        "runtimeVersion": state.version,
         "host": state.host_name,
         "uptimeMs": state.uptime_ms(),
-        "defaultAgentId": config.agents.default_agent_id(),
+        "defaultAgentId": default_agent,
+        "heartbeat": {"defaultAgentId": default_agent, "agents": heartbeats},
         "sessions": sessions_summary(state, now),
         "clients": state.clients.len(),
         "activeRuns": state.services.runs.active_count(),
-        "channelSummary": [],
+        "channelSummary": channel_summary(state),
+        "queuedSystemEvents": state.services.heartbeat.pending_events(),
+        "queues": figures::queues(state),
+        "memory": figures::memory(state),
         "authMode": state.secret().mode_name(),
         "sandbox": state.services.sandbox_layers.get(),
     });

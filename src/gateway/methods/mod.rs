@@ -9,6 +9,7 @@ pub mod chat;
 pub mod config;
 pub mod cron;
 pub mod devices;
+pub mod figures;
 pub mod health;
 pub mod heartbeat;
 pub mod memory;

@@ -6,7 +6,6 @@
 //!
 //! This file must not talk to a platform API itself: adapters do.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
@@ -15,7 +14,6 @@ use crate::channels::outbound::{self, DeliveryError};
 use crate::channels::settings::ChannelSettings;
 use crate::channels::{Channel, OutboundTarget, TextFormat};
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
-use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::idempotency::Seen;
 use crate::gateway::state::GatewayState;
@@ -25,6 +23,7 @@ use crate::tools::message::{
 };
 
 use super::chat::WEBCHAT_CHANNEL;
+use super::figures;
 use super::params::Params;
 
 /// One outbound message, as `send` and the `message` tool ask for it.
@@ -225,81 +224,31 @@ pub async fn send(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
     }
 }
 
-fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
-    let mut out = BTreeMap::new();
-    if let Some(telegram) = &config.channels.telegram {
-        out.insert("telegram", telegram.account_ids());
-    }
-    if let Some(discord) = &config.channels.discord {
-        out.insert("discord", discord.account_ids());
-    }
-    if let Some(slack) = &config.channels.slack {
-        out.insert("slack", slack.account_ids());
-    }
-    out
-}
-
-fn label(channel: &str) -> String {
-    let mut chars = channel.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
 /// `channels.status`: every configured or running channel and its accounts.
 pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
-    let config = state.config();
-    let mut accounts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut summaries = serde_json::Map::new();
-    for status in state.services.channels.status() {
-        let rows: Vec<Value> = status
-            .accounts
-            .iter()
-            .map(|a| {
-                json!({
-                    "accountId": a.account_id, "enabled": true, "configured": a.configured,
-                    "running": a.connected, "connected": a.connected,
-                    "lastError": a.last_error.clone().or_else(|| status.start_error.clone()),
-                    "lastInboundAt": a.last_inbound_at_ms, "lastOutboundAt": a.last_outbound_at_ms,
-                })
-            })
-            .collect();
+    let mut accounts = serde_json::Map::new();
+    let mut labels = serde_json::Map::new();
+    let mut defaults = serde_json::Map::new();
+    let mut order = Vec::new();
+    for channel in figures::channels(state) {
         summaries.insert(
-            status.channel.clone(),
+            channel.channel.clone(),
             json!({
-                "configured": status.accounts.iter().any(|a| a.configured),
-                "running": status.accounts.iter().any(|a| a.connected),
-                "lastError": status.start_error,
+                "configured": channel.configured(),
+                "running": channel.running(),
+                "connected": channel.connected(),
+                "lastError": channel.last_error(),
             }),
         );
-        accounts.insert(status.channel, rows);
-    }
-    for (channel, ids) in configured_accounts(&config) {
-        if accounts.contains_key(channel) {
-            continue;
-        }
-        let rows = ids
-            .iter()
-            .map(|id| json!({"accountId": id, "enabled": true, "configured": true, "running": false,
-                             "connected": false, "lastError": "no adapter for this channel in this build",
-                             "lastInboundAt": null, "lastOutboundAt": null}))
-            .collect();
-        summaries.insert(
-            channel.to_string(),
-            json!({"configured": true, "running": false}),
+        labels.insert(
+            channel.channel.clone(),
+            json!(figures::label(&channel.channel)),
         );
-        accounts.insert(channel.to_string(), rows);
+        defaults.insert(channel.channel.clone(), json!(DEFAULT_ACCOUNT_ID));
+        order.push(channel.channel.clone());
+        accounts.insert(channel.channel, Value::Array(channel.accounts));
     }
-    let order: Vec<&String> = accounts.keys().collect();
-    let labels: serde_json::Map<String, Value> = order
-        .iter()
-        .map(|c| ((*c).clone(), json!(label(c))))
-        .collect();
-    let defaults: serde_json::Map<String, Value> = order
-        .iter()
-        .map(|c| ((*c).clone(), json!(DEFAULT_ACCOUNT_ID)))
-        .collect();
     Ok(json!({
         "ts": now_ms(), "channelOrder": order, "channelLabels": labels,
         "channels": summaries, "channelAccounts": accounts, "channelDefaultAccountId": defaults,
