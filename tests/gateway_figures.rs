@@ -5,7 +5,7 @@
 //! message moves `lastInboundAt`, the reply `lastOutboundAt`, a heartbeat
 //! its `lastRunAt`; when Telegram goes away the account is disconnected with
 //! a `lastError`. Each change reaches clients as a `health` event, at most
-//! one per second.
+//! one per second; cron job changes and runs reach them as `cron` events.
 
 mod support;
 
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::fake_telegram::FakeTelegram;
-use support::gateway::GatewayProcess;
+use support::gateway::{config_with_provider, GatewayProcess};
 use support::telegram_harness::{dm, BOT_ID, BOT_USERNAME, TOKEN};
 use support::ws_client::{Device, Read, TestClient};
 
@@ -102,6 +102,16 @@ impl HealthLog {
             );
         }
     }
+}
+
+/// Reads until a `cron` event with `action`.
+async fn cron_event(client: &mut TestClient, action: &str) -> Value {
+    tokio::time::timeout(
+        WAIT_GUARD,
+        client.event_where("cron", |p| p["action"] == action),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no cron {action} event"))
 }
 
 fn telegram_account(health: &Value) -> Value {
@@ -248,4 +258,72 @@ async fn figures_follow_telegram_and_the_heartbeat() {
         "{listed}"
     );
     log.assert_debounced();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_job_changes_and_runs_are_cron_events() {
+    let provider = FakeOpenAi::start().await;
+    let gateway = tokio::task::block_in_place(|| {
+        GatewayProcess::start(
+            &config_with_provider(&provider.base_url()),
+            &["--port", "0", "--token", GATEWAY_TOKEN],
+        )
+    });
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        SCOPES,
+        Some(&Device::new(4)),
+    )
+    .await;
+    // The caller's reads skip events while it waits for answers: another client watches.
+    let (mut watcher, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.read"],
+        Some(&Device::new(5)),
+    )
+    .await;
+    let added = client
+        .call(
+            "cron.add",
+            json!({
+                "name": "digest",
+                "schedule": {"kind": "every", "everyMs": 3_600_000},
+                "sessionTarget": "isolated",
+                "payload": {"kind": "agentTurn", "message": "summarise the day"},
+            }),
+        )
+        .await;
+    assert_eq!(added["ok"], true, "{added}");
+    let id = added["payload"]["id"].as_str().expect("id").to_string();
+    let event = cron_event(&mut watcher, "added").await;
+    assert_eq!(event["jobId"], id.as_str(), "{event}");
+    assert_eq!(event["job"]["name"], "digest", "{event}");
+    assert!(event["nextRunAtMs"].as_u64().is_some(), "{event}");
+
+    let updated = client
+        .call(
+            "cron.update",
+            json!({"id": id, "patch": {"name": "evening digest"}}),
+        )
+        .await;
+    assert_eq!(updated["ok"], true, "{updated}");
+    let event = cron_event(&mut watcher, "updated").await;
+    assert_eq!(event["job"]["name"], "evening digest", "{event}");
+
+    provider.push_reply(text("Nothing happened today."));
+    let ran = client.call("cron.run", json!({"id": id})).await;
+    assert_eq!(ran["ok"], true, "{ran}");
+    let started = cron_event(&mut watcher, "started").await;
+    assert_eq!(started["jobId"], id.as_str(), "{started}");
+    let finished = cron_event(&mut watcher, "finished").await;
+    assert_eq!(finished["status"], "ok", "{finished}");
+    assert!(finished["durationMs"].as_u64().is_some(), "{finished}");
+    assert_eq!(finished["runAtMs"], started["runAtMs"], "{finished}");
+
+    let removed = client.call("cron.remove", json!({"id": id})).await;
+    assert_eq!(removed["ok"], true, "{removed}");
+    let event = cron_event(&mut watcher, "removed").await;
+    assert_eq!(event["jobId"], id.as_str(), "{event}");
 }

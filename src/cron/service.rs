@@ -52,6 +52,20 @@ pub trait JobRunner: Send + Sync {
     fn run(&self, job: &CronJob, slot: LaneSlot) -> RunFuture;
     /// Called after the run is recorded, with the run-log entry (webhooks, events). Must not block.
     fn finished(&self, _job: &CronJob, _entry: &Value) {}
+    /// Told of every job change and run in upstream's `cron` event shape: `{jobId, action}` with
+    /// action `added`, `updated`, `removed`, `started` or `finished` (plus `runAtMs`, `durationMs`,
+    /// `status`, `error`, `summary`, `nextRunAtMs`, and the job where it still exists). Must not block.
+    fn event(&self, _event: &Value) {}
+}
+
+/// A `cron` event about `job`.
+fn job_event(action: &str, job: &CronJob) -> Value {
+    json!({
+        "jobId": job.id,
+        "action": action,
+        "nextRunAtMs": job.state.next_run_at_ms,
+        "job": job,
+    })
 }
 
 /// Service settings (from the `cron` config section).
@@ -155,6 +169,7 @@ impl CronService {
         job.recompute_next(now);
         off_worker(|| self.store.cron_job_put(&job.id, &to_json(&job)))?;
         self.wake.notify_one();
+        self.runner.event(&job_event("added", &job));
         Ok(job)
     }
 
@@ -197,13 +212,19 @@ impl CronService {
         }
         let json = written.ok_or_else(|| CronError::NotFound(id.to_string()))?;
         self.wake.notify_one();
-        parse_job(&json)
+        let job = parse_job(&json)?;
+        self.runner.event(&job_event("updated", &job));
+        Ok(job)
     }
 
     /// Deletes a job and its run log; returns whether it existed.
     pub fn remove(&self, id: &str) -> Result<bool, CronError> {
         let removed = off_worker(|| self.store.cron_job_delete(id))?;
         self.wake.notify_one();
+        if removed {
+            self.runner
+                .event(&json!({"jobId": id, "action": "removed"}));
+        }
         Ok(removed)
     }
 
@@ -350,6 +371,11 @@ impl CronService {
             } => s.saturating_mul(1_000).max(1_000),
             _ => DEFAULT_JOB_TIMEOUT_MS,
         };
+        self.runner.event(&json!({
+            "jobId": job.id,
+            "action": "started",
+            "runAtMs": job.state.running_at_ms.unwrap_or_else(|| self.now_ms()),
+        }));
         let result = {
             let slot = self.lanes.lane_slot(LaneKind::Cron).await;
             match tokio::time::timeout(
@@ -403,6 +429,12 @@ impl CronService {
                 self.options.run_log_keep,
             )
         })?;
+        let mut event = entry.clone();
+        if let Some(fields) = event.as_object_mut() {
+            fields.remove("ts");
+            fields.insert("job".into(), json!(updated));
+        }
+        self.runner.event(&event);
         if delete {
             self.remove(&updated.id)?;
         }

@@ -18,8 +18,10 @@ use crate::cron::{
     CronError, CronJob, CronOptions, CronService, JobRunStatus, JobRunner, Payload, RunFuture,
     RunMode, RunResult, SessionTarget,
 };
+use crate::gateway::clients::BroadcastOptions;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::runs::{self, RunOrigin};
+use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
 use crate::routing::session_key::cron_session_key;
 
@@ -45,6 +47,21 @@ impl JobRunner for GatewayRunner {
             };
             run_as_agent_turn(&state, &job, slot).await
         })
+    }
+
+    /// The `cron` event, to readers (`dropIfSlow`, as upstream).
+    fn event(&self, event: &Value) {
+        if let Some(state) = self.state.upgrade() {
+            state.clients.broadcast(
+                "cron",
+                event,
+                BroadcastOptions {
+                    drop_if_slow: true,
+                    scope: Some(scopes::READ),
+                    state_version: None,
+                },
+            );
+        }
     }
 
     fn finished(&self, job: &CronJob, entry: &Value) {
