@@ -338,7 +338,7 @@ pub fn hello_ok(
                 "defaultAgentId": default_agent,
                 "mainKey": main_key,
                 "mainSessionKey": format!("agent:{default_agent}:{main_key}"),
-                "scope": "per-sender",
+                "scope": super::methods::catalog::session_scope(&config),
             },
             "authMode": state.secret().mode_name(),
         },

@@ -14,6 +14,8 @@ pub struct CommandSpec {
     pub owner_only: bool,
     pub group_allowed: bool,
     pub description: &'static str,
+    /// Upstream's command category (`session`, `options`, `status`, `management`).
+    pub category: &'static str,
 }
 
 /// Every command pincer handles before the agent.
@@ -25,6 +27,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Start a new session",
+        category: "session",
     },
     CommandSpec {
         name: "status",
@@ -33,6 +36,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Show session, model and usage status",
+        category: "status",
     },
     CommandSpec {
         name: "compact",
@@ -41,6 +45,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Summarise the session to free context",
+        category: "session",
     },
     CommandSpec {
         name: "model",
@@ -49,6 +54,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Show or switch the model",
+        category: "options",
     },
     CommandSpec {
         name: "think",
@@ -57,6 +63,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Set the thinking level",
+        category: "options",
     },
     CommandSpec {
         name: "verbose",
@@ -65,6 +72,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Toggle verbose tool output",
+        category: "options",
     },
     CommandSpec {
         name: "reasoning",
@@ -73,6 +81,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Toggle showing reasoning",
+        category: "options",
     },
     CommandSpec {
         name: "stop",
@@ -81,6 +90,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "Stop the running reply",
+        category: "session",
     },
     CommandSpec {
         name: "subagents",
@@ -89,6 +99,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "List, stop or steer sub-agents",
+        category: "management",
     },
     CommandSpec {
         name: "restart",
@@ -97,6 +108,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: true,
         group_allowed: false,
         description: "Restart the gateway",
+        category: "management",
     },
     CommandSpec {
         name: "help",
@@ -105,6 +117,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         owner_only: false,
         group_allowed: true,
         description: "List the commands",
+        category: "status",
     },
 ];
 

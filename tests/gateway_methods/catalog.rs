@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use super::{admin, ids_of, start, start_with};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::gateway::config_with_provider;
+use pincer::pipeline::commands::{parse_command, COMMANDS};
 
 #[tokio::test]
 async fn models_list_shows_the_configured_models() {
@@ -58,23 +59,65 @@ async fn agents_list_without_configured_agents_shows_main_as_default() {
 }
 
 #[tokio::test]
-async fn commands_list_names_the_session_commands() {
+async fn commands_list_names_every_command_the_parser_knows() {
     let fake = FakeOpenAi::start().await;
     let gateway = start(&fake);
     let mut client = admin(&gateway, 4).await;
     let res = client.call("commands.list", json!({})).await;
     assert_eq!(res["ok"], true, "{res}");
     let commands = res["payload"]["commands"].as_array().expect("commands");
-    for name in ["new", "reset", "stop"] {
-        let command = commands
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("{name} listed: {res}"));
-        assert_eq!(command["textAliases"], json!([format!("/{name}")]));
+    let names: Vec<&str> = commands.iter().filter_map(|c| c["name"].as_str()).collect();
+    let parsed: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+    assert_eq!(names, parsed, "{res}");
+    for command in commands {
+        let name = command["name"].as_str().unwrap_or_default();
+        let typed = format!("/{name}");
+        assert!(
+            parse_command(&typed, None).is_some_and(|c| c.spec.name == name),
+            "{typed} is not a command the parser knows"
+        );
+        assert_eq!(command["scope"], "text", "{command}");
         assert!(command["description"]
             .as_str()
             .is_some_and(|d| !d.is_empty()));
     }
+    let new = commands.iter().find(|c| c["name"] == "new").expect("/new");
+    assert_eq!(new["textAliases"], json!(["/new", "/reset", "/clear"]));
+    let model = commands
+        .iter()
+        .find(|c| c["name"] == "model")
+        .expect("/model");
+    assert_eq!(model["acceptsArgs"], true);
+    assert_eq!(model["args"][0]["name"], "name", "{model}");
+
+    let native = client
+        .call("commands.list", json!({"scope": "native"}))
+        .await;
+    assert_eq!(native["payload"]["commands"], json!([]), "{native}");
+    let unknown = client
+        .call("commands.list", json!({"agentId": "nobody"}))
+        .await;
+    assert_eq!(unknown["ok"], false, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nobody")),
+        "{unknown}"
+    );
+}
+
+#[tokio::test]
+async fn agents_list_reports_the_configured_session_scope() {
+    let fake = FakeOpenAi::start().await;
+    let config = config_with_provider(&fake.base_url()).replace(
+        "agents: {",
+        r#"session: { scope: "global", mainKey: "home" }, agents: {"#,
+    );
+    let gateway = start_with(&config);
+    let mut client = admin(&gateway, 6).await;
+    let res = client.call("agents.list", json!({})).await;
+    assert_eq!(res["payload"]["scope"], "global", "{res}");
+    assert_eq!(res["payload"]["mainKey"], "home", "{res}");
 }
 
 #[tokio::test]

@@ -1,10 +1,13 @@
-//! `models.list`, `agents.list`, `commands.list` and `send` (which needs a
-//! channel; none is wired into this build yet).
+//! `models.list`, `agents.list` and `commands.list`.
 
 use serde_json::{json, Value};
 
+use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
+use crate::pipeline::commands::{CommandSpec, COMMANDS};
+
+use super::params::Params;
 
 /// `models.list`: every model in `models.providers`.
 pub fn models(state: &GatewayState) -> Result<Value, ErrorShape> {
@@ -25,7 +28,13 @@ pub fn models(state: &GatewayState) -> Result<Value, ErrorShape> {
     Ok(json!({"models": models}))
 }
 
-/// `agents.list`.
+/// `session.scope` as configured (upstream's default `per-sender`).
+pub fn session_scope(config: &Config) -> &str {
+    config.session.scope.as_deref().unwrap_or("per-sender")
+}
+
+/// `agents.list`: the configured agents, the default one, and the session
+/// settings they share (`session.mainKey`, `session.scope`).
 pub fn agents(state: &GatewayState) -> Result<Value, ErrorShape> {
     let config = state.config();
     let default_id = config.agents.default_agent_id();
@@ -41,25 +50,60 @@ pub fn agents(state: &GatewayState) -> Result<Value, ErrorShape> {
     Ok(json!({
         "defaultId": default_id,
         "mainKey": config.session.main_key,
-        "scope": "per-sender",
+        "scope": session_scope(&config),
         "agents": agents,
     }))
 }
 
-/// The chat commands this build understands in `chat.send`.
-const COMMANDS: &[(&str, &str)] = &[
-    ("new", "Start a new session (the old transcript is kept)."),
-    ("reset", "Reset the current session."),
-    ("stop", "Stop the running reply."),
-];
+/// The argument of a command as upstream describes one (`<name>` → `name`).
+fn command_args(spec: &CommandSpec) -> Value {
+    let name = spec
+        .args
+        .trim_matches(|c| matches!(c, '<' | '>' | '[' | ']'))
+        .to_string();
+    json!([{"name": name, "description": spec.args, "type": "string"}])
+}
 
-/// `commands.list`.
-pub fn commands() -> Result<Value, ErrorShape> {
+/// `commands.list {agentId?, scope?, includeArgs?, provider?}`: every chat
+/// command pincer carries out, from the table its command parser reads
+/// (`pipeline::commands::COMMANDS`). Pincer registers no native command
+/// menus, so each command is a text command (`scope: "text"`).
+pub fn commands(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
+    let p = Params::new("commands.list", params)?;
+    let config = state.config();
+    if let Some(id) = p
+        .opt_str("agentId")?
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+    {
+        if id != config.agents.default_agent_id() && config.agents.entry(id).is_none() {
+            return Err(ErrorShape::invalid(format!("unknown agent id \"{id}\"")));
+        }
+    }
+    let scope = p.opt_str("scope")?.unwrap_or("both");
+    if !matches!(scope, "native" | "text" | "both") {
+        return Err(ErrorShape::invalid(format!(
+            "invalid commands.list params: scope {scope:?} must be \"native\", \"text\" or \"both\""
+        )));
+    }
+    let include_args = p.opt_bool("includeArgs")?.unwrap_or(true);
     let commands: Vec<Value> = COMMANDS
         .iter()
-        .map(|(name, description)| {
-            json!({"name": name, "nativeName": name, "textAliases": [format!("/{name}")], "description": description,
-                   "acceptsArgs": false, "scope": "both", "category": "session"})
+        .filter(|_| scope != "native")
+        .map(|spec| {
+            let aliases: Vec<String> = std::iter::once(spec.name)
+                .chain(spec.aliases.iter().copied())
+                .map(|name| format!("/{name}"))
+                .collect();
+            let mut entry = json!({
+                "name": spec.name, "description": spec.description, "category": spec.category,
+                "source": "native", "scope": "text", "acceptsArgs": !spec.args.is_empty(),
+                "textAliases": aliases,
+            });
+            if include_args && !spec.args.is_empty() {
+                entry["args"] = command_args(spec);
+            }
+            entry
         })
         .collect();
     Ok(json!({"commands": commands}))

@@ -234,7 +234,7 @@ fn dispatch_sync(
         "device.token.revoke" => devices::revoke(state, &params).into(),
         "models.list" => catalog::models(state).into(),
         "agents.list" => catalog::agents(state).into(),
-        "commands.list" => catalog::commands().into(),
+        "commands.list" => catalog::commands(state, &params).into(),
         "memory.status" => memory::status(state, &params).into(),
         "memory.search" => memory::search(state, &params).into(),
         "exec.approval.resolve" => approvals::resolve(state, &params).into(),
