@@ -238,6 +238,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "session.maintenance.rotateBytes",
         "messages.tts",
         "tools.media",
+        "commands.native",
     ] {
         assert!(
             paths.contains(&expected),

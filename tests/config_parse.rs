@@ -398,3 +398,35 @@ fn memory_search_layers_resolve_per_agent() {
         (256, 80, 10)
     );
 }
+
+/// `commands` settings pincer cannot honour are refused by path, as not
+/// supported; the values it honours (its defaults) parse.
+#[test]
+fn unsupported_commands_settings_are_refused_by_path() {
+    for (setting, path) in [
+        ("native: \"auto\"", "commands.native"),
+        ("native: true", "commands.native"),
+        ("nativeSkills: \"auto\"", "commands.nativeSkills"),
+        ("text: false", "commands.text"),
+        ("bash: true", "commands.bash"),
+        ("bashForegroundMs: 5000", "commands.bashForegroundMs"),
+        ("config: true", "commands.config"),
+        ("debug: true", "commands.debug"),
+        ("useAccessGroups: false", "commands.useAccessGroups"),
+    ] {
+        let error = parse(&format!("{{ commands: {{ {setting} }} }}"))
+            .expect_err(setting)
+            .to_string();
+        assert!(
+            error.contains(path) && error.contains("is not supported by pincer"),
+            "{setting}: {error}"
+        );
+    }
+    let honoured = "{ commands: { native: false, nativeSkills: false, text: true, bash: false, \
+                    config: false, debug: false, useAccessGroups: true, allowFrom: { telegram: [8] } } }";
+    let config = parse(honoured).expect("supported commands settings");
+    assert_eq!(
+        config.commands.allow_from["telegram"],
+        vec!["8".to_string()]
+    );
+}

@@ -492,3 +492,45 @@ async fn a_message_whose_run_was_cut_by_sigkill_is_answered_after_the_restart() 
         "the user turn is in the prompt once: {asked}"
     );
 }
+
+/// `commands.allowFrom`: only the listed sender may run commands; a command
+/// from anyone else is dropped (no answer, nothing for the agent), while the
+/// same sender's plain messages are still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_from_senders_outside_commands_allow_from_are_dropped() {
+    let rig = Rig::new().await;
+    let mut config: Value = serde_json::from_str(
+        &rig.config(json!({ "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"] })),
+    )
+    .expect("config JSON");
+    config["commands"] = json!({ "allowFrom": { "telegram": ["8"] } });
+    let _gateway = rig.start(&config.to_string());
+
+    // Sender 7 is not listed: its /status is dropped; its next message, queued
+    // behind the command in the same session, is answered.
+    rig.provider.push_reply(text_reply("Hello Ann."));
+    rig.telegram.push_message(dm_from(7, "/status"));
+    rig.telegram.push_message(dm_from(7, "hello"));
+    eventually("the plain message answered", || {
+        !sends_to(&rig.telegram, 7).is_empty()
+    })
+    .await;
+    wait_until_nothing_in_flight(&_gateway).await;
+    let texts: Vec<String> = sends_to(&rig.telegram, 7).iter().map(text_of).collect();
+    assert_eq!(texts, vec!["Hello Ann.".to_string()], "{texts:?}");
+    assert_eq!(
+        rig.provider.requests().len(),
+        1,
+        "the command reached the agent"
+    );
+
+    // Sender 8 is listed: its /status is answered by pincer, not the agent.
+    rig.telegram.push_message(dm_from(8, "/status"));
+    eventually("/status answered for sender 8", || {
+        !sends_to(&rig.telegram, 8).is_empty()
+    })
+    .await;
+    let answer = text_of(&sends_to(&rig.telegram, 8)[0]);
+    assert!(answer.contains("Session:"), "{answer}");
+    assert_eq!(rig.provider.requests().len(), 1);
+}

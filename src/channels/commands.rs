@@ -31,6 +31,14 @@ pub(super) async fn execute(
     dest: &Destination,
     sender_id: &str,
 ) {
+    if !may_run_commands(&hub.deps, &route.channel, sender_id) {
+        log::info!(
+            "/{} from {}:{sender_id} dropped: not in commands.allowFrom",
+            command.spec.name,
+            route.channel
+        );
+        return;
+    }
     let caller = CommandCaller {
         session_key: &route.session_key,
         agent_id: &route.agent_id,
@@ -46,6 +54,24 @@ pub(super) async fn execute(
         &answer,
     )
     .await;
+}
+
+/// `commands.allowFrom`: when it lists anyone, only the senders it lists for
+/// `channel` (or under `"*"`) may run commands; a command from anyone else is
+/// dropped, as upstream does. Web chat senders are authenticated gateway
+/// operators and always may.
+pub fn may_run_commands(state: &HubDeps, channel: &str, sender_id: &str) -> bool {
+    let config = state.runtime.config();
+    let allow = &config.commands.allow_from;
+    if allow.is_empty() || channel == super::deliver::WEBCHAT {
+        return true;
+    }
+    let qualified = format!("{channel}:{sender_id}");
+    [channel, "*"]
+        .iter()
+        .filter_map(|key| allow.get(*key))
+        .flatten()
+        .any(|id| id == "*" || *id == sender_id || *id == qualified)
 }
 
 /// Whether `sender_id` on `channel` is the owner: `commands.ownerAllowFrom`

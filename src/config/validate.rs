@@ -92,13 +92,80 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Check {
     check_cron(&v, &config.cron)?;
     check_tools(&v, &config.tools)?;
     check_memory_layer(&v, config.memory.search.as_ref(), "memory.search")?;
-    v.range(
-        Some(config.commands.bash_foreground_ms),
-        0,
-        30_000,
-        "commands.bashForegroundMs",
-    )?;
+    check_commands(&v, &config.commands)?;
     check_channels(&v, &config.channels)
+}
+
+/// The `commands` settings pincer cannot honour are refused (with the value
+/// that would work): it registers no native command menus (so text commands
+/// are the only ones and cannot be turned off), has no `!`/`/bash`,
+/// `/config` or `/debug` command, and always checks the channel's access
+/// rules before a command.
+fn check_commands(v: &Validator, commands: &CommandsConfig) -> Check {
+    let unsupported = |path: &str, value: &str, why: &str| {
+        Err(v.fail(path, format!("{value} is not supported by pincer ({why})")))
+    };
+    for (path, setting) in [
+        ("commands.native", commands.native),
+        ("commands.nativeSkills", commands.native_skills),
+    ] {
+        match setting {
+            NativeSetting::Off => {}
+            NativeSetting::On => unsupported(
+                path,
+                "true",
+                "it registers no native command menus; use false",
+            )?,
+            NativeSetting::Auto => unsupported(
+                path,
+                "\"auto\"",
+                "it registers no native command menus; use false",
+            )?,
+        }
+    }
+    if !commands.text {
+        unsupported(
+            "commands.text",
+            "false",
+            "without native commands, text commands are the only commands, as on OpenClaw's surfaces without native commands",
+        )?;
+    }
+    if commands.bash {
+        unsupported(
+            "commands.bash",
+            "true",
+            "there is no `!`/`/bash` chat command",
+        )?;
+    }
+    if commands.bash_foreground_ms != DEFAULT_BASH_FOREGROUND_MS {
+        unsupported(
+            "commands.bashForegroundMs",
+            &commands.bash_foreground_ms.to_string(),
+            "there is no `!`/`/bash` chat command",
+        )?;
+    }
+    if commands.config {
+        unsupported(
+            "commands.config",
+            "true",
+            "there is no `/config` chat command",
+        )?;
+    }
+    if commands.debug {
+        unsupported(
+            "commands.debug",
+            "true",
+            "there is no `/debug` chat command",
+        )?;
+    }
+    if !commands.use_access_groups {
+        unsupported(
+            "commands.useAccessGroups",
+            "false",
+            "commands always obey the channel's dmPolicy, groupPolicy and allowlists",
+        )?;
+    }
+    Ok(())
 }
 
 fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {

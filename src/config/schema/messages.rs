@@ -147,28 +147,31 @@ pub enum OwnerDisplay {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CommandsConfig {
-    /// Register native platform commands (Telegram menu, Discord slash).
+    /// Register native platform commands (Telegram menu, Discord slash):
+    /// only `false` (pincer registers none; `true`/`"auto"` are refused).
     pub native: NativeSetting,
     pub native_skills: NativeSetting,
-    /// Parse `/commands` in message text.
+    /// Parse `/commands` in message text (only `true`: the only commands).
     pub text: bool,
-    /// Allow the `!` / `/bash` command.
+    /// Allow the `!` / `/bash` command (only `false`: pincer has none).
     pub bash: bool,
-    /// How long `/bash` waits before backgrounding (0–30000 ms).
+    /// How long `/bash` waits before backgrounding (only the default).
     pub bash_foreground_ms: u32,
-    /// Allow `/config`.
+    /// Allow `/config` (only `false`: pincer has none).
     pub config: bool,
-    /// Allow `/debug`.
+    /// Allow `/debug` (only `false`: pincer has none).
     pub debug: bool,
     /// Allow restart commands.
     pub restart: bool,
+    /// Commands obey the channel's access rules (only `true`).
     pub use_access_groups: bool,
     /// Owners, by channel-native id.
     #[serde(deserialize_with = "cde::id_list")]
     pub owner_allow_from: Vec<String>,
     pub owner_display: OwnerDisplay,
     pub owner_display_secret: Option<String>,
-    /// Channel ("*" for all) → senders allowed to use commands.
+    /// Channel ("*" for all) → senders allowed to use commands; when set, a
+    /// command from anyone else is dropped (read by `channels::commands`).
     #[serde(deserialize_with = "cde::id_list_map")]
     pub allow_from: BTreeMap<String, Vec<String>>,
 }
@@ -176,8 +179,8 @@ pub struct CommandsConfig {
 impl Default for CommandsConfig {
     fn default() -> Self {
         CommandsConfig {
-            native: NativeSetting::Auto,
-            native_skills: NativeSetting::Auto,
+            native: NativeSetting::Off,
+            native_skills: NativeSetting::Off,
             text: true,
             bash: false,
             bash_foreground_ms: DEFAULT_BASH_FOREGROUND_MS,
@@ -271,13 +274,14 @@ mod tests {
     #[test]
     fn commands_defaults_and_native_forms() {
         let commands = CommandsConfig::default();
-        assert_eq!(commands.native, NativeSetting::Auto);
+        // Pincer registers no native command menus: off unless asked (and then refused).
+        assert_eq!(commands.native, NativeSetting::Off);
         assert!(commands.text && commands.restart && !commands.bash);
         let commands: CommandsConfig = serde_json::from_str(
-            r#"{"native":false,"ownerAllowFrom":[12345],"allowFrom":{"*":["a",7]}}"#,
+            r#"{"native":"auto","ownerAllowFrom":[12345],"allowFrom":{"*":["a",7]}}"#,
         )
         .expect("commands");
-        assert_eq!(commands.native, NativeSetting::Off);
+        assert_eq!(commands.native, NativeSetting::Auto);
         assert_eq!(commands.owner_allow_from, vec!["12345".to_string()]);
         assert_eq!(
             commands.allow_from["*"],
