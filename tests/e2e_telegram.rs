@@ -534,3 +534,59 @@ async fn commands_from_senders_outside_commands_allow_from_are_dropped() {
     assert!(answer.contains("Session:"), "{answer}");
     assert_eq!(rig.provider.requests().len(), 1);
 }
+
+fn read_call(id: &str) -> FakeReply {
+    FakeReply::ToolCalls {
+        calls: vec![(
+            id.to_string(),
+            "read".to_string(),
+            json!({"path": "notes/todo.md"}).to_string(),
+        )],
+    }
+}
+
+/// `/verbose` in a chat: while on, each tool call is announced in the chat
+/// before the answer; `/verbose` again turns it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_announces_tool_calls_in_the_chat_until_turned_off() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({ "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"] }));
+    let gateway = rig.start(&config);
+    let notes = gateway.data_dir().join("workspace/notes");
+    std::fs::create_dir_all(&notes).expect("workspace");
+    std::fs::write(notes.join("todo.md"), "buy milk\n").expect("todo");
+    let texts = |telegram: &FakeTelegram| -> Vec<String> {
+        sends_to(telegram, 7).iter().map(text_of).collect()
+    };
+
+    rig.telegram.push_message(dm("/verbose"));
+    eventually("/verbose answered", || texts(&rig.telegram).len() == 1).await;
+    assert!(
+        texts(&rig.telegram)[0].contains("on"),
+        "{:?}",
+        texts(&rig.telegram)
+    );
+
+    rig.provider.push_reply(read_call("c1"));
+    rig.provider.push_reply(text_reply("You need milk."));
+    rig.telegram.push_message(dm("what is on my list?"));
+    eventually("the answer", || texts(&rig.telegram).len() >= 3).await;
+    let sent = texts(&rig.telegram);
+    assert_eq!(sent[1], "🔧 read: notes/todo.md", "{sent:?}");
+    assert_eq!(sent[2], "You need milk.", "{sent:?}");
+
+    rig.telegram.push_message(dm("/verbose"));
+    eventually("/verbose off answered", || texts(&rig.telegram).len() == 4).await;
+    assert!(
+        texts(&rig.telegram)[3].contains("off"),
+        "{:?}",
+        texts(&rig.telegram)
+    );
+    rig.provider.push_reply(read_call("c2"));
+    rig.provider.push_reply(text_reply("Still milk."));
+    rig.telegram.push_message(dm("and now?"));
+    eventually("the second answer", || texts(&rig.telegram).len() >= 5).await;
+    wait_until_nothing_in_flight(&gateway).await;
+    let sent = texts(&rig.telegram);
+    assert_eq!(sent[4..], ["Still milk.".to_string()], "{sent:?}");
+}

@@ -173,6 +173,7 @@ pub fn enqueue_announcement(
             settings: ChannelSettings::resolve(&config, &d.channel, &target.account_id),
             target,
             session_key: session_key.to_string(),
+            verbose: super::stream::ToolVerbosity::Off,
         })
     });
     let channel = match &reply {

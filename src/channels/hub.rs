@@ -176,6 +176,17 @@ impl ChannelHub {
         }
     }
 
+    /// The session's `/verbose` level (off when it has none or the store fails).
+    fn verbosity(&self, session_key: &str) -> super::stream::ToolVerbosity {
+        let store = &self.deps.runtime.store;
+        let level = store
+            .run_blocking(|| store.session(session_key))
+            .ok()
+            .flatten()
+            .and_then(|entry| entry.verbose_level);
+        super::stream::ToolVerbosity::from_level(level.as_deref())
+    }
+
     /// Deliveries that finally failed, oldest first.
     pub fn delivery_failures(&self) -> Vec<DeliveryFailure> {
         self.failures.lock().iter().cloned().collect()
@@ -229,6 +240,7 @@ impl ChannelHub {
                 target,
                 settings,
                 session_key: route.session_key.clone(),
+                verbose: self.verbosity(&route.session_key),
             }),
             requester: None,
             idempotency_key: None,

@@ -54,6 +54,81 @@ pub struct ReplyRoute {
     pub target: OutboundTarget,
     pub settings: ChannelSettings,
     pub session_key: String,
+    /// The session's `/verbose` level when the run started.
+    pub verbose: ToolVerbosity,
+}
+
+/// `/verbose` (a session's `verboseLevel`): tool summaries in the chat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolVerbosity {
+    /// Tool calls stay out of the chat.
+    #[default]
+    Off,
+    /// Each tool call is announced as its own message when it starts.
+    On,
+    /// As `On`, and each result follows (cut to [`TOOL_RESULT_PREVIEW_CHARS`]).
+    Full,
+}
+
+impl ToolVerbosity {
+    /// From a session's `verboseLevel` ("off", "on", "full").
+    pub fn from_level(level: Option<&str>) -> ToolVerbosity {
+        match level {
+            Some("on") => ToolVerbosity::On,
+            Some("full") => ToolVerbosity::Full,
+            _ => ToolVerbosity::Off,
+        }
+    }
+}
+
+/// Characters of a tool argument shown in a `/verbose` summary.
+pub const TOOL_ARG_PREVIEW_CHARS: usize = 80;
+/// Characters of a tool result shown with `/verbose full`.
+pub const TOOL_RESULT_PREVIEW_CHARS: usize = 300;
+
+/// The argument that says what a call does (a path, a command, a query, a URL…).
+fn tool_subject(args: &serde_json::Value) -> Option<String> {
+    const KEYS: [&str; 7] = [
+        "path",
+        "command",
+        "query",
+        "url",
+        "sessionKey",
+        "message",
+        "action",
+    ];
+    let text = KEYS
+        .iter()
+        .find_map(|key| args.get(*key).and_then(serde_json::Value::as_str))?;
+    let line = text.lines().next().unwrap_or_default();
+    Some(clip(line, TOOL_ARG_PREVIEW_CHARS))
+}
+
+/// The `/verbose` message for a tool event, if the level shows it.
+fn tool_summary(
+    verbosity: ToolVerbosity,
+    phase: &str,
+    name: &str,
+    args: &serde_json::Value,
+    result: Option<&String>,
+    is_error: bool,
+) -> Option<String> {
+    match (verbosity, phase) {
+        (ToolVerbosity::Off, _) => None,
+        (_, "start") => Some(match tool_subject(args) {
+            Some(subject) => format!("🔧 {name}: {subject}"),
+            None => format!("🔧 {name}"),
+        }),
+        (ToolVerbosity::Full, "result") => {
+            let mark = if is_error { "⚠️" } else { "↳" };
+            let text = result.map_or("", String::as_str);
+            Some(format!(
+                "{mark} {name}: {}",
+                clip(text.trim(), TOOL_RESULT_PREVIEW_CHARS)
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What happened to one run's replies.
@@ -228,10 +303,26 @@ async fn stream_blocks(
             RunEvent::Tool {
                 phase,
                 name,
+                args,
                 result,
                 is_error,
                 ..
-            } => summary.note_tool(phase, &name, result.as_ref(), is_error),
+            } => {
+                summary.note_tool(phase, &name, result.as_ref(), is_error);
+                let shown = tool_summary(
+                    route.verbose,
+                    phase,
+                    &name,
+                    &args,
+                    result.as_ref(),
+                    is_error,
+                );
+                if let Some(text) = shown {
+                    dispatcher
+                        .enqueue(ReplyKind::Tool, ReplyPayload::text(text))
+                        .await;
+                }
+            }
             RunEvent::Finished(outcome) => {
                 summary.outcome = Some(*outcome);
                 break;
@@ -342,11 +433,25 @@ async fn stream_preview(
             RunEvent::Tool {
                 phase,
                 name,
+                args,
                 result,
                 is_error,
                 ..
             } => {
                 summary.note_tool(phase, &name, result.as_ref(), is_error);
+                let shown = tool_summary(
+                    route.verbose,
+                    phase,
+                    &name,
+                    &args,
+                    result.as_ref(),
+                    is_error,
+                );
+                if let Some(text) = shown {
+                    dispatcher
+                        .enqueue(ReplyKind::Tool, ReplyPayload::text(text))
+                        .await;
+                }
                 if mode == StreamingMode::Progress && phase == "start" {
                     tools.push(name);
                     text_tx.send_replace(format!("{PROGRESS_PREVIEW_TEXT} ({})", tools.join(", ")));
@@ -495,5 +600,41 @@ async fn finish_preview(
         dispatcher
             .enqueue(ReplyKind::Final, ReplyPayload::text(piece))
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn verbose_levels_show_calls_and_full_shows_results() {
+        let args = json!({"command": "ls -la\nrm -rf /"});
+        let result = "a\nb".to_string();
+        let show = |level, phase| tool_summary(level, phase, "exec", &args, Some(&result), false);
+        assert_eq!(show(ToolVerbosity::Off, "start"), None);
+        assert_eq!(
+            show(ToolVerbosity::On, "start").as_deref(),
+            Some("🔧 exec: ls -la")
+        );
+        assert_eq!(show(ToolVerbosity::On, "result"), None);
+        assert_eq!(
+            show(ToolVerbosity::Full, "result").as_deref(),
+            Some("↳ exec: a\nb")
+        );
+        let long = "x".repeat(TOOL_RESULT_PREVIEW_CHARS * 2);
+        let cut = tool_summary(
+            ToolVerbosity::Full,
+            "result",
+            "read",
+            &json!({}),
+            Some(&long),
+            true,
+        )
+        .expect("shown");
+        assert!(cut.starts_with("⚠️ read: ") && cut.ends_with('…'), "{cut}");
+        assert_eq!(ToolVerbosity::from_level(Some("full")), ToolVerbosity::Full);
+        assert_eq!(ToolVerbosity::from_level(None), ToolVerbosity::Off);
     }
 }
