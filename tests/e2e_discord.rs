@@ -21,6 +21,8 @@ use std::time::Duration;
 use fake_discord::{FakeDiscord, RestReply, RestRequest, BOT_USER_ID, TOKEN};
 use fake_openai::{FakeOpenAi, FakeReply};
 use gateway::GatewayProcess;
+use pincer::channels::inbox;
+use pincer::store::{Store, StoreOptions};
 use serde_json::{json, Value};
 
 /// Hang guard for waits (never a timing claim).
@@ -313,4 +315,143 @@ async fn attachment_over_the_cap_reaches_the_model_as_a_note_without_download() 
     );
     assert!(!asked.contains("[media attached"), "{asked}");
     assert_eq!(rig.discord.file_fetches("big.pdf"), 0);
+}
+
+/// Waits until the gateway's durable inbox is empty: every message it
+/// accepted has been answered (or needed no answer).
+async fn wait_until_nothing_in_flight(gateway: &GatewayProcess) {
+    let store = Store::open(&gateway.data_dir().join("store"), StoreOptions::default())
+        .expect("open the gateway's store");
+    eventually("the gateway's inbox empty", || {
+        store
+            .meta_with_prefix(inbox::RECORD_PREFIX, 1)
+            .expect("read the inbox")
+            .is_empty()
+    })
+    .await;
+}
+
+/// A guild message in `channel` of guild 77 by `author` with `roles`.
+fn member_message(id: &str, channel: &str, author: &str, roles: &[&str], content: &str) -> Value {
+    let mut message = guild_message(id, content, false);
+    message["channel_id"] = json!(channel);
+    message["author"]["id"] = json!(author);
+    message["member"]["roles"] = json!(roles);
+    message
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guild_channel_users_roles_enabled_and_require_mention_are_enforced() {
+    let rig = Rig::start(json!({ "guilds": { "77": {
+        "requireMention": false,
+        "roles": ["r-crew"],
+        "channels": {
+            "500": {},
+            "501": { "users": ["43"], "roles": ["r-admin"] },
+            "502": { "enabled": false },
+            "503": { "requireMention": true },
+        },
+    } } }))
+    .await;
+    let send = |m: Value| rig.discord.dispatch("MESSAGE_CREATE", m);
+    send(member_message("1", "500", "42", &[], "no crew role"));
+    send(member_message(
+        "2",
+        "501",
+        "42",
+        &["r-crew"],
+        "not this channel's user or role",
+    ));
+    send(member_message(
+        "3",
+        "502",
+        "42",
+        &["r-crew"],
+        "channel switched off",
+    ));
+    send(member_message(
+        "4",
+        "503",
+        "42",
+        &["r-crew"],
+        "no mention here",
+    ));
+    send(member_message(
+        "5",
+        "504",
+        "42",
+        &["r-crew"],
+        "channel not listed",
+    ));
+    rig.provider.push_reply(text_reply("Crew answer."));
+    send(member_message(
+        "6",
+        "500",
+        "42",
+        &["r-crew"],
+        "crew member asks",
+    ));
+    rig.wait_for_sends(1).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    let paths: Vec<String> = rig.sends().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths.len(), 1, "{paths:?}");
+    assert!(paths[0].ends_with("/channels/500/messages"), "{paths:?}");
+    assert_eq!(content(&rig.sends()[0]), "Crew answer.");
+    assert_eq!(rig.provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_streaming_is_off_by_default_one_message_no_edits() {
+    let rig = Rig::start(json!({ "streaming": null })).await;
+    let pieces: Vec<String> = (0..8)
+        .map(|i| format!("Sentence {i} of a slowly written answer. "))
+        .collect();
+    let answer = pieces.concat();
+    rig.provider.push_reply(FakeReply::Text {
+        chunks: pieces,
+        delay_ms: 150,
+    });
+    rig.discord
+        .dispatch("MESSAGE_CREATE", dm("1", "take your time"));
+    let sent = rig.wait_for_sends(1).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    assert_eq!(squash(&content(&sent[0])), squash(&answer));
+    assert_eq!(rig.sends().len(), 1);
+    let edits = rig
+        .discord
+        .rest_requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    assert_eq!(edits, 0, "no preview edits unless streaming is enabled");
+}
+
+fn reference(request: &RestRequest) -> Option<String> {
+    request.body["message_reference"]["message_id"]
+        .as_str()
+        .map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guild_answers_reference_nothing_by_default_and_the_first_message_under_first() {
+    let rig = Rig::start(json!({})).await;
+    rig.provider.push_reply(text_reply("Plain answer."));
+    let mention = format!("<@{BOT_USER_ID}> a question");
+    rig.discord
+        .dispatch("MESSAGE_CREATE", guild_message("31", &mention, true));
+    let sent = rig.wait_for_sends(1).await;
+    assert_eq!(reference(&sent[0]), None, "{}", sent[0].body);
+
+    let rig = Rig::start(json!({ "replyToMode": "first" })).await;
+    let answer: String = (0..40)
+        .map(|i| format!("Line {i:02} of the answer.\n"))
+        .collect();
+    rig.provider.push_reply(text_reply(&answer));
+    rig.discord
+        .dispatch("MESSAGE_CREATE", guild_message("32", &mention, true));
+    rig.wait_for_sends(3).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    let refs: Vec<Option<String>> = rig.sends().iter().map(reference).collect();
+    assert_eq!(refs[0].as_deref(), Some("32"), "{refs:?}");
+    assert!(refs[1..].iter().all(Option::is_none), "{refs:?}");
 }

@@ -426,3 +426,105 @@ async fn http_mode_answers_a_retried_event_once() {
         "{last_user}"
     );
 }
+
+/// Waits until the gateway's durable inbox is empty: every message it
+/// accepted has been answered (or needed no answer).
+async fn wait_until_nothing_in_flight(gateway: &GatewayProcess) {
+    let store = pincer::store::Store::open(
+        &gateway.data_dir().join("store"),
+        pincer::store::StoreOptions::default(),
+    )
+    .expect("open the gateway's store");
+    eventually("the gateway's inbox empty", || {
+        store
+            .meta_with_prefix(pincer::channels::inbox::RECORD_PREFIX, 1)
+            .expect("read the inbox")
+            .is_empty()
+    })
+    .await;
+}
+
+fn message_from(user: &str, channel: &str, text: &str, ts: &str) -> Value {
+    let mut event = message(channel, "channel", text, ts);
+    event["user"] = json!(user);
+    event
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_users_enabled_and_require_mention_are_enforced_per_channel() {
+    let rig = Rig::start(json!({ "channels": {
+        "C1": { "requireMention": false, "users": ["U1"] },
+        "C2": { "enabled": false, "requireMention": false },
+        "C3": {},
+    } }))
+    .await;
+    rig.slack.send_event(message_from(
+        "U42",
+        "C1",
+        "not on the channel's list",
+        "1700000001.000100",
+    ));
+    rig.slack.send_event(message_from(
+        "U1",
+        "C2",
+        "channel switched off",
+        "1700000002.000100",
+    ));
+    rig.slack.send_event(message_from(
+        "U1",
+        "C3",
+        "no mention here",
+        "1700000003.000100",
+    ));
+    rig.provider.push_reply(text_reply("Answer for U1."));
+    rig.slack.send_event(message_from(
+        "U1",
+        "C1",
+        "listed user asks",
+        "1700000004.000100",
+    ));
+    rig.wait_for_posts(1).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    let channels: Vec<Value> = rig
+        .posts()
+        .iter()
+        .map(|p| p.body["channel"].clone())
+        .collect();
+    assert_eq!(channels, vec![json!("C1")]);
+    assert_eq!(rig.provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_to_mode_first_threads_the_first_post_under_the_message() {
+    let rig = Rig::start(json!({
+        "replyToMode": "first",
+        "channels": { "C1": { "requireMention": false } },
+    }))
+    .await;
+    let answer = (0..900)
+        .map(|i| format!("w{i:03}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+        + " "
+        + &(0..1200)
+            .map(|i| format!("x{i:03}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+    assert!(answer.chars().count() > 8000);
+    rig.provider.push_reply(text_reply(&answer));
+    rig.slack.send_event(message_from(
+        "U42",
+        "C1",
+        "write a lot",
+        "1700000010.000100",
+    ));
+    rig.wait_for_posts(2).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    let threads: Vec<Value> = rig
+        .posts()
+        .iter()
+        .map(|p| p.body["thread_ts"].clone())
+        .collect();
+    assert_eq!(threads[0], json!("1700000010.000100"), "{threads:?}");
+    assert!(threads[1..].iter().all(Value::is_null), "{threads:?}");
+}

@@ -590,3 +590,189 @@ async fn verbose_announces_tool_calls_in_the_chat_until_turned_off() {
     let sent = texts(&rig.telegram);
     assert_eq!(sent[4..], ["Still milk.".to_string()], "{sent:?}");
 }
+
+/// A message in group `chat` from user `from`, in forum topic `topic` when given.
+fn group_text(chat: i64, from: i64, text: &str, topic: Option<i64>) -> Value {
+    let entities = if text.starts_with('@') {
+        mention_entities()
+    } else {
+        json!([])
+    };
+    let mut message = group_message(text, entities);
+    message["chat"]["id"] = json!(chat);
+    message["from"]["id"] = json!(from);
+    if let Some(topic) = topic {
+        message["chat"]["is_forum"] = json!(true);
+        message["message_thread_id"] = json!(topic);
+        message["is_topic_message"] = json!(true);
+    }
+    message
+}
+
+/// The chats the gateway sent messages to, in order.
+fn sent_chats(telegram: &FakeTelegram) -> Vec<i64> {
+    telegram
+        .calls_of("sendMessage")
+        .iter()
+        .map(chat_of)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_group_entry_gates_its_own_messages_enabled_allow_from_and_require_mention() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "streaming": "off",
+        "groups": {
+            "-100500": { "requireMention": false, "allowFrom": [7] },
+            "-100600": { "enabled": false, "requireMention": false },
+            "-100700": {},
+        },
+    }));
+    let gateway = rig.start(&config);
+
+    rig.telegram.push_message(group_text(
+        -100500,
+        8,
+        "Bob is not on this group's list",
+        None,
+    ));
+    rig.telegram
+        .push_message(group_text(-100600, 7, "this group is switched off", None));
+    rig.telegram.push_message(group_text(
+        -100700,
+        7,
+        "nobody mentioned the bot here",
+        None,
+    ));
+    rig.provider.push_reply(text_reply("Answer for Ann."));
+    rig.telegram
+        .push_message(group_text(-100500, 7, "Ann asks without a mention", None));
+    rig.telegram.wait_for_calls("sendMessage", 1).await;
+    // Every message accepted before the barrier was decided and its run (if any) ended.
+    wait_until_nothing_in_flight(&gateway).await;
+    assert_eq!(sent_chats(&rig.telegram), vec![-100500]);
+    assert_eq!(
+        text_of(&rig.telegram.calls_of("sendMessage")[0]),
+        "Answer for Ann."
+    );
+    assert_eq!(
+        rig.provider.requests().len(),
+        1,
+        "only Ann's message reaches the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forum_topics_and_the_wildcard_group_entry_resolve_like_upstream() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "streaming": "off",
+        "groups": {
+            "*": { "requireMention": false },
+            "-100700": { "requireMention": true },
+            "-100800": { "topics": {
+                "5": { "enabled": false },
+                "6": { "allowFrom": [8], "requireMention": true },
+            } },
+        },
+    }));
+    let gateway = rig.start(&config);
+
+    let mention = format!("@{BOT_USERNAME} are you there?");
+    rig.telegram.push_message(group_text(
+        -100700,
+        7,
+        "its own entry wants a mention",
+        None,
+    ));
+    rig.telegram
+        .push_message(group_text(-100800, 7, "topic five is off", Some(5)));
+    rig.telegram
+        .push_message(group_text(-100800, 7, &mention, Some(6)));
+    rig.telegram
+        .push_message(group_text(-100800, 8, "topic six wants a mention", Some(6)));
+    rig.provider
+        .push_reply(text_reply("Only the wildcard group."));
+    rig.telegram
+        .push_message(group_text(-100900, 7, "any group under the wildcard", None));
+    rig.telegram.wait_for_calls("sendMessage", 1).await;
+    wait_until_nothing_in_flight(&gateway).await;
+    assert_eq!(sent_chats(&rig.telegram), vec![-100900]);
+    assert_eq!(rig.provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_arrives_as_one_message_when_block_streaming_is_not_enabled() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({ "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"] }));
+    let _gateway = rig.start(&config);
+    // Three paragraphs written more than the coalescer's idle second
+    // apart: block streaming would send each as its own message.
+    let paragraphs: Vec<String> = (0..3)
+        .map(|i| format!("Paragraph {i}: {}\n\n", "words of the answer ".repeat(45)))
+        .collect();
+    let answer = paragraphs.concat();
+    assert!(answer.chars().count() < TELEGRAM_CHUNK_CHARS);
+    rig.provider.push_reply(FakeReply::Text {
+        chunks: paragraphs,
+        delay_ms: 1_300,
+    });
+    rig.telegram.push_message(dm("tell me everything"));
+    let sent = rig.telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(
+        squash(&text_of(&sent[0])),
+        squash(&answer),
+        "the whole answer at once"
+    );
+    assert_eq!(rig.telegram.calls_of("sendMessage").len(), 1);
+    assert!(rig.telegram.calls_of("editMessageText").is_empty());
+}
+
+/// The message id a sent message quotes (`reply_parameters.message_id`).
+fn quoted_id(call: &RecordedCall) -> Option<i64> {
+    call.body["reply_parameters"]["message_id"]
+        .as_i64()
+        .or_else(|| call.body["reply_to_message_id"].as_i64())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_answers_quote_nothing_by_default() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "streaming": "off",
+        "groups": { "-100500": { "requireMention": false } },
+    }));
+    let _gateway = rig.start(&config);
+    rig.provider.push_reply(text_reply("Unquoted answer."));
+    let mut message = group_text(-100500, 7, "a question", None);
+    message["message_id"] = json!(900);
+    rig.telegram.push_message(message);
+    let sent = rig.telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(quoted_id(&sent[0]), None, "{}", sent[0].body);
+}
+
+/// Runs a DM (message id 901) answered by `long_answer()` under `mode`;
+/// returns the sends.
+async fn long_answer_under_reply_to_mode(mode: &str) -> Vec<RecordedCall> {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "streaming": "off", "dmPolicy": "open", "allowFrom": ["*"], "replyToMode": mode,
+    }));
+    let _gateway = rig.start(&config);
+    rig.provider.push_reply(text_reply(&long_answer()));
+    let mut message = dm("write a lot");
+    message["message_id"] = json!(901);
+    rig.telegram.push_message(message);
+    rig.telegram.wait_for_calls("sendMessage", 3).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_to_mode_first_quotes_the_first_message_and_all_quotes_every_one() {
+    let first = long_answer_under_reply_to_mode("first").await;
+    let quoted: Vec<Option<i64>> = first.iter().map(quoted_id).collect();
+    assert_eq!(quoted, vec![Some(901), None, None]);
+    let all = long_answer_under_reply_to_mode("all").await;
+    let quoted: Vec<Option<i64>> = all.iter().map(quoted_id).collect();
+    assert_eq!(quoted, vec![Some(901), Some(901), Some(901)]);
+}

@@ -174,6 +174,7 @@ pub fn enqueue_announcement(
             target,
             session_key: session_key.to_string(),
             verbose: super::stream::ToolVerbosity::Off,
+            quote: Arc::new(super::outbound::ReplyQuote::none()),
         })
     });
     let channel = match &reply {

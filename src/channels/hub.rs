@@ -25,6 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::agent::{AgentRuntime, SubagentRegistry, DEFAULT_RUN_TIMEOUT_MS};
+use crate::config::schema::common::ReplyToMode;
 use crate::config::Config;
 use crate::pipeline::commands::CommandInvocation;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
@@ -32,7 +33,7 @@ use crate::queue::{CommandQueue, EnqueueOutcome, LaneKind, QueueSettings, Queued
 use crate::routing::{Route, Router};
 use crate::system::clock::now_ms;
 
-use super::outbound::{self, DeliveryError};
+use super::outbound::{self, DeliveryError, ReplyQuote};
 use super::registry::ChannelRegistry;
 use super::settings::ChannelSettings;
 use super::stream::{DeliveryReport, ReplyRoute};
@@ -221,12 +222,16 @@ impl ChannelHub {
         dest: Destination,
     ) -> EnqueueOutcome {
         let Destination {
-            target,
+            mut target,
             settings,
             adapter,
             inbox,
+            message_id,
             ..
         } = dest;
+        // The run's messages quote the inbound one as replyToMode says.
+        target.reply_to_message_id = None;
+        let quote = Arc::new(ReplyQuote::new(settings.reply_to_mode, message_id));
         let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
             .map(|typing| TypingGuard::start(Arc::new(typing)));
         let run_id = super::inbox::run_id_for(&route.channel, &route.session_key, &inbox);
@@ -241,6 +246,7 @@ impl ChannelHub {
                 settings,
                 session_key: route.session_key.clone(),
                 verbose: self.verbosity(&route.session_key),
+                quote,
             }),
             requester: None,
             idempotency_key: None,
@@ -360,9 +366,17 @@ impl ChannelHub {
         let Some(adapter) = self.deps.channels.get(&event.channel) else {
             return Err(InboundError::NoAdapter(event.channel));
         };
-        let settings = ChannelSettings::resolve(&config, &event.channel, &event.account_id);
-        let target = event.reply_target();
-        let is_group = target.reply_to_message_id.is_some() || event.message.group_id.is_some();
+        let settings = ChannelSettings::for_event(&config, &event);
+        let mut target = event.reply_target();
+        // Notices and command answers are single messages: quoted unless off.
+        if settings.reply_to_mode != ReplyToMode::Off {
+            target.reply_to_message_id = event.message.message_id.clone();
+        }
+        let is_group = event.message.group_id.is_some()
+            || event
+                .message
+                .chat_type
+                .is_some_and(crate::pipeline::context::ChatType::is_group);
         let route = self.router.resolve(&event.route);
         let (mut broadcast, _strategy) = self.router.resolve_all(&event.route);
         broadcast.retain(|r| r.session_key != route.session_key);

@@ -22,6 +22,7 @@ pub mod account;
 pub mod commands;
 pub mod deliver;
 pub mod discord;
+pub mod group_scope;
 pub mod http_routes;
 pub mod hub;
 pub mod inbox;
@@ -135,7 +136,8 @@ pub struct InboundEvent {
 impl InboundEvent {
     /// Where a reply to this event goes: the conversation id the adapter set
     /// (`conversation_id`), else the routing peer, else `to`; the same
-    /// thread; group replies quote the message they answer.
+    /// thread. Quoting the message answered is `replyToMode`'s decision
+    /// (the hub's), so the target quotes nothing.
     pub fn reply_target(&self) -> OutboundTarget {
         let message = &self.message;
         let to = message
@@ -143,19 +145,11 @@ impl InboundEvent {
             .clone()
             .or_else(|| self.route.peer.as_ref().map(|p| p.id.clone()))
             .unwrap_or_else(|| message.to.clone());
-        let is_group = message.group_id.is_some()
-            || message
-                .chat_type
-                .is_some_and(crate::pipeline::context::ChatType::is_group);
         OutboundTarget {
             account_id: self.account_id.clone(),
             to,
             thread_id: message.thread_id.clone(),
-            reply_to_message_id: if is_group {
-                message.message_id.clone()
-            } else {
-                None
-            },
+            reply_to_message_id: None,
         }
     }
 }

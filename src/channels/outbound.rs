@@ -7,17 +7,19 @@
 //! `RateLimited` answer waits the `retry_after` the platform asked for;
 //! `Permanent` and `NoAccount` are never retried). Total time per call is
 //! bounded by `attempts × max_delay_ms`, so a failing delivery can never hold
-//! a session lane forever.
+//! a session lane forever. Which messages of an answer quote the inbound
+//! message (`replyToMode`) is a [`ReplyQuote`].
 //!
 //! This file sends through the `Channel` trait only: it must not know a
 //! platform's API, and it must not decide what to send (that is `reply/`).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rand::Rng;
 
-use crate::config::schema::common::RetryConfig;
+use crate::config::schema::common::{ReplyToMode, RetryConfig};
 use crate::reply::chunk_text;
 use crate::reply::fences::parse_fence_spans;
 use crate::system::backoff::{Backoff, Jitter};
@@ -227,6 +229,47 @@ fn paragraph_break_end(bytes: &[u8], newline: usize) -> Option<usize> {
     Some(at)
 }
 
+/// Which messages of one answer quote the message it answers
+/// (`replyToMode`): none (`off`), the first (`first`; `batched` likewise),
+/// or every one (`all`). Slack threads under the message instead.
+#[derive(Debug)]
+pub struct ReplyQuote {
+    mode: ReplyToMode,
+    message_id: Option<String>,
+    quoted: AtomicBool,
+}
+
+impl ReplyQuote {
+    /// Quotes `message_id` (when known) as `mode` says.
+    pub fn new(mode: ReplyToMode, message_id: Option<String>) -> ReplyQuote {
+        ReplyQuote {
+            mode,
+            message_id,
+            quoted: AtomicBool::new(false),
+        }
+    }
+
+    /// Quotes nothing (answers that answer no message).
+    pub fn none() -> ReplyQuote {
+        ReplyQuote::new(ReplyToMode::Off, None)
+    }
+
+    /// The target of the next message: `target`, quoting the message when
+    /// the mode wants it for this one.
+    pub fn next_target(&self, target: &OutboundTarget) -> OutboundTarget {
+        let quote = match self.mode {
+            ReplyToMode::Off => false,
+            ReplyToMode::All => true,
+            ReplyToMode::First | ReplyToMode::Batched => !self.quoted.swap(true, Ordering::SeqCst),
+        };
+        let mut next = target.clone();
+        if quote && self.message_id.is_some() {
+            next.reply_to_message_id = self.message_id.clone();
+        }
+        next
+    }
+}
+
 /// Sends `text` as as many messages as the limits require, each with retries.
 /// Stops at the first piece that finally fails.
 pub async fn send_text(
@@ -237,10 +280,25 @@ pub async fn send_text(
     policy: RetryPolicy,
     limits: TextLimits,
 ) -> Result<Vec<SentMessage>, DeliveryError> {
+    let quote = ReplyQuote::new(ReplyToMode::All, target.reply_to_message_id.clone());
+    send_quoting(channel, target, &quote, text, format, policy, limits).await
+}
+
+/// As [`send_text`], each piece's quote decided by `quote`.
+pub async fn send_quoting(
+    channel: &dyn Channel,
+    target: &OutboundTarget,
+    quote: &ReplyQuote,
+    text: &str,
+    format: TextFormat,
+    policy: RetryPolicy,
+    limits: TextLimits,
+) -> Result<Vec<SentMessage>, DeliveryError> {
     let mut sent = Vec::new();
     for piece in split_for_limits(text, limits) {
+        let piece_target = quote.next_target(target);
         let message = with_retry(policy, channel.id(), || {
-            channel.send_text(target, &piece, format)
+            channel.send_text(&piece_target, &piece, format)
         })
         .await?;
         sent.push(message);

@@ -5,13 +5,15 @@
 //! preview mode, retry policy, and the agent-level block streaming, coalescing
 //! and human-delay keys. Each platform keeps its keys in its own config type,
 //! so this is the one place that reads `channels.<id>` by name; the hub and
-//! the reply path only see the resolved [`ChannelSettings`].
+//! the reply path only see the resolved [`ChannelSettings`]. What a
+//! message's own group entry adds is in `group_scope.rs`.
 //!
 //! Pure config reading: nothing here sends, waits or touches the store.
 
-use crate::config::schema::channels::StreamingMode;
+use crate::config::schema::channels::{StreamingConfig, StreamingMode};
 use crate::config::schema::common::{
-    BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, DmPolicy, GroupPolicy, HumanDelayConfig,
+    BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, DmPolicy, GroupPolicy,
+    HumanDelayConfig, ReplyToMode,
 };
 use crate::config::schema::messages::AckReactionScope;
 use crate::config::Config;
@@ -36,6 +38,13 @@ pub struct ChannelSettings {
     /// `streaming.chunkMode` / `chunkMode` (length unless configured).
     pub chunk_mode: ChunkMode,
     pub streaming: StreamingMode,
+    /// Block streaming: blocks sent as the reply is written (the account's
+    /// `streaming.block.enabled`, else `agents.defaults.blockStreamingDefault`
+    /// "on"); off, the reply goes out whole when the run ends.
+    pub block_streaming: bool,
+    /// Which outgoing messages quote (Slack: thread under) the inbound
+    /// message (`replyToMode`, off unless configured, as upstream).
+    pub reply_to_mode: ReplyToMode,
     pub preview_throttle_ms: u64,
     pub retry: RetryPolicy,
     pub block_chunk: Option<BlockStreamingChunk>,
@@ -78,6 +87,8 @@ impl ChannelSettings {
             max_lines_per_message: None,
             chunk_mode: ChunkMode::Length,
             streaming: StreamingMode::Off,
+            block_streaming: defaults.block_streaming_default.as_deref() == Some("on"),
+            reply_to_mode: ReplyToMode::Off,
             preview_throttle_ms: DEFAULT_PREVIEW_THROTTLE_MS,
             retry: RetryPolicy::for_channel(channel),
             block_chunk: defaults.block_streaming_chunk.clone(),
@@ -142,12 +153,11 @@ impl ChannelSettings {
         access.group_allow_from = account.group_allow_from.clone().unwrap_or_default();
         access.group_policy = account.effective_group_policy();
         access.allowed_groups = groups.keys().cloned().collect();
-        // A group (or the "*" entry) with requireMention false answers everything.
-        let mention_off = groups.values().any(|g| g.require_mention == Some(false));
-        access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
+        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
+        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
         self.retry = RetryPolicy::from_config(&account.effective_retry());
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
@@ -175,15 +185,12 @@ impl ChannelSettings {
             .as_ref()
             .map(|g| g.keys().cloned().collect())
             .unwrap_or_default();
-        // As Telegram's groups: a guild with requireMention false answers everything.
-        let guilds = account.guilds.as_ref();
-        let mention_off =
-            guilds.is_some_and(|g| g.values().any(|g| g.require_mention == Some(false)));
-        access.activation = activation(mention_off);
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.max_lines_per_message = Some(account.effective_max_lines_per_message() as usize);
         self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
+        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
+        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
         }
@@ -216,18 +223,35 @@ impl ChannelSettings {
             .as_ref()
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default();
-        let channels = account.channels.as_ref();
-        let mention_off = account.require_mention == Some(false)
-            || channels.is_some_and(|c| c.values().any(|c| c.require_mention == Some(false)));
-        access.activation = activation(mention_off);
+        access.activation = activation(account.require_mention.unwrap_or(true));
         self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
         self.chunk_mode = account.effective_chunk_mode();
         self.streaming = account.effective_streaming_mode();
+        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
+        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
         if account.ack_reaction.is_some() {
             self.ack_reaction = account.ack_reaction.clone();
         }
         if let Some(limit) = account.history_limit {
             self.group_history_limit = limit as usize;
+        }
+    }
+
+    /// The account's `streaming.block.enabled` over the agents' default,
+    /// and its `streaming.block.coalesce` over `blockStreamingCoalesce`.
+    fn apply_block_streaming(
+        &mut self,
+        enabled: Option<bool>,
+        streaming: Option<&StreamingConfig>,
+    ) {
+        if let Some(enabled) = enabled {
+            self.block_streaming = enabled;
+        }
+        let coalesce = streaming
+            .and_then(|s| s.block.as_ref())
+            .and_then(|b| b.coalesce.clone());
+        if coalesce.is_some() {
+            self.block_coalesce = coalesce;
         }
     }
 
@@ -249,13 +273,12 @@ impl ChannelSettings {
     }
 }
 
-/// Group activation: everything when some group turned `requireMention`
-/// off, else mentions only.
-fn activation(mention_off: bool) -> GroupActivation {
-    if mention_off {
-        GroupActivation::All
-    } else {
+/// Group activation from a resolved `requireMention`.
+pub(super) fn activation(require_mention: bool) -> GroupActivation {
+    if require_mention {
         GroupActivation::Mention
+    } else {
+        GroupActivation::All
     }
 }
 
@@ -276,7 +299,6 @@ mod tests {
         assert_eq!(settings.access.dm_policy, DmPolicy::Allowlist);
         assert_eq!(settings.access.allow_from, vec!["42".to_string()]);
         assert_eq!(settings.access.group_policy, GroupPolicy::Open);
-        assert_eq!(settings.access.activation, GroupActivation::All);
         assert_eq!(settings.streaming, StreamingMode::Off);
         let limits = settings.text_limits(super::super::TextLimits {
             max_chars: 4096,
@@ -339,28 +361,36 @@ mod tests {
     }
 
     #[test]
-    fn discord_and_slack_require_mention_false_answers_every_group_message() {
+    fn block_streaming_is_off_unless_the_agents_default_or_the_account_enables_it() {
         let config = crate::config::parse_str(
-            r#"{ channels: {
-                 discord: { token: "t", guilds: { "77": { requireMention: false } } },
-                 slack: { botToken: "xoxb-1", appToken: "xapp-1", requireMention: false } } }"#,
+            r#"{ channels: { telegram: { botToken: "t" }, discord: { token: "d" },
+                 slack: { botToken: "xoxb-1", appToken: "xapp-1" } } }"#,
             "test",
         )
         .expect("config");
-        for channel in ["discord", "slack"] {
+        for channel in ["telegram", "discord", "slack"] {
             let settings = ChannelSettings::resolve(&config, channel, "default");
-            assert_eq!(
-                settings.access.activation,
-                GroupActivation::All,
-                "{channel}"
-            );
+            assert!(!settings.block_streaming, "{channel}");
+            assert_eq!(settings.reply_to_mode, ReplyToMode::Off, "{channel}");
         }
+        let preview =
+            |channel: &str| ChannelSettings::resolve(&config, channel, "default").streaming;
+        assert_eq!(preview("telegram"), StreamingMode::Partial);
+        assert_eq!(preview("slack"), StreamingMode::Partial);
+        assert_eq!(preview("discord"), StreamingMode::Off);
         let config = crate::config::parse_str(
-            r#"{ channels: { discord: { token: "t", guilds: { "77": {} } } } }"#,
+            r#"{ agents: { defaults: { blockStreamingDefault: "on" } },
+                 channels: { telegram: { botToken: "t", replyToMode: "first" },
+                   discord: { token: "d", streaming: { mode: "off",
+                     block: { enabled: false, coalesce: { minChars: 10 } } } } } }"#,
             "test",
         )
         .expect("config");
-        let settings = ChannelSettings::resolve(&config, "discord", "default");
-        assert_eq!(settings.access.activation, GroupActivation::Mention);
+        let telegram = ChannelSettings::resolve(&config, "telegram", "default");
+        assert!(telegram.block_streaming);
+        assert_eq!(telegram.reply_to_mode, ReplyToMode::First);
+        let discord = ChannelSettings::resolve(&config, "discord", "default");
+        assert!(!discord.block_streaming);
+        assert_eq!(discord.block_coalesce.and_then(|c| c.min_chars), Some(10));
     }
 }

@@ -1,11 +1,13 @@
 //! One run's replies to a chat channel. The run's events arrive here (a tap
 //! on the gateway's run forwarder, so web clients see the same run as `chat`
 //! events) and leave as platform messages:
-//! - without a preview (streaming `off`, or an adapter that cannot edit),
-//!   assistant deltas go through the reply layer: `BlockChunker` (limits from
-//!   `blockStreamingChunk`, capped by the channel's text limit) → `Coalescer`
-//!   → human delay → `ReplyDispatcher` (strict order, idle exactly once) →
-//!   `outbound::send_text` (split to the limits, retried);
+//! - without a preview (streaming `off`, or an adapter that cannot edit) and
+//!   with block streaming on, assistant deltas go through the reply layer:
+//!   `BlockChunker` (limits from `blockStreamingChunk`, capped by the
+//!   channel's text limit) → `Coalescer` → human delay → `ReplyDispatcher`
+//!   (strict order, idle exactly once) → `outbound::send_text` (split to
+//!   the limits, retried); with block streaming off (upstream's default)
+//!   the shaped final text goes the same way when the run ends;
 //! - with a preview (`partial`, `block`, `progress`) the first text is sent
 //!   once it has `PREVIEW_MIN_INITIAL_CHARS`, then edited in place at most
 //!   once per throttle interval, and the final edit carries the shaped final
@@ -37,7 +39,7 @@ use crate::reply::{
     HumanDelay, ReplyDispatcher, ReplyKind, ReplyPayload, ReplySink, ShapeOptions, SinkError,
 };
 
-use super::outbound::{self, split_for_limits, with_retry, DeliveryError};
+use super::outbound::{self, split_for_limits, with_retry, DeliveryError, ReplyQuote};
 use super::settings::ChannelSettings;
 use super::{Channel, OutboundTarget, TextFormat, TextLimits};
 
@@ -56,6 +58,8 @@ pub struct ReplyRoute {
     pub session_key: String,
     /// The session's `/verbose` level when the run started.
     pub verbose: ToolVerbosity,
+    /// Which of the reply's messages quote the message it answers.
+    pub quote: Arc<ReplyQuote>,
 }
 
 /// `/verbose` (a session's `verboseLevel`): tool summaries in the chat.
@@ -189,9 +193,10 @@ impl ReplySink for ChannelReplySink {
     ) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(async move {
             let route = &self.route;
-            let sent = outbound::send_text(
+            let sent = outbound::send_quoting(
                 &*route.channel,
                 &route.target,
+                &route.quote,
                 &payload.text,
                 TextFormat::Markdown,
                 route.settings.retry,
@@ -293,13 +298,16 @@ async fn stream_blocks(
     );
     let coalescer = Coalescer::new(coalesce).spawn(dispatcher.clone());
     let mut summary = RunSummary::default();
+    let blocks = settings.block_streaming;
     while let Some(event) = events.recv().await {
         match event {
-            RunEvent::Delta { delta, .. } => {
+            RunEvent::Delta { delta, .. } if blocks => {
                 for block in chunker.push(&delta) {
                     coalescer.push(ReplyPayload::text(block)).await;
                 }
             }
+            // Block streaming off: the whole text goes out when the run ends.
+            RunEvent::Delta { .. } => {}
             RunEvent::Tool {
                 phase,
                 name,
@@ -343,7 +351,7 @@ async fn stream_blocks(
         }
     }
     coalescer.finish().await;
-    for payload in closing_payloads(&summary, false) {
+    for payload in closing_payloads(&summary, !blocks) {
         dispatcher.enqueue(ReplyKind::Final, payload).await;
     }
 }
@@ -509,14 +517,17 @@ async fn run_preview(
         }
         let result = match &preview.message_id {
             None if text.chars().count() < min_chars => continue,
-            None => with_retry(route.settings.retry, channel.id(), || {
-                channel.send_text(&route.target, &text, TextFormat::Markdown)
-            })
-            .await
-            .map(|sent| {
-                preview.message_id = Some(sent.message_id);
-                shared.sent(std::slice::from_ref(&text));
-            }),
+            None => {
+                let target = route.quote.next_target(&route.target);
+                with_retry(route.settings.retry, channel.id(), || {
+                    channel.send_text(&target, &text, TextFormat::Markdown)
+                })
+                .await
+                .map(|sent| {
+                    preview.message_id = Some(sent.message_id);
+                    shared.sent(std::slice::from_ref(&text));
+                })
+            }
             Some(id) => edit(&route, id, &text).await.map(|()| {
                 shared.pipeline.record_outbound(&shared.session_key, &text);
                 shared.inner.lock().report.edits += 1;

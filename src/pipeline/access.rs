@@ -52,7 +52,27 @@ pub struct AccessPolicy {
     pub group_allow_from: Vec<String>,
     /// Group ids allowed under `groupPolicy: allowlist` (`*` for all).
     pub allowed_groups: Vec<String>,
+    /// Activation in the message's group (its entry, else the defaults).
     pub activation: GroupActivation,
+    /// What the config says about the message's own group.
+    pub group: GroupScope,
+}
+
+/// One group's own entry (a Telegram group or forum topic, a Discord guild
+/// channel, a Slack channel), resolved by the channel's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupScope {
+    /// `enabled: false` on the entry: nothing there is answered.
+    pub disabled: bool,
+    /// The server lists its channels and this one is not among them.
+    pub unlisted: bool,
+    /// Senders allowed in this group, replacing groupAllowFrom (Telegram's
+    /// per-group `allowFrom`, Discord's and Slack's `users`); an empty list
+    /// admits nobody.
+    pub senders: Option<Vec<String>>,
+    /// Member roles allowed in this group (Discord's `roles`): a sender
+    /// with one of them is admitted as if listed in `senders`.
+    pub roles: Vec<String>,
 }
 
 /// Why a message gets no run.
@@ -65,6 +85,8 @@ pub enum Refusal {
     /// Pairing: too many pending codes, nothing to send.
     PairingBusy,
     GroupDisabled,
+    /// The group's (or topic's, channel's) own entry has `enabled: false`.
+    GroupEntryDisabled,
     GroupNotAllowed,
     SenderNotAllowedInGroup,
     NotActivated,
@@ -141,31 +163,43 @@ pub fn check_dm(
     }
 }
 
-/// Decides a group message (policy, allowlists, activation). `space` is
-/// the server the group lives in (a Discord guild): the allowlist may name
-/// either the group or its space (Discord's `guilds` are keyed by guild).
+/// Where a group message was sent from, beyond the message itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GroupOrigin<'a> {
+    /// The server the group lives in (a Discord guild): the allowlist may
+    /// name either the group or its space (Discord's `guilds` are keyed by
+    /// guild).
+    pub space: Option<&'a str>,
+    /// The sender's roles in that server.
+    pub member_roles: &'a [String],
+}
+
+/// Decides a group message (policy, the group's own entry, allowlists,
+/// activation).
 pub fn check_group(
     policy: &AccessPolicy,
     msg: &InboundMessage,
     bot_mentioned: bool,
-    space: Option<&str>,
+    origin: GroupOrigin<'_>,
 ) -> Option<Refusal> {
     let group = msg.group_id.as_deref().unwrap_or_default();
-    let space_listed = space.is_some_and(|space| listed(&policy.allowed_groups, space));
+    let space_listed = origin
+        .space
+        .is_some_and(|space| listed(&policy.allowed_groups, space));
     match policy.group_policy {
         GroupPolicy::Disabled => return Some(Refusal::GroupDisabled),
-        GroupPolicy::Allowlist if !listed(&policy.allowed_groups, group) && !space_listed => {
+        GroupPolicy::Allowlist
+            if policy.group.unlisted
+                || (!listed(&policy.allowed_groups, group) && !space_listed) =>
+        {
             return Some(Refusal::GroupNotAllowed)
         }
         _ => {}
     }
-    // groupAllowFrom falls back to allowFrom, never to pairing approvals.
-    let senders = if policy.group_allow_from.is_empty() {
-        &policy.allow_from
-    } else {
-        &policy.group_allow_from
-    };
-    if !senders.is_empty() && !listed(senders, &msg.sender_id) {
+    if policy.group.disabled {
+        return Some(Refusal::GroupEntryDisabled);
+    }
+    if !sender_admitted(policy, msg, origin.member_roles) {
         return Some(Refusal::SenderNotAllowedInGroup);
     }
     let activated = match &policy.activation {
@@ -178,6 +212,28 @@ pub fn check_group(
         }
     };
     (!activated).then_some(Refusal::NotActivated)
+}
+
+/// The group's own senders/roles when it has them, else groupAllowFrom,
+/// else allowFrom (never pairing approvals).
+fn sender_admitted(policy: &AccessPolicy, msg: &InboundMessage, member_roles: &[String]) -> bool {
+    let scope = &policy.group;
+    if scope.senders.is_some() || !scope.roles.is_empty() {
+        let by_id = scope
+            .senders
+            .as_ref()
+            .is_some_and(|senders| listed(senders, &msg.sender_id));
+        let by_role = member_roles
+            .iter()
+            .any(|role| scope.roles.iter().any(|r| r.trim() == "*" || r == role));
+        return by_id || by_role;
+    }
+    let senders = if policy.group_allow_from.is_empty() {
+        &policy.allow_from
+    } else {
+        &policy.group_allow_from
+    };
+    senders.is_empty() || listed(senders, &msg.sender_id)
 }
 
 #[cfg(test)]
@@ -208,13 +264,17 @@ mod tests {
             sender_id: "42".into(),
             ..InboundMessage::default()
         };
-        assert_eq!(check_group(&policy, &msg, true, Some("77")), None);
+        let from = |space| GroupOrigin {
+            space,
+            member_roles: &[],
+        };
+        assert_eq!(check_group(&policy, &msg, true, from(Some("77"))), None);
         assert_eq!(
-            check_group(&policy, &msg, true, Some("78")),
+            check_group(&policy, &msg, true, from(Some("78"))),
             Some(Refusal::GroupNotAllowed)
         );
         assert_eq!(
-            check_group(&policy, &msg, true, None),
+            check_group(&policy, &msg, true, from(None)),
             Some(Refusal::GroupNotAllowed)
         );
     }

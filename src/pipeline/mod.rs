@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::routing::{Route, RouteInput, Router};
 use crate::store::{Store, StoreError};
 
-use access::{check_dm, check_group, pairing_reply, AccessPolicy, Refusal};
+use access::{check_dm, check_group, pairing_reply, AccessPolicy, GroupOrigin, Refusal};
 use commands::{parse_command, CommandInvocation};
 use context::{with_group_history, InboundMessage};
 use debounce::{DebounceStep, InboundDebouncer};
@@ -261,7 +261,10 @@ impl InboundPipeline {
                 inbound.policy,
                 &msg,
                 inbound.bot_mentioned,
-                inbound.route_input.guild_id.as_deref(),
+                GroupOrigin {
+                    space: inbound.route_input.guild_id.as_deref(),
+                    member_roles: &inbound.route_input.member_roles,
+                },
             )
         } else {
             check_dm(inbound.policy, &msg, &self.store, inbound.now_ms)?

@@ -389,7 +389,13 @@ impl Channel for SlackChannel {
             let (account, web) = self.account(&target.account_id)?;
             let channel = self.conversation(target, true).await?;
             let (text, mrkdwn) = slack_text(text, format);
-            let thread = target.thread_id.as_deref().filter(|t| !t.is_empty());
+            // A quoted message is threaded under (Slack has no quote):
+            // its ts starts the thread when the message is not in one.
+            let thread = target
+                .thread_id
+                .as_deref()
+                .or(target.reply_to_message_id.as_deref())
+                .filter(|t| !t.is_empty());
             let posted = web.post_message(&channel, &text, thread, mrkdwn).await?;
             if let Some(user) = target.to.trim().strip_prefix("user:") {
                 remember_dm(account, user, &posted.channel);

@@ -49,13 +49,14 @@ impl Default for WebchatConfig {
     }
 }
 
-/// Live preview of a reply while it streams.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Live preview of a reply while it streams. The default differs per
+/// platform, as upstream's: partial on Telegram and Slack, off on Discord
+/// (each account type's `DEFAULT_STREAMING_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StreamingMode {
     Off,
     /// One preview message edited in place.
-    #[default]
     Partial,
     /// Larger chunked preview updates.
     Block,
@@ -172,12 +173,22 @@ macro_rules! channel_accounts {
                 self.enabled.unwrap_or(true)
             }
 
-            /// The preview streaming mode (default partial).
+            /// The preview streaming mode (the platform's
+            /// `DEFAULT_STREAMING_MODE` when unset).
             pub fn effective_streaming_mode(&self) -> $crate::config::schema::channels::StreamingMode {
                 self.streaming
                     .as_ref()
                     .and_then(|streaming| streaming.mode)
-                    .unwrap_or_default()
+                    .unwrap_or(Self::DEFAULT_STREAMING_MODE)
+            }
+
+            /// `streaming.block.enabled`, when set (else the agents'
+            /// `blockStreamingDefault` decides).
+            pub fn block_streaming(&self) -> Option<bool> {
+                self.streaming
+                    .as_ref()
+                    .and_then(|streaming| streaming.block.as_ref())
+                    .and_then(|block| block.enabled)
             }
 
             /// How outbound text is split: `streaming.chunkMode`, else the

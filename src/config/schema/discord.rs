@@ -66,6 +66,10 @@ channel_accounts! {
 pub const DEFAULT_DISCORD_API_BASE_URL: &str = "https://discord.com/api/v10";
 
 impl DiscordAccountConfig {
+    /// Discord edits hit rate limits: upstream keeps its preview off unless enabled.
+    pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
+        super::channels::StreamingMode::Off;
+
     /// `apiBaseUrl` without a trailing slash, else Discord's own.
     pub fn effective_api_base_url(&self) -> String {
         self.api_base_url

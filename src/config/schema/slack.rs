@@ -75,6 +75,10 @@ channel_accounts! {
 }
 
 impl SlackAccountConfig {
+    /// Slack previews by default (upstream `resolveSlackStreamingMode`).
+    pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
+        super::channels::StreamingMode::Partial;
+
     /// `apiUrl` without a trailing slash, else Slack's own.
     pub fn effective_api_url(&self) -> String {
         self.api_url

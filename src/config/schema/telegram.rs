@@ -67,6 +67,10 @@ channel_accounts! {
 }
 
 impl TelegramAccountConfig {
+    /// Telegram previews by default (upstream `resolveTelegramPreviewStreamMode`).
+    pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
+        super::channels::StreamingMode::Partial;
+
     pub fn effective_dm_policy(&self) -> DmPolicy {
         self.dm_policy.unwrap_or(DmPolicy::Pairing)
     }
