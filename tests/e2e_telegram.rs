@@ -668,6 +668,7 @@ async fn forum_topics_and_the_wildcard_group_entry_resolve_like_upstream() {
     let rig = Rig::new().await;
     let config = rig.config(json!({
         "streaming": "off",
+        "groupAllowFrom": [7, 8],
         "groups": {
             "*": { "requireMention": false },
             "-100700": { "requireMention": true },
@@ -775,4 +776,26 @@ async fn reply_to_mode_first_quotes_the_first_message_and_all_quotes_every_one()
     let all = long_answer_under_reply_to_mode("all").await;
     let quoted: Vec<Option<i64>> = all.iter().map(quoted_id).collect();
     assert_eq!(quoted, vec![Some(901), Some(901), Some(901)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_allowlist_a_group_only_the_wildcard_admits_needs_listed_senders() {
+    let rig = Rig::new().await;
+    // No allowFrom / groupAllowFrom: "*" alone admits no sender (upstream's
+    // "allowlist-empty"); a group with its own entry is its own allowlist.
+    let config = rig.config(json!({
+        "streaming": "off",
+        "groups": { "*": { "requireMention": false }, "-100500": {} },
+    }));
+    let gateway = rig.start(&config);
+
+    rig.telegram
+        .push_message(group_text(-100600, 7, "a group nobody listed", None));
+    rig.provider.push_reply(text_reply("Listed group answer."));
+    rig.telegram
+        .push_message(group_text(-100500, 7, "a group with its own entry", None));
+    rig.telegram.wait_for_calls("sendMessage", 1).await;
+    wait_until_nothing_in_flight(&gateway).await;
+    assert_eq!(sent_chats(&rig.telegram), vec![-100500]);
+    assert_eq!(rig.provider.requests().len(), 1);
 }

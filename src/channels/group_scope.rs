@@ -7,6 +7,7 @@
 //!
 //! Pure config reading, like `settings.rs`.
 
+use crate::config::schema::common::GroupPolicy;
 use crate::config::Config;
 use crate::pipeline::access::GroupScope;
 
@@ -61,7 +62,8 @@ impl ChannelSettings {
 
     /// `groups.<chat id>` (else `groups."*"`) and its `topics.<thread id>`:
     /// the topic's keys over the group's; requireMention topic → group →
-    /// `"*"` → true.
+    /// `"*"` → true; under allowlist a group admitted by `"*"` alone needs
+    /// listed senders.
     fn telegram_group(&mut self, config: &Config, event: &InboundEvent, group: &str) {
         let Some(account) = config
             .channels
@@ -95,6 +97,17 @@ impl ChannelSettings {
             .or_else(|| entry.and_then(|e| e.group_policy))
         {
             access.group_policy = policy;
+        }
+        // Under allowlist, a group only "*" admits needs listed senders
+        // (groupAllowFrom, else allowFrom): with none, nobody is answered
+        // there; a group with its own entry is itself the allowlist.
+        let no_senders = access.group_allow_from.is_empty() && access.allow_from.is_empty();
+        if access.group_policy == GroupPolicy::Allowlist
+            && own.is_none()
+            && access.group.senders.is_none()
+            && no_senders
+        {
+            access.group.senders = Some(Vec::new());
         }
         let require_mention = topic
             .and_then(|t| t.require_mention)
@@ -269,6 +282,8 @@ mod tests {
         assert_eq!(topic.activation, GroupActivation::Mention);
         assert!(settings("-4", None).group.disabled);
         assert!(!settings("-9", None).group.disabled);
+        // Only "*" admits -9 and no sender is listed: nobody is answered there.
+        assert_eq!(settings("-9", None).group.senders, Some(Vec::new()));
     }
 
     #[test]
