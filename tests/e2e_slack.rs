@@ -528,3 +528,31 @@ async fn reply_to_mode_first_threads_the_first_post_under_the_message() {
     assert_eq!(threads[0], json!("1700000010.000100"), "{threads:?}");
     assert!(threads[1..].iter().all(Value::is_null), "{threads:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_dms_are_answered_only_where_dm_group_enabled_lists_them() {
+    let rig = Rig::start(json!({
+        "channels": { "*": { "requireMention": true } },
+        "dm": { "groupEnabled": true, "groupChannels": ["G-OK"] },
+    }))
+    .await;
+    let mention = format!("<@{BOT_USER_ID}> anyone?");
+    rig.slack
+        .send_event(message("G-NO", "mpim", &mention, "1700000020.000100"));
+    rig.provider.push_reply(text_reply("Group DM answer."));
+    rig.slack.send_event(message(
+        "G-OK",
+        "mpim",
+        "no mention needed here",
+        "1700000021.000100",
+    ));
+    rig.wait_for_posts(1).await;
+    wait_until_nothing_in_flight(&rig.gateway).await;
+    let channels: Vec<Value> = rig
+        .posts()
+        .iter()
+        .map(|p| p.body["channel"].clone())
+        .collect();
+    assert_eq!(channels, vec![json!("G-OK")]);
+    assert_eq!(rig.provider.requests().len(), 1);
+}

@@ -10,6 +10,7 @@
 use crate::config::schema::common::GroupPolicy;
 use crate::config::Config;
 use crate::pipeline::access::GroupScope;
+use crate::pipeline::context::ChatType;
 
 use super::settings::{activation, ChannelSettings};
 use super::InboundEvent;
@@ -128,6 +129,15 @@ impl ChannelSettings {
         else {
             return;
         };
+        if self.group_dm(
+            event,
+            account
+                .dm
+                .as_ref()
+                .map(|dm| (dm.group_enabled, &dm.group_channels)),
+        ) {
+            return;
+        }
         let guilds = account.guilds.unwrap_or_default();
         let guild = event
             .route
@@ -161,6 +171,33 @@ impl ChannelSettings {
         access.activation = activation(require_mention.unwrap_or(true));
     }
 
+    /// A group DM (Discord's, Slack's `mpim`) is answered only with
+    /// `dm.groupEnabled` (default false), and when `dm.groupChannels` lists
+    /// channels only in those; no mention needed (upstream's mention gate is
+    /// for guild channels and rooms). False when the message is no group DM.
+    fn group_dm(
+        &mut self,
+        event: &InboundEvent,
+        dm: Option<(Option<bool>, &Option<Vec<String>>)>,
+    ) -> bool {
+        if event.message.chat_type != Some(ChatType::Group) {
+            return false;
+        }
+        let (enabled, channels) = dm.unwrap_or((None, &None));
+        let access = &mut self.access;
+        access.group = GroupScope {
+            disabled: !enabled.unwrap_or(false),
+            ..GroupScope::default()
+        };
+        access.group_policy = GroupPolicy::Allowlist;
+        access.allowed_groups = channels
+            .clone()
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| vec!["*".to_string()]);
+        access.activation = activation(false);
+        true
+    }
+
     /// `channels.<channel id>` (else `"*"`): its `users`, `enabled`, and
     /// requireMention channel → account → true.
     fn slack_channel(&mut self, config: &Config, event: &InboundEvent, channel: &str) {
@@ -172,6 +209,15 @@ impl ChannelSettings {
         else {
             return;
         };
+        if self.group_dm(
+            event,
+            account
+                .dm
+                .as_ref()
+                .map(|dm| (dm.group_enabled, &dm.group_channels)),
+        ) {
+            return;
+        }
         let channels = account.channels.unwrap_or_default();
         let entry = channels.get(channel).or_else(|| channels.get("*"));
         let access = &mut self.access;

@@ -178,6 +178,10 @@ impl ChannelSettings {
         };
         let access = &mut self.access;
         access.dm_policy = account.effective_dm_policy();
+        // `dm.enabled: false` answers no direct message at all.
+        if account.dm.as_ref().and_then(|dm| dm.enabled) == Some(false) {
+            access.dm_policy = DmPolicy::Disabled;
+        }
         access.allow_from = account.effective_allow_from();
         access.group_policy = account.effective_group_policy();
         access.allowed_groups = account
@@ -215,6 +219,10 @@ impl ChannelSettings {
         };
         let access = &mut self.access;
         access.dm_policy = account.effective_dm_policy();
+        // `dm.enabled: false` answers no direct message at all.
+        if account.dm.as_ref().and_then(|dm| dm.enabled) == Some(false) {
+            access.dm_policy = DmPolicy::Disabled;
+        }
         access.allow_from = account.effective_allow_from();
         access.group_policy = account.effective_group_policy();
         // `channels` is Slack's channel allowlist (keyed by channel id).
@@ -392,5 +400,19 @@ mod tests {
         let discord = ChannelSettings::resolve(&config, "discord", "default");
         assert!(!discord.block_streaming);
         assert_eq!(discord.block_coalesce.and_then(|c| c.min_chars), Some(10));
+    }
+
+    #[test]
+    fn dm_enabled_false_answers_no_direct_message() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { discord: { token: "d", dmPolicy: "open", allowFrom: ["*"], dm: { enabled: false } },
+                 slack: { botToken: "xoxb-1", appToken: "xapp-1", dm: { enabled: false } } } }"#,
+            "test",
+        )
+        .expect("config");
+        for channel in ["discord", "slack"] {
+            let settings = ChannelSettings::resolve(&config, channel, "default");
+            assert_eq!(settings.access.dm_policy, DmPolicy::Disabled, "{channel}");
+        }
     }
 }
