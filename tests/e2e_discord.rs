@@ -350,6 +350,7 @@ async fn guild_channel_users_roles_enabled_and_require_mention_are_enforced() {
             "501": { "users": ["43"], "roles": ["r-admin"] },
             "502": { "enabled": false },
             "503": { "requireMention": true },
+            "505": { "allow": false },
         },
     } } }))
     .await;
@@ -382,6 +383,13 @@ async fn guild_channel_users_roles_enabled_and_require_mention_are_enforced() {
         "42",
         &["r-crew"],
         "channel not listed",
+    ));
+    send(member_message(
+        "7",
+        "505",
+        "42",
+        &["r-crew"],
+        "channel listed as not allowed",
     ));
     rig.provider.push_reply(text_reply("Crew answer."));
     send(member_message(

@@ -456,6 +456,7 @@ async fn channel_users_enabled_and_require_mention_are_enforced_per_channel() {
         "C1": { "requireMention": false, "users": ["U1"] },
         "C2": { "enabled": false, "requireMention": false },
         "C3": {},
+        "C4": { "allow": false, "requireMention": false },
     } }))
     .await;
     rig.slack.send_event(message_from(
@@ -475,6 +476,12 @@ async fn channel_users_enabled_and_require_mention_are_enforced_per_channel() {
         "C3",
         "no mention here",
         "1700000003.000100",
+    ));
+    rig.slack.send_event(message_from(
+        "U1",
+        "C4",
+        "channel not allowed",
+        "1700000005.000100",
     ));
     rig.provider.push_reply(text_reply("Answer for U1."));
     rig.slack.send_event(message_from(

@@ -119,7 +119,7 @@ impl ChannelSettings {
     /// `guilds.<guild id>` (else `"*"`), its `channels.<channel id>` (else
     /// the thread's parent, else `"*"`): users/roles of the channel, else of
     /// the guild; requireMention channel → guild → true; a guild that lists
-    /// channels admits only those.
+    /// channels admits only those (and not one with `allow: false`).
     fn discord_channel(&mut self, config: &Config, event: &InboundEvent, channel: &str) {
         let Some(account) = config
             .channels
@@ -161,7 +161,8 @@ impl ChannelSettings {
         let access = &mut self.access;
         access.group = GroupScope {
             disabled: entry.is_some_and(|c| c.enabled == Some(false)),
-            unlisted: channels.is_some_and(|c| !c.is_empty()) && entry.is_none(),
+            unlisted: (channels.is_some_and(|c| !c.is_empty()) && entry.is_none())
+                || entry.is_some_and(|c| c.allow == Some(false)),
             senders: restriction(users),
             roles: restriction(roles).unwrap_or_default(),
         };
@@ -198,7 +199,8 @@ impl ChannelSettings {
         true
     }
 
-    /// `channels.<channel id>` (else `"*"`): its `users`, `enabled`, and
+    /// `channels.<channel id>` (else `"*"`): its `users`, `enabled`, `allow`
+    /// (false: off the allowlist), and
     /// requireMention channel → account → true.
     fn slack_channel(&mut self, config: &Config, event: &InboundEvent, channel: &str) {
         let Some(account) = config
@@ -223,7 +225,7 @@ impl ChannelSettings {
         let access = &mut self.access;
         access.group = GroupScope {
             disabled: entry.is_some_and(|c| c.enabled == Some(false)),
-            unlisted: false,
+            unlisted: entry.is_some_and(|c| c.allow == Some(false)),
             senders: restriction(entry.and_then(|c| c.users.as_ref())),
             roles: Vec::new(),
         };

@@ -203,6 +203,8 @@ pub struct DiscordGuildConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DiscordGuildChannelConfig {
     pub enabled: Option<bool>,
+    /// `false`: the channel is not on the guild's allowlist.
+    pub allow: Option<bool>,
     pub require_mention: Option<bool>,
     pub ignore_other_mentions: Option<bool>,
     #[serde(deserialize_with = "cde::opt_id_list")]

@@ -164,6 +164,8 @@ pub struct SlackDmConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SlackChannelConfig {
     pub enabled: Option<bool>,
+    /// `false`: the channel is not on the allowlist.
+    pub allow: Option<bool>,
     pub require_mention: Option<bool>,
     pub allow_bots: Option<bool>,
     #[serde(deserialize_with = "de::opt_id_list")]
