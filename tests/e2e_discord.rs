@@ -351,6 +351,7 @@ async fn guild_channel_users_roles_enabled_and_require_mention_are_enforced() {
             "502": { "enabled": false },
             "503": { "requireMention": true },
             "505": { "allow": false },
+            "general": {},
         },
     } } }))
     .await;
@@ -406,6 +407,24 @@ async fn guild_channel_users_roles_enabled_and_require_mention_are_enforced() {
     assert!(paths[0].ends_with("/channels/500/messages"), "{paths:?}");
     assert_eq!(content(&rig.sends()[0]), "Crew answer.");
     assert_eq!(rig.provider.requests().len(), 1);
+
+    // Channels may be keyed by name, as upstream's examples do.
+    rig.discord
+        .add_channel(json!({"id": "506", "type": 0, "guild_id": "77", "name": "General"}));
+    rig.provider.push_reply(text_reply("Answer in #general."));
+    send(member_message(
+        "8",
+        "506",
+        "42",
+        &["r-crew"],
+        "asking in general",
+    ));
+    let sent = rig.wait_for_sends(2).await;
+    assert!(
+        sent[1].path.ends_with("/channels/506/messages"),
+        "{}",
+        sent[1].path
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,21 @@ fn first_set<T: Copy, E>(entries: &[Option<&E>], key: impl Fn(&E) -> Option<T>) 
     entries.iter().flatten().find_map(|entry| key(entry))
 }
 
+/// A Discord channel name as upstream keys it: lower case, no leading `#`
+/// or `@`, runs of anything but `a-z0-9` as one `-`, no `-` at either end.
+fn discord_slug(name: &str) -> String {
+    let name = name.trim().trim_start_matches(['#', '@']).to_lowercase();
+    let mut slug = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            slug.push(c);
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    slug.trim_matches('-').to_string()
+}
+
 /// A non-empty id list, or `None` (upstream treats an empty `users` /
 /// `roles` list as no restriction).
 fn restriction(list: Option<&Vec<String>>) -> Option<Vec<String>> {
@@ -117,7 +132,8 @@ impl ChannelSettings {
     }
 
     /// `guilds.<guild id>` (else `"*"`), its `channels.<channel id>` (else
-    /// the thread's parent, else `"*"`): users/roles of the channel, else of
+    /// the channel's name as a slug, `general` or `#general`, else the
+    /// thread's parent, else `"*"`): users/roles of the channel, else of
     /// the guild; requireMention channel → guild → true; a guild that lists
     /// channels admits only those (and not one with `allow: false`).
     fn discord_channel(&mut self, config: &Config, event: &InboundEvent, channel: &str) {
@@ -147,8 +163,13 @@ impl ChannelSettings {
             .or_else(|| guilds.get("*"));
         let parent = event.route.parent_peer.as_ref().map(|p| p.id.as_str());
         let channels = guild.map(|g| &g.channels);
+        let slug = event.message.group_name.as_deref().map(discord_slug);
         let entry = channels.and_then(|c| {
             c.get(channel)
+                .or_else(|| {
+                    slug.as_ref()
+                        .and_then(|s| c.get(s).or_else(|| c.get(&format!("#{s}"))))
+                })
                 .or_else(|| parent.and_then(|p| c.get(p)))
                 .or_else(|| c.get("*"))
         });
@@ -356,6 +377,21 @@ mod tests {
         assert!(scope("502", "77").disabled);
         assert!(scope("503", "77").unlisted, "77 lists its channels");
         assert!(!scope("600", "78").unlisted, "78 lists none");
+        assert_eq!(discord_slug("#Help Desk__2"), "help-desk-2");
+        let config = crate::config::parse_str(
+            r##"{ channels: { discord: { token: "t", guilds: {
+                 "77": { channels: { general: { users: [42] }, "#help": { enabled: false } } } } } } }"##,
+            "test",
+        )
+        .expect("config");
+        let named = |name: &str| {
+            let mut event = group_event("discord", "900", Some("77"), None);
+            event.message.group_name = Some(name.to_string());
+            ChannelSettings::for_event(&config, &event).access.group
+        };
+        assert_eq!(named("General").senders, Some(vec!["42".to_string()]));
+        assert!(named("help").disabled);
+        assert!(named("random").unlisted);
     }
 
     #[test]
