@@ -356,12 +356,7 @@ fn spawn_background(state: &Arc<GatewayState>) {
                 _ = maintainer.shutdown.cancelled() => break,
             }
             let config = maintainer.config();
-            let maintenance = &config.session.maintenance;
-            let policy = MaintenancePolicy {
-                prune_after_ms: maintenance.prune_after_ms(),
-                max_entries: maintenance.max_entries as usize,
-                max_disk_bytes: maintenance.max_disk_bytes(),
-            };
+            let policy = MaintenancePolicy::from_config(&config.session.maintenance);
             match maintainer.services.store.maintain(&policy, now_ms()) {
                 Ok(report) => log::debug!("store maintenance: {report:?}"),
                 Err(e) => log::warn!("store maintenance failed: {e}"),

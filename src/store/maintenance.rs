@@ -4,8 +4,9 @@
 //! then, when `max_disk_bytes` is set and the live pages exceed it, remove the oldest sessions until they fit.
 //! A removed session takes its transcript with it (unless another session still uses that session id). Then
 //! expired dedupe entries and pairing requests older than `PAIR_REQUEST_TTL_MS` are dropped. Work is done in
-//! small committed transactions, so a gateway write never waits long and a full map can still shrink. This file
-//! decides what to remove; it must not decide when maintenance runs (the gateway's timer does).
+//! small committed transactions, so a gateway write never waits long and a full map can still shrink. In warn mode
+//! (`session.maintenance.mode: "warn"`) no session is removed: the pass counts and logs what the limits exceed.
+//! This file decides what to remove; it must not decide when maintenance runs (the gateway's timer does).
 
 use std::collections::HashMap;
 
@@ -17,6 +18,7 @@ use super::env::{self, Databases, TxnError, SESSIONS_DB};
 use super::sessions::SessionEntry;
 use super::transcripts::delete_entries;
 use super::{dedupe, Store, StoreError};
+use crate::config::schema::session::SessionMaintenance;
 
 /// Meta key holding the time of the last maintenance pass (big-endian u64 ms since the epoch).
 pub const LAST_MAINTENANCE_KEY: &str = "maintenance.last_run_ms";
@@ -35,6 +37,8 @@ pub struct MaintenancePolicy {
     pub prune_after_ms: u64,
     pub max_entries: usize,
     pub max_disk_bytes: Option<u64>,
+    /// Remove what the limits exceed (`enforce`); when false (`warn`) only report it.
+    pub enforce: bool,
 }
 
 impl Default for MaintenancePolicy {
@@ -43,6 +47,19 @@ impl Default for MaintenancePolicy {
             prune_after_ms: DEFAULT_PRUNE_AFTER_MS,
             max_entries: DEFAULT_MAX_SESSION_ENTRIES,
             max_disk_bytes: None,
+            enforce: true,
+        }
+    }
+}
+
+impl MaintenancePolicy {
+    /// The policy `session.maintenance` describes.
+    pub fn from_config(maintenance: &SessionMaintenance) -> MaintenancePolicy {
+        MaintenancePolicy {
+            prune_after_ms: maintenance.prune_after_ms(),
+            max_entries: maintenance.max_entries as usize,
+            max_disk_bytes: maintenance.max_disk_bytes(),
+            enforce: maintenance.enforces(),
         }
     }
 }
@@ -60,6 +77,12 @@ pub struct MaintenanceReport {
     pub transcripts_removed: usize,
     /// Sessions removed to bring used bytes under `max_disk_bytes`.
     pub disk_evicted_sessions: usize,
+    /// Warn mode: sessions the age limit would have pruned.
+    pub would_prune: usize,
+    /// Warn mode: sessions the entry cap would have removed.
+    pub would_cap: usize,
+    /// Warn mode: used bytes, when they exceed `max_disk_bytes`.
+    pub over_disk_budget_bytes: Option<u64>,
 }
 
 /// A session as maintenance sees it; removal is skipped if the entry changed since it was listed.
@@ -80,8 +103,78 @@ impl Store {
         now_ms: u64,
     ) -> Result<MaintenanceReport, StoreError> {
         let mut report = MaintenanceReport::default();
-        let mut live = self.env.read("maintain", list_oldest_first)?;
+        let live = self.env.read("maintain", list_oldest_first)?;
+        if policy.enforce {
+            self.enforce(policy, live, now_ms, &mut report)?;
+        } else {
+            self.report_only(policy, &live, now_ms, &mut report)?;
+        }
+        let (expired_dedupe, expired_pair_requests) = self.env.delete("maintain", |txn, dbs| {
+            Ok((
+                dedupe::remove_expired(txn, dbs, now_ms)?,
+                remove_expired_pair_requests(txn, dbs, now_ms)?,
+            ))
+        })?;
+        report.expired_dedupe = expired_dedupe;
+        report.expired_pair_requests = expired_pair_requests;
+        self.record_run(now_ms)?;
+        log::debug!("store maintenance: {report:?}");
+        Ok(report)
+    }
 
+    /// Warn mode: counts what the limits exceed and logs it; removes no session.
+    fn report_only(
+        &self,
+        policy: &MaintenancePolicy,
+        live: &[Candidate],
+        now_ms: u64,
+        report: &mut MaintenanceReport,
+    ) -> Result<(), StoreError> {
+        let stale = |c: &&Candidate| {
+            policy.prune_after_ms > 0
+                && now_ms.saturating_sub(c.updated_at_ms) > policy.prune_after_ms
+        };
+        report.would_prune = live.iter().filter(stale).count();
+        let kept = live.len() - report.would_prune;
+        if policy.max_entries > 0 && kept > policy.max_entries {
+            report.would_cap = kept - policy.max_entries;
+        }
+        if let Some(limit_bytes) = policy.max_disk_bytes {
+            let used = self
+                .env
+                .read("maintain", |txn, dbs| env::used_bytes(&self.env, txn, dbs))?;
+            report.over_disk_budget_bytes = Some(used).filter(|used| *used > limit_bytes);
+        }
+        if report.would_prune > 0 {
+            log::warn!(
+                "session maintenance (warn mode): {} sessions not updated within {} ms would be pruned",
+                report.would_prune,
+                policy.prune_after_ms
+            );
+        }
+        if report.would_cap > 0 {
+            log::warn!(
+                "session maintenance (warn mode): {} sessions over maxEntries {} would be removed",
+                report.would_cap,
+                policy.max_entries
+            );
+        }
+        if let (Some(used), Some(limit)) = (report.over_disk_budget_bytes, policy.max_disk_bytes) {
+            log::warn!(
+                "session maintenance (warn mode): the store uses {used} bytes, over maxDiskBytes {limit}; the oldest sessions would be removed"
+            );
+        }
+        Ok(())
+    }
+
+    /// Enforce mode: prunes, caps and evicts for the disk budget, in that order.
+    fn enforce(
+        &self,
+        policy: &MaintenancePolicy,
+        mut live: Vec<Candidate>,
+        now_ms: u64,
+        report: &mut MaintenanceReport,
+    ) -> Result<(), StoreError> {
         if policy.prune_after_ms > 0 {
             let (stale, fresh): (Vec<_>, Vec<_>) = live
                 .into_iter()
@@ -102,17 +195,7 @@ impl Store {
             report.disk_evicted_sessions = removed;
             report.transcripts_removed += transcripts;
         }
-        let (expired_dedupe, expired_pair_requests) = self.env.delete("maintain", |txn, dbs| {
-            Ok((
-                dedupe::remove_expired(txn, dbs, now_ms)?,
-                remove_expired_pair_requests(txn, dbs, now_ms)?,
-            ))
-        })?;
-        report.expired_dedupe = expired_dedupe;
-        report.expired_pair_requests = expired_pair_requests;
-        self.record_run(now_ms)?;
-        log::debug!("store maintenance: {report:?}");
-        Ok(report)
+        Ok(())
     }
 
     /// Records when maintenance last ran. This small commit also matters at the size cap: LMDB reuses pages freed
@@ -280,6 +363,7 @@ fn remove_expired_pair_requests(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::schema::session::SessionMaintenance;
     use crate::store::test_support::temp_store;
     use crate::store::TranscriptEntry;
 
@@ -291,6 +375,7 @@ mod tests {
             prune_after_ms: 0,
             max_entries: 0,
             max_disk_bytes: None,
+            enforce: true,
         }
     }
 
@@ -355,6 +440,65 @@ mod tests {
             .expect("tail")
             .is_empty());
         assert_eq!(store.transcript_tail("s-fresh", 10).expect("tail").len(), 2);
+    }
+
+    fn maintenance_config(mode: Option<&str>) -> SessionMaintenance {
+        SessionMaintenance {
+            mode: mode.map(str::to_string),
+            prune_after: Some("30d".into()),
+            max_entries: 2,
+            max_disk_bytes: Some("1".into()),
+            high_water_bytes: None,
+        }
+    }
+
+    fn four_sessions_one_stale(store: &Store) {
+        add_session(store, "stale", "s-stale", NOW_MS - 31 * DAY_MS, 2, 10);
+        for i in 0..3u64 {
+            add_session(
+                store,
+                &format!("k{i}"),
+                &format!("s{i}"),
+                NOW_MS - (10 - i) * 1000,
+                1,
+                10,
+            );
+        }
+    }
+
+    #[test]
+    fn warn_mode_reports_what_it_would_remove_and_removes_nothing() {
+        let (_dir, store) = temp_store();
+        four_sessions_one_stale(&store);
+        let policy = MaintenancePolicy::from_config(&maintenance_config(Some("warn")));
+        let report = store.maintain(&policy, NOW_MS).expect("maintain");
+        assert_eq!(keys(&store), ["k2", "k1", "k0", "stale"]);
+        assert_eq!(store.transcript_tail("s-stale", 10).expect("tail").len(), 2);
+        assert_eq!(
+            (
+                report.pruned_sessions,
+                report.capped_sessions,
+                report.transcripts_removed
+            ),
+            (0, 0, 0),
+            "{report:?}"
+        );
+        assert_eq!((report.would_prune, report.would_cap), (1, 1), "{report:?}");
+        assert!(report.over_disk_budget_bytes.is_some(), "{report:?}");
+    }
+
+    #[test]
+    fn enforce_mode_and_the_default_remove_what_warn_mode_reports() {
+        for mode in [Some("enforce"), None] {
+            let (_dir, store) = temp_store();
+            four_sessions_one_stale(&store);
+            let mut config = maintenance_config(mode);
+            config.max_disk_bytes = None;
+            let policy = MaintenancePolicy::from_config(&config);
+            let report = store.maintain(&policy, NOW_MS).expect("maintain");
+            assert_eq!((report.pruned_sessions, report.capped_sessions), (1, 1));
+            assert_eq!(keys(&store), ["k2", "k1"], "mode {mode:?}");
+        }
     }
 
     #[test]
@@ -520,6 +664,7 @@ mod tests {
             prune_after_ms: 1,
             max_entries: 1,
             max_disk_bytes: Some(1),
+            enforce: true,
         };
         let report = store.maintain(&policy, NOW_MS).expect("maintain");
         assert_eq!(report, MaintenanceReport::default());

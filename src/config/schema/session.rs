@@ -127,7 +127,7 @@ pub struct SessionResetByType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SessionMaintenance {
-    /// "enforce" or "warn" (upstream default "warn").
+    /// "enforce" (the default, as upstream) or "warn" (report only, delete nothing).
     pub mode: Option<String>,
     /// Age after which entries are pruned ("30d", "12h"; bare number = days).
     #[serde(deserialize_with = "de::opt_text_or_number")]
@@ -183,9 +183,9 @@ impl SessionMaintenance {
         })
     }
 
-    /// Whether maintenance deletes (`enforce`) or only warns.
+    /// Whether maintenance deletes (`enforce`, the default) or only warns (`warn`).
     pub fn enforces(&self) -> bool {
-        self.mode.as_deref() == Some("enforce")
+        self.mode.as_deref() != Some("warn")
     }
 }
 
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(session.maintenance.prune_after_ms(), 30 * 86_400_000);
         assert_eq!(session.maintenance.max_entries, 500);
         assert_eq!(session.maintenance.max_disk_bytes(), None);
-        assert!(!session.maintenance.enforces());
+        assert!(session.maintenance.enforces());
     }
 
     #[test]
