@@ -20,6 +20,7 @@ mod reasoning;
 mod runs;
 mod runtime;
 mod session_note;
+mod session_reset;
 mod sessions;
 mod skills;
 mod subagents;
@@ -37,9 +38,13 @@ pub use turn::{ReplySettlement, TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS}
 // Reasoning levels and their display.
 pub use reasoning::{format_reasoning_block, ReasoningLevel};
 
-// Sessions: resets, patches, compactions and deletes.
+// Sessions: resets, patches, compactions and deletes; when a session goes stale on its own.
+pub use session_reset::{
+    daily_boundary_ms, evaluate as evaluate_freshness, Freshness, ResetKind, ResetPolicy,
+};
 pub use sessions::{
-    Compacted, FieldPatch, LastRoute, SessionError, SessionIndex, SessionOps, SessionPatch,
+    Compacted, FieldPatch, LastRoute, ResetChat, SessionError, SessionIndex, SessionOps,
+    SessionPatch,
 };
 
 // Sub-agents: the registry and the launcher the gateway implements.

@@ -13,6 +13,8 @@ use super::compaction::{self, CompactionError, CompactionJob, CompactionReason};
 use super::context;
 use super::providers::models;
 use super::runtime::AgentRuntime;
+use super::session_reset::{self, ResetKind, ResetPolicy};
+use crate::config::schema::session::SessionResetMode;
 use crate::config::Config;
 use crate::memory::registry::MemoryServices;
 use crate::store::{SessionEntry, Store, StoreError};
@@ -79,6 +81,15 @@ pub enum Compacted {
     },
     /// Nothing was compacted, and why.
     Skipped(String),
+}
+
+/// The conversation a message arrives from, as the reset policy sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResetChat<'a> {
+    /// The channel id (`telegram`, `webchat`, …) for `resetByChannel`.
+    pub channel: Option<&'a str>,
+    /// A group conversation (besides what the session key says).
+    pub is_group: bool,
 }
 
 /// Typed session operations over the runtime's store, runs and processes.
@@ -301,6 +312,49 @@ impl SessionOps {
         self.runtime.runs.abort_session(key);
         self.runtime.tool_services.processes.kill_session(key);
         let old = store.session(key)?;
+        self.start_fresh(key, old)
+    }
+
+    /// Resets the session under `key` as [`SessionOps::reset`] does when `session.reset` (and its
+    /// per-type, per-channel and legacy forms) calls it stale at `now_ms`, before a turn of a user's
+    /// message runs in it; the fresh entry, or `None` when the session is fresh, new or busy (a run of
+    /// it is active: the rollover waits for a later message, as upstream). Blocks on the store.
+    pub fn roll_over_if_stale(
+        &self,
+        key: &str,
+        chat: &ResetChat<'_>,
+        now_ms: u64,
+    ) -> Result<Option<SessionEntry>, SessionError> {
+        let config = self.config();
+        let kind = ResetKind::of(key, chat.is_group);
+        let policy = ResetPolicy::resolve(&config.session, kind, chat.channel);
+        if policy.mode == SessionResetMode::None {
+            return Ok(None);
+        }
+        let Some(old) = self.runtime.store.session(key)? else {
+            return Ok(None);
+        };
+        let freshness = session_reset::evaluate(
+            &policy,
+            old.updated_at_ms,
+            now_ms,
+            &jiff::tz::TimeZone::system(),
+        );
+        if !freshness.is_stale() || !self.runtime.runs.active_in_session(key).is_empty() {
+            return Ok(None);
+        }
+        log::info!("session {key} is stale ({freshness:?}); starting a new session");
+        self.start_fresh(key, Some(old)).map(Some)
+    }
+
+    /// Writes a fresh session id under `key`, keeping `old`'s label, thinking level, model and channel,
+    /// and saves `old`'s closing note to memory.
+    fn start_fresh(
+        &self,
+        key: &str,
+        old: Option<SessionEntry>,
+    ) -> Result<SessionEntry, SessionError> {
+        let store = &self.runtime.store;
         if let Some(closing) = &old {
             super::session_note::spawn_closing_note(&self.runtime, &self.memory, key, closing);
         }

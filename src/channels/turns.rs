@@ -20,9 +20,10 @@ use std::sync::{Arc, Weak};
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::agent::{ReplySettlement, RunOrigin, RunOutcome, RunStartError, TurnSpec};
+use crate::agent::{ReplySettlement, ResetChat, RunOrigin, RunOutcome, RunStartError, TurnSpec};
 use crate::pipeline::TypingGuard;
 use crate::queue::{Turn, TurnContext, TurnRunner};
+use crate::system::clock::now_ms;
 
 use super::hub::ChannelHub;
 use super::stream::{deliver_run, ReplyRoute};
@@ -143,6 +144,7 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
         return;
     };
     let spec = turn_spec(&turn, last);
+    roll_over_if_stale(&hub, &spec);
     let reply = last.reply.take();
     let (tap, tap_rx) = mpsc::channel(DELIVERY_EVENT_BUFFER);
     let origin = RunOrigin {
@@ -218,6 +220,27 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
             Ok(report) => hub.record_delivery(Some(&run_id), &turn.session_key, report),
             Err(error) => log::warn!("reply delivery task failed: {error}"),
         }
+    }
+}
+
+/// A session `session.reset` calls stale starts over before the turn runs in it (the turn holds the
+/// session's lane, so nothing else runs there).
+fn roll_over_if_stale(hub: &ChannelHub, spec: &TurnSpec) {
+    let chat = ResetChat {
+        channel: spec.channel.as_deref(),
+        is_group: false,
+    };
+    let sessions = &hub.deps.sessions;
+    let rolled = hub
+        .deps
+        .runtime
+        .store
+        .run_blocking(|| sessions.roll_over_if_stale(&spec.session_key, &chat, now_ms()));
+    if let Err(error) = rolled {
+        log::warn!(
+            "cannot check whether session {} is stale: {error}",
+            spec.session_key
+        );
     }
 }
 

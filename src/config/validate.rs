@@ -295,7 +295,20 @@ fn check_session(v: &Validator, session: &SessionConfig) -> Check {
                 .reset_by_channel
                 .iter()
                 .map(|(k, r)| (format!("session.resetByChannel.{k}"), r)),
-        );
+        )
+        .chain(session.reset_by_type.iter().flat_map(|types| {
+            [
+                ("direct", &types.direct),
+                ("dm", &types.dm),
+                ("group", &types.group),
+                ("thread", &types.thread),
+            ]
+            .into_iter()
+            .filter_map(|(kind, r)| {
+                r.as_ref()
+                    .map(|r| (format!("session.resetByType.{kind}"), r))
+            })
+        }));
     for (path, reset) in resets {
         v.range(reset.at_hour, 0, 23, &format!("{path}.atHour"))?;
     }

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::{admin, run_agent, start};
 use crate::support::fake_openai::FakeOpenAi;
+use crate::support::gateway::{config_with_provider, GatewayProcess};
 use crate::support::ws_client::TestClient;
 
 const MAIN_KEY: &str = "agent:main:main";
@@ -300,4 +301,48 @@ async fn agent_wait_reports_ok_for_a_finished_run_and_timeout_for_an_unknown_one
         .await;
     assert_eq!(res["ok"], true, "{res}");
     assert_eq!(res["payload"]["status"], "timeout");
+}
+
+/// The session id an `agent` turn's final `res` reports.
+fn turn_session_id(final_res: &Value) -> String {
+    final_res["payload"]["result"]["meta"]["agentMeta"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string()
+}
+
+#[tokio::test]
+async fn an_agent_turn_in_a_session_idle_past_idle_minutes_runs_in_a_new_session() {
+    let fake = FakeOpenAi::start().await;
+    let config = config_with_provider(&fake.base_url()).replacen(
+        '{',
+        r#"{ session: { reset: { mode: "idle", idleMinutes: 30 } },"#,
+        1,
+    );
+    let args = ["--port", "0", "--token", super::TOKEN];
+    let mut gateway = GatewayProcess::start(&config, &args);
+    let mut client = admin(&gateway, 9).await;
+    let first = turn_session_id(&run_agent(&mut client, "main", "remember pelican").await);
+    let again = turn_session_id(&run_agent(&mut client, "main", "still there?").await);
+    assert_eq!(again, first, "a fresh session continues");
+
+    // Age the session while the gateway is down: the store belongs to one process at a time.
+    drop(client);
+    assert!(gateway.terminate().success());
+    {
+        let store = Store::open(&gateway.data_dir().join("store"), StoreOptions::default())
+            .expect("open the gateway's store");
+        let mut entry = store.session(MAIN_KEY).expect("read").expect("exists");
+        entry.updated_at_ms -= 31 * 60_000;
+        store.put_session(MAIN_KEY, &entry).expect("write");
+    }
+    gateway.crash_and_restart(&config, &args);
+    let mut client = admin(&gateway, 9).await;
+    let second = turn_session_id(&run_agent(&mut client, "main", "what was the word?").await);
+    assert_ne!(second, first, "idle for 31 of 30 minutes: a new session");
+    let last = fake.requests().pop().expect("a provider request");
+    assert!(
+        !last.body["messages"].to_string().contains("pelican"),
+        "the new session's transcript is empty"
+    );
 }

@@ -46,8 +46,11 @@ pub struct SessionConfig {
     pub main_key: String,
     /// Canonical peer → platform-prefixed identities ("telegram:123").
     pub identity_links: BTreeMap<String, Vec<String>>,
-    /// Messages that start a fresh session ("/new", "/reset").
+    /// Messages that start a fresh session, besides `/new` and `/reset` (case-insensitive; text after
+    /// the trigger becomes the new session's first message).
     pub reset_triggers: Vec<String>,
+    /// Legacy idle window in minutes (upstream moved it to `reset.idleMinutes`); idle mode when no
+    /// `reset`/`resetByType` is set.
     pub idle_minutes: Option<u32>,
     pub reset: Option<SessionResetConfig>,
     pub reset_by_type: Option<SessionResetByType>,
@@ -100,6 +103,8 @@ impl Default for SessionAgentToAgent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionResetMode {
+    /// No automatic reset (upstream's default).
+    None,
     Daily,
     Idle,
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::{TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{ResetChat, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
@@ -124,6 +124,7 @@ fn start_agent(
         label: p.opt_str("label")?.map(str::to_string),
         channel: p.opt_str("channel")?.map(str::to_string),
     };
+    roll_over_if_stale(state, &spec, now);
     let ack = json!({"runId": key, "status": "accepted", "acceptedAt": now});
     state.idempotency.begin(&cache_key, ack.clone(), now);
     state
@@ -144,6 +145,27 @@ fn start_agent(
         return Err(error);
     }
     Ok(())
+}
+
+/// A session `session.reset` calls stale starts over before an `agent` turn runs in it (not while a run
+/// of it is active).
+fn roll_over_if_stale(state: &GatewayState, spec: &TurnSpec, now: u64) {
+    let chat = ResetChat {
+        channel: spec.channel.as_deref(),
+        is_group: false,
+    };
+    let services = &state.services;
+    let rolled = services.store.run_blocking(|| {
+        services
+            .sessions
+            .roll_over_if_stale(&spec.session_key, &chat, now)
+    });
+    if let Err(error) = rolled {
+        log::warn!(
+            "cannot check whether session {} is stale: {error}",
+            spec.session_key
+        );
+    }
 }
 
 fn cached_error_frame(request_id: &str, error: &Value, payload: Value) -> String {
