@@ -64,6 +64,7 @@ fn run(
         now_ms,
         replay: false,
         group_history_limit: 50,
+        reset_triggers: &[],
     };
     pipeline.process(msg, inbound).expect("process")
 }

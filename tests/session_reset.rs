@@ -1,12 +1,13 @@
-//! `session.reset` on the message path: a chat message for a session that went stale (idle past
-//! `idleMinutes`, or last updated before the daily boundary) runs in a new session (new id, fresh
-//! transcript). The session's age is set through the store.
+//! `session.reset` and `session.resetTriggers` on the message path: a chat message for a session that
+//! went stale (idle past `idleMinutes`, or last updated before the daily boundary) runs in a new session
+//! (new id, fresh transcript); a configured reset trigger starts a new session like `/new`, and the text
+//! after it becomes the new session's first message. The session's age is set through the store.
 
 mod support;
 
 use pincer::system::clock::now_ms;
 use serde_json::Value;
-use support::hub_harness::{dm, reply, sent_count, start, Hub, WAIT};
+use support::hub_harness::{dm, reply, sent_count, settle, start, Hub, WAIT};
 use support::recording_channel::Abilities;
 
 const MAIN: &str = "agent:main:main";
@@ -130,4 +131,37 @@ async fn without_a_reset_policy_an_old_session_continues() {
     exchange(&hub, "2", "what was the word?", "Pelican.", 2).await;
     assert_eq!(session_id(&hub), first);
     assert!(request_mentions(&hub, 1, "pelican"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_trigger_starts_a_new_session_and_runs_the_rest_of_the_message() {
+    let hub = hub_with_session(r#"resetTriggers: ["start over"]"#).await;
+    exchange(&hub, "1", "remember the word pelican", "Noted.", 1).await;
+    let first = session_id(&hub);
+
+    exchange(&hub, "2", "Start Over what was the word?", "No idea.", 2).await;
+    let second = session_id(&hub);
+    assert_ne!(second, first, "the trigger started a new session");
+    assert_eq!(turns(&hub).len(), 2);
+    assert!(last_user_text(&hub, 1).contains("what was the word?"));
+    assert!(!last_user_text(&hub, 1)
+        .to_lowercase()
+        .contains("start over"));
+    assert!(!request_mentions(&hub, 1, "pelican"));
+
+    // The trigger alone is answered like `/new`, without a run.
+    hub.channel.inject(dm("42", "3", "start over")).await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 3).await;
+    assert!(
+        format!("{log:?}").contains("New session started."),
+        "{log:?}"
+    );
+    settle().await;
+    assert_eq!(turns(&hub).len(), 2, "no run for the bare trigger");
+    assert_ne!(session_id(&hub), second);
+
+    // A word that merely begins with the trigger is an ordinary message.
+    exchange(&hub, "4", "start overture please", "Sure.", 4).await;
+    assert_eq!(turns(&hub).len(), 3);
+    assert!(last_user_text(&hub, 2).contains("start overture please"));
 }

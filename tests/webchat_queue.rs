@@ -427,3 +427,38 @@ async fn max_concurrent_one_makes_an_agent_run_and_a_chat_turn_take_turns() {
     assert_eq!(done["message"]["content"][0]["text"], "Chat done.");
     assert_eq!(fake.requests().len(), 2);
 }
+
+/// The main session's id as `sessions.list` shows it.
+async fn main_session_id(client: &mut TestClient) -> String {
+    let res = client.call("sessions.list", json!({})).await;
+    res["payload"]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|row| row["key"] == "agent:main:main")
+        .and_then(|row| row["sessionId"].as_str())
+        .expect("the main session is listed")
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_reset_trigger_in_chat_send_starts_a_new_session_with_the_rest_as_its_message() {
+    let fake = FakeOpenAi::start().await;
+    let config =
+        config(&fake, "{}").replacen('{', r#"{ session: { resetTriggers: ["start over"] },"#, 1);
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let mut client = client(&gateway, 31).await;
+    send_and_final(&mut client, "t-1", "remember the word pelican").await;
+    let first = main_session_id(&mut client).await;
+
+    send_and_final(&mut client, "t-2", "Start over what was the word?").await;
+    assert_ne!(main_session_id(&mut client).await, first);
+    let turn = fake
+        .requests()
+        .into_iter()
+        .map(|r| r.body["messages"].to_string())
+        .rfind(|m| m.contains("what was the word?"))
+        .expect("the rest of the message ran");
+    assert!(!turn.contains("pelican"), "a fresh transcript: {turn}");
+    assert!(!turn.to_lowercase().contains("start over"), "{turn}");
+}

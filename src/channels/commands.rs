@@ -23,12 +23,13 @@ const SUBAGENT_TASK_PREVIEW_CHARS: usize = 60;
 /// How long `/restart` waits so its answer can leave before the drain starts.
 const RESTART_DELAY_MS: u64 = 500;
 
-/// Runs `command` for `route` and answers through the destination.
+/// Runs `command` for `route` and answers through the destination. `/new <text>` (or a reset trigger
+/// followed by text) starts the new session with `<text>` as its first message instead of a notice.
 pub(super) async fn execute(
     hub: &Arc<ChannelHub>,
     command: CommandInvocation,
     route: &Route,
-    dest: &Destination,
+    dest: Destination,
     sender_id: &str,
 ) {
     if !may_run_commands(&hub.deps, &route.channel, sender_id) {
@@ -45,6 +46,18 @@ pub(super) async fn execute(
         is_group: dest.is_group,
         is_owner: command.spec.owner_only && is_owner(&hub.deps, &route.channel, sender_id),
     };
+    let first_message = command.args.trim();
+    if command.spec.name == "new" && !first_message.is_empty() {
+        hub.queue.abort(&route.session_key);
+        match sync(|| hub.deps.sessions.reset(&route.session_key)) {
+            Ok(_) => {
+                let config = hub.config();
+                hub.enqueue_channel_run(&config, route, first_message.to_string(), dest);
+                return;
+            }
+            Err(error) => log::warn!("cannot reset {}: {error}", route.session_key),
+        }
+    }
     let answer = answer(hub, &command, &caller).await;
     hub.send_notice(
         &*dest.adapter,

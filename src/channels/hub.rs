@@ -214,7 +214,7 @@ impl ChannelHub {
     }
 
     /// Queues a run for a channel conversation.
-    fn enqueue_channel_run(
+    pub(super) fn enqueue_channel_run(
         &self,
         config: &Config,
         route: &Route,
@@ -411,6 +411,7 @@ impl ChannelHub {
         let access = settings.access.clone();
         let debounce_ms = settings.inbound_debounce_ms;
         let group_history_limit = settings.group_history_limit;
+        let config = self.config();
         tokio::task::spawn_blocking(move || {
             let inbound = Inbound {
                 policy: &access,
@@ -421,6 +422,7 @@ impl ChannelHub {
                 now_ms: now_ms(),
                 replay,
                 group_history_limit,
+                reset_triggers: &config.session.reset_triggers,
             };
             pipeline.process(event.message, inbound)
         })
@@ -506,7 +508,7 @@ impl ChannelHub {
             if let Some(previous) = previous {
                 let _ = previous.await;
             }
-            super::commands::execute(&hub, command, &route, &dest, &sender_id).await;
+            super::commands::execute(&hub, command, &route, dest, &sender_id).await;
             let _ = done.send(());
             let mut tails = hub.command_tails.lock();
             if tails

@@ -159,9 +159,50 @@ pub fn parse_command(text: &str, bot_username: Option<&str>) -> Option<CommandIn
     })
 }
 
+/// Reads `text` as one of `session.resetTriggers`: the message is a trigger, or starts with one followed by
+/// whitespace (case-insensitive, as upstream). The answer is the `new` command, its arguments the text after
+/// the trigger (the new session's first message, when there is one).
+pub fn parse_reset_trigger(text: &str, triggers: &[String]) -> Option<CommandInvocation> {
+    let text = text.trim();
+    let lowered = text.to_lowercase();
+    let spec = COMMANDS.iter().find(|c| c.name == "new")?;
+    triggers.iter().find_map(|trigger| {
+        let trigger = trigger.trim().to_lowercase();
+        if trigger.is_empty() || !lowered.starts_with(&trigger) {
+            return None;
+        }
+        let rest = &lowered[trigger.len()..];
+        if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+            return None;
+        }
+        // Lower-casing may change byte lengths: take the payload from the original by characters.
+        let skip = trigger.chars().count();
+        let args: String = text.chars().skip(skip).collect();
+        Some(CommandInvocation {
+            spec: *spec,
+            invoked_as: trigger,
+            args: args.trim().to_string(),
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_trigger_matches_whole_or_before_whitespace_and_keeps_the_rest() {
+        let triggers = vec!["Start over".to_string(), "/fresh".to_string()];
+        let bare = parse_reset_trigger("  start OVER ", &triggers).expect("whole message");
+        assert_eq!((bare.spec.name, bare.args.as_str()), ("new", ""));
+        let payload = parse_reset_trigger("START OVER What was it?\nline two", &triggers)
+            .expect("trigger then text");
+        assert_eq!(payload.args, "What was it?\nline two");
+        assert!(parse_reset_trigger("/fresh", &triggers).is_some());
+        assert!(parse_reset_trigger("start overture", &triggers).is_none());
+        assert!(parse_reset_trigger("please start over", &triggers).is_none());
+        assert!(parse_reset_trigger("start over", &[]).is_none());
+    }
 
     #[test]
     fn mention_is_stripped_and_aliases_resolve() {

@@ -23,7 +23,7 @@ use crate::routing::{Route, RouteInput, Router};
 use crate::store::{Store, StoreError};
 
 use access::{check_dm, check_group, pairing_reply, AccessPolicy, GroupOrigin, Refusal};
-use commands::{parse_command, CommandInvocation};
+use commands::{parse_command, parse_reset_trigger, CommandInvocation};
 use context::{with_group_history, InboundMessage};
 use debounce::{DebounceStep, InboundDebouncer};
 use dedupe::{DeliveryKey, InboundDedupe};
@@ -145,6 +145,8 @@ pub struct Inbound<'a> {
     pub replay: bool,
     /// Unanswered group messages kept as context (0 disables).
     pub group_history_limit: usize,
+    /// `session.resetTriggers`: messages that start a new session like `/new`.
+    pub reset_triggers: &'a [String],
 }
 
 /// Most groups whose unanswered messages are kept at once (the oldest
@@ -294,7 +296,9 @@ impl InboundPipeline {
         if let Some(hook) = &self.hook {
             hook.message_received(&msg);
         }
-        if let Some(command) = parse_command(&msg.body_for_commands, inbound.bot_username) {
+        let command = parse_reset_trigger(&msg.body_for_commands, inbound.reset_triggers)
+            .or_else(|| parse_command(&msg.body_for_commands, inbound.bot_username));
+        if let Some(command) = command {
             return Ok(Decision::Command { command, route });
         }
         if !self.send_policy.allows(&route.session_key, &route.channel) {

@@ -17,7 +17,7 @@ use crate::gateway::runs::{self, FinalReply, RunOrigin};
 use crate::gateway::scopes;
 use crate::gateway::state::GatewayState;
 use crate::gateway::webchat::hub_of;
-use crate::pipeline::commands::{parse_command, CommandInvocation};
+use crate::pipeline::commands::{parse_command, parse_reset_trigger, CommandInvocation};
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::system::clock::now_ms;
@@ -266,6 +266,16 @@ fn send_or_command(
         }
         _ => {}
     }
+    // `session.resetTriggers`: a new session, then the text after the trigger (if any) runs in it.
+    let triggered = parse_reset_trigger(message, &config.session.reset_triggers);
+    if let Some(trigger) = &triggered {
+        hub.queue.abort(&session_key);
+        let reset = super::sessions::reset(state, &json!({"key": session_key, "reason": "reset"}))?;
+        if trigger.args.is_empty() {
+            return Ok(Sent::Ack(reset));
+        }
+    }
+    let message = triggered.as_ref().map_or(message, |t| t.args.as_str());
     if let Some(command) = parse_command(message, None) {
         let caller = WebCommand {
             run_id: key.to_string(),
