@@ -668,3 +668,25 @@ async fn the_test_client_keeps_an_event_that_comes_before_the_response() {
     drop(client);
     server.await.expect("server task");
 }
+
+#[tokio::test]
+async fn hello_ok_names_the_global_main_session_under_global_scope() {
+    let fake = FakeOpenAi::start().await;
+    let config = config_with_provider(&fake.base_url()).replacen(
+        '{',
+        r#"{ session: { scope: "global" },"#,
+        1,
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let (_client, hello) =
+        TestClient::connect(&gateway.url(), Some(TOKEN), &["operator.read"], None).await;
+    let defaults = &hello["snapshot"]["sessionDefaults"];
+    assert_eq!(
+        (
+            defaults["scope"].as_str(),
+            defaults["mainSessionKey"].as_str()
+        ),
+        (Some("global"), Some("global")),
+        "{defaults}"
+    );
+}

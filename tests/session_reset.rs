@@ -7,7 +7,7 @@ mod support;
 
 use pincer::system::clock::now_ms;
 use serde_json::Value;
-use support::hub_harness::{dm, reply, sent_count, settle, start, Hub, WAIT};
+use support::hub_harness::{dm, queue_idle, reply, sent_count, start, Hub, WAIT};
 use support::recording_channel::Abilities;
 
 const MAIN: &str = "agent:main:main";
@@ -156,7 +156,7 @@ async fn a_reset_trigger_starts_a_new_session_and_runs_the_rest_of_the_message()
         format!("{log:?}").contains("New session started."),
         "{log:?}"
     );
-    settle().await;
+    queue_idle(&hub).await;
     assert_eq!(turns(&hub).len(), 2, "no run for the bare trigger");
     assert_ne!(session_id(&hub), second);
 

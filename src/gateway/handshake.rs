@@ -17,6 +17,7 @@ use super::frames::{ErrorCode, ErrorShape, MIN_PROTOCOL_VERSION, PROTOCOL_VERSIO
 use super::pairing::{self, PairingAsk, PairingDecision};
 use super::scopes;
 use super::state::GatewayState;
+use crate::routing::session_key::scoped_main_session_key;
 
 /// A refused handshake.
 #[derive(Debug, Clone)]
@@ -337,7 +338,7 @@ pub fn hello_ok(
             "sessionDefaults": {
                 "defaultAgentId": default_agent,
                 "mainKey": main_key,
-                "mainSessionKey": format!("agent:{default_agent}:{main_key}"),
+                "mainSessionKey": scoped_main_session_key(&config.session, &default_agent),
                 "scope": super::methods::catalog::session_scope(&config),
             },
             "authMode": state.secret().mode_name(),

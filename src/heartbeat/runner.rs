@@ -31,6 +31,7 @@ use crate::agent::{
 use crate::config::schema::automation::HeartbeatConfig;
 use crate::config::Config;
 use crate::cron::CronClock;
+use crate::routing::session_key::scoped_main_session_key;
 use crate::store::Store;
 use crate::system::blocking::off_worker;
 use futures_util::future::BoxFuture;
@@ -155,9 +156,8 @@ pub fn heartbeat_agents(config: &Config) -> Vec<(String, HeartbeatConfig)> {
 
 /// The session a heartbeat runs in: `session` ("main", a full key, or a key under the agent), else main.
 pub fn heartbeat_session(config: &Config, agent_id: &str, session: Option<&str>) -> String {
-    let main_key = &config.session.main_key;
     match session.map(str::trim).filter(|s| !s.is_empty()) {
-        None | Some("main") => format!("agent:{agent_id}:{main_key}"),
+        None | Some("main") => scoped_main_session_key(&config.session, agent_id),
         Some(key) if key.starts_with("agent:") => key.to_string(),
         Some(key) => format!("agent:{agent_id}:{key}"),
     }

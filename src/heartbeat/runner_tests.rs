@@ -267,3 +267,20 @@ async fn an_isolated_heartbeat_runs_in_a_fresh_side_session_and_delivers_to_the_
     assert_eq!(delivered[0].session_key, "agent:main:main");
     assert_eq!(delivered[0].target.to.as_deref(), Some("42"));
 }
+
+#[test]
+fn the_heartbeat_runs_in_the_global_session_under_global_scope() {
+    let config: Config =
+        serde_json::from_value(serde_json::json!({"session": {"scope": "global"}}))
+            .expect("config");
+    assert_eq!(heartbeat_session(&config, "main", None), "global");
+    assert_eq!(heartbeat_session(&config, "main", Some("main")), "global");
+    assert_eq!(
+        heartbeat_session(&config, "main", Some("side")),
+        "agent:main:side"
+    );
+    assert_eq!(
+        heartbeat_session(&Config::default(), "main", None),
+        "agent:main:main"
+    );
+}

@@ -118,6 +118,8 @@ struct RoutingTables {
     default_agent: String,
     dm_scope: DmScope,
     main_key: String,
+    /// `session.scope: "global"`: main sessions are the one `global` session.
+    global_scope: bool,
     identity_links: std::collections::BTreeMap<String, Vec<String>>,
     broadcast: HashMap<String, Vec<String>>,
     broadcast_strategy: BroadcastStrategy,
@@ -198,6 +200,7 @@ impl RoutingTables {
             default_agent: config.agents.default_agent_id(),
             dm_scope: config.session.dm_scope,
             main_key: config.session.main_key.clone(),
+            global_scope: session_key::is_global_scope(&config.session),
             identity_links: config.session.identity_links.clone(),
             broadcast: config
                 .broadcast
@@ -274,6 +277,17 @@ impl RoutingTables {
                 dm_scope: self.dm_scope,
                 identity_links: &self.identity_links,
             }),
+        };
+        let (session_key, main) = if self.global_scope {
+            let global = session_key::GLOBAL_SESSION_KEY.to_string();
+            let session_key = if session_key == main {
+                global.clone()
+            } else {
+                session_key
+            };
+            (session_key, global)
+        } else {
+            (session_key, main)
         };
         Route {
             agent_id,

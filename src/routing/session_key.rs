@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::schema::bindings::PeerKind;
-use crate::config::schema::session::DmScope;
+use crate::config::schema::session::{DmScope, SessionConfig};
 
 /// Agent id used when none is given (upstream's `DEFAULT_AGENT_ID`).
 pub const DEFAULT_AGENT_ID: &str = "main";
@@ -64,6 +64,33 @@ pub fn main_session_key(agent_id: &str, main_key: &str) -> String {
         main_key
     };
     format!("agent:{}:{main_key}", normalize_agent_id(agent_id))
+}
+
+/// The key `session.scope: "global"` gives every agent's main session.
+pub const GLOBAL_SESSION_KEY: &str = "global";
+
+/// Whether `session.scope` is `"global"` (the default is `"per-sender"`).
+pub fn is_global_scope(session: &SessionConfig) -> bool {
+    session.scope.as_deref() == Some("global")
+}
+
+/// The main session of `agent_id` under the configured scope: `agent:<id>:<mainKey>`, or `global` when
+/// `session.scope` is `"global"` (as upstream's canonical main-session alias).
+pub fn scoped_main_session_key(session: &SessionConfig, agent_id: &str) -> String {
+    if is_global_scope(session) {
+        GLOBAL_SESSION_KEY.to_string()
+    } else {
+        main_session_key(agent_id, &session.main_key)
+    }
+}
+
+/// `key` with an agent's main-session key replaced by `global` under `session.scope: "global"`.
+pub fn scope_main_alias(session: &SessionConfig, agent_id: &str, key: String) -> String {
+    if is_global_scope(session) && key == main_session_key(agent_id, &session.main_key) {
+        GLOBAL_SESSION_KEY.to_string()
+    } else {
+        key
+    }
 }
 
 /// Everything a peer's session key depends on.

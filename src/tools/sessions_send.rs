@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::sessions_a2a::AgentToAgentFlow;
 use super::{arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 use crate::config::{Config, SessionsVisibility};
-use crate::routing::session_key::agent_of_key;
+use crate::routing::session_key::{agent_of_key, scoped_main_session_key};
 use futures_util::future::BoxFuture;
 
 /// How long the tool waits for the reply when the model does not say.
@@ -122,7 +122,7 @@ impl SessionRunner for NoSessionRunner {
 fn canonical_target(config: &Config, agent_id: &str, key: &str) -> String {
     let main_key = &config.session.main_key;
     match key.trim() {
-        k if k == "main" || k == main_key => format!("agent:{agent_id}:{main_key}"),
+        k if k == "main" || k == main_key => scoped_main_session_key(&config.session, agent_id),
         k if k.starts_with("agent:") || k == "global" => k.to_string(),
         k => format!("agent:{agent_id}:{k}"),
     }

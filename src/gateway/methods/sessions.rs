@@ -9,6 +9,7 @@ use crate::agent::{Compacted, FieldPatch, SessionError, SessionPatch};
 use crate::config::Config;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::state::GatewayState;
+use crate::routing::session_key::{agent_of_key, scope_main_alias};
 use crate::store::{SessionEntry, StoreError};
 use crate::system::clock::now_ms;
 
@@ -31,12 +32,15 @@ pub fn canonical_key(config: &Config, agent_id: Option<&str>, key: Option<&str>)
         .map(str::to_string)
         .unwrap_or_else(|| config.agents.default_agent_id());
     let main_key = &config.session.main_key;
-    match key.map(str::trim).filter(|k| !k.is_empty()) {
+    let key = match key.map(str::trim).filter(|k| !k.is_empty()) {
         None => format!("agent:{agent}:{main_key}"),
         Some(k) if k == "main" || k == main_key => format!("agent:{agent}:{main_key}"),
         Some(k) if k.starts_with("agent:") || k == "global" => k.to_string(),
         Some(k) => format!("agent:{agent}:{k}"),
-    }
+    };
+    // `session.scope: "global"`: the main session (of any agent) is `global`.
+    let owner = agent_of_key(&key).map_or(agent, str::to_string);
+    scope_main_alias(&config.session, &owner, key)
 }
 
 fn kind_of(key: &str) -> &'static str {
@@ -309,4 +313,35 @@ pub fn history(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
         "thinkingLevel": entry.thinking_level,
         "verboseLevel": entry.verbose_level,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(session: Value) -> Config {
+        serde_json::from_value(json!({"session": session})).expect("config")
+    }
+
+    #[test]
+    fn main_aliases_name_the_global_session_under_global_scope() {
+        let global = config(json!({"scope": "global"}));
+        for key in [None, Some("main"), Some("agent:main:main")] {
+            assert_eq!(canonical_key(&global, None, key), "global", "{key:?}");
+        }
+        assert_eq!(
+            canonical_key(&global, Some("ops"), Some("main")),
+            "global",
+            "every agent's main session is the global one"
+        );
+        assert_eq!(
+            canonical_key(&global, None, Some("side")),
+            "agent:main:side"
+        );
+        let per_sender = config(json!({}));
+        assert_eq!(
+            canonical_key(&per_sender, None, Some("main")),
+            "agent:main:main"
+        );
+    }
 }

@@ -222,3 +222,15 @@ fn agent_patterns_match_with_wildcards() {
     assert_eq!(agent_of_key("agent:ops:telegram:dm:1"), Some("ops"));
     assert_eq!(agent_of_key("global"), None);
 }
+
+#[test]
+fn main_names_the_global_session_under_global_scope() {
+    let config: Config =
+        serde_json::from_value(json!({"session": {"scope": "global"}})).expect("config");
+    assert_eq!(canonical_target(&config, "main", "main"), "global");
+    assert_eq!(canonical_target(&config, "main", "side"), "agent:main:side");
+    assert_eq!(
+        canonical_target(&Config::default(), "main", "main"),
+        "agent:main:main"
+    );
+}
