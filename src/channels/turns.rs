@@ -145,7 +145,11 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
     };
     let spec = turn_spec(&turn, last);
     roll_over_if_stale(&hub, &spec);
-    let reply = last.reply.take();
+    // A session whose `sendPolicy` is `deny` runs its turn but delivers nothing (as upstream).
+    let reply = last
+        .reply
+        .take()
+        .filter(|_| !sends_denied(&hub, &spec.session_key));
     let (tap, tap_rx) = mpsc::channel(DELIVERY_EVENT_BUFFER);
     let origin = RunOrigin {
         requester: last.requester.clone(),
@@ -241,6 +245,18 @@ fn roll_over_if_stale(hub: &ChannelHub, spec: &TurnSpec) {
             "cannot check whether session {} is stale: {error}",
             spec.session_key
         );
+    }
+}
+
+/// Whether `session_key`'s `sendPolicy` override is `deny` (an unreadable entry allows).
+fn sends_denied(hub: &ChannelHub, session_key: &str) -> bool {
+    let store = &hub.deps.runtime.store;
+    match store.run_blocking(|| store.session(session_key)) {
+        Ok(entry) => entry.is_some_and(|e| e.sends_denied()),
+        Err(error) => {
+            log::warn!("cannot read the send policy of {session_key}: {error}");
+            false
+        }
     }
 }
 

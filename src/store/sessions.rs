@@ -82,6 +82,11 @@ pub struct SessionEntry {
 }
 
 impl SessionEntry {
+    /// Whether the session's `sendPolicy` override is `deny`: its replies are not delivered.
+    pub fn sends_denied(&self) -> bool {
+        self.send_policy.as_deref() == Some("deny")
+    }
+
     /// A new entry for `session_id`, created and updated at `now_ms`, every other field empty.
     pub fn new(session_id: impl Into<String>, now_ms: u64) -> SessionEntry {
         SessionEntry {

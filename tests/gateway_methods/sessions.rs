@@ -346,3 +346,39 @@ async fn an_agent_turn_in_a_session_idle_past_idle_minutes_runs_in_a_new_session
         "the new session's transcript is empty"
     );
 }
+
+#[tokio::test]
+async fn chat_send_into_a_session_whose_send_policy_is_deny_is_refused() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 10).await;
+    let res = client
+        .call(
+            "sessions.patch",
+            json!({"key": "main", "sendPolicy": "deny"}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let send = json!({"sessionKey": "main", "message": "hello", "idempotencyKey": "sp-1"});
+    let res = client.call("chat.send", send).await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{res}");
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("send blocked by session policy")),
+        "{res}"
+    );
+    assert!(fake.requests().is_empty(), "no turn ran");
+
+    let res = client
+        .call(
+            "sessions.patch",
+            json!({"key": "main", "sendPolicy": "allow"}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+    let send = json!({"sessionKey": "main", "message": "hello", "idempotencyKey": "sp-2"});
+    let res = client.call("chat.send", send).await;
+    assert_eq!(res["ok"], true, "{res}");
+}

@@ -285,6 +285,16 @@ fn send_or_command(
         };
         return Ok(Sent::Command(caller, command));
     }
+    // A session whose `sendPolicy` is `deny` takes no message from the web chat (as upstream).
+    let store = &state.services.store;
+    if store
+        .run_blocking(|| store.session(&session_key))
+        .ok()
+        .flatten()
+        .is_some_and(|entry| entry.sends_denied())
+    {
+        return Err(ErrorShape::invalid("send blocked by session policy"));
+    }
     let cache_key = format!("chat:{key}");
     let now = now_ms();
     match state.idempotency.get(&cache_key, now) {
