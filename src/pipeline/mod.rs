@@ -2,10 +2,11 @@
 //! platform event and a queued run. A message is finalised (`context.rs`),
 //! dropped if it is our own echo (`echo.rs`) or a duplicate delivery
 //! (`dedupe.rs`), checked against the DM and group policies with DM pairing
-//! (`access.rs`), recognised as a command (`commands.rs`), routed, checked
-//! against the send policy, and debounced (`debounce.rs`) before the
-//! caller hands it to the queue. Channel abilities the pipeline uses are
-//! small optional traits (typing indicator, ack reaction) and hooks.
+//! (`access.rs`), recognised as a command (`commands.rs`), routed, and
+//! debounced (`debounce.rs`) before the caller hands it to the queue (a
+//! session's send policy applies to its replies, in the turn). Channel
+//! abilities the pipeline uses are small optional traits (typing
+//! indicator, ack reaction) and hooks.
 //!
 //! The pipeline must not talk to a platform API: it returns decisions.
 
@@ -81,32 +82,12 @@ impl Drop for TypingGuard {
     }
 }
 
-/// Whether replies may be sent for a session or channel (`allow` unless a
-/// rule denies it; a session rule beats a channel rule).
-#[derive(Debug, Clone, Default)]
-pub struct SendPolicy {
-    pub deny_sessions: Vec<String>,
-    pub deny_channels: Vec<String>,
-    pub allow_sessions: Vec<String>,
-}
-
-impl SendPolicy {
-    pub fn allows(&self, session_key: &str, channel: &str) -> bool {
-        if self.allow_sessions.iter().any(|s| s == session_key) {
-            return true;
-        }
-        !self.deny_sessions.iter().any(|s| s == session_key)
-            && !self.deny_channels.iter().any(|c| c == channel)
-    }
-}
-
 /// Why a message gets nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IgnoreReason {
     Echo,
     Duplicate,
     Refused(Refusal),
-    SendDenied,
     Empty,
 }
 
@@ -213,7 +194,6 @@ pub struct InboundPipeline {
     pub echo: EchoTracker,
     debouncer: Mutex<InboundDebouncer>,
     group_history: Mutex<GroupHistory>,
-    pub send_policy: SendPolicy,
     pub hook: Option<Arc<dyn MessageReceivedHook>>,
 }
 
@@ -226,7 +206,6 @@ impl InboundPipeline {
             echo: EchoTracker::new(),
             debouncer: Mutex::new(InboundDebouncer::new()),
             group_history: Mutex::new(GroupHistory::default()),
-            send_policy: SendPolicy::default(),
             hook: None,
         }
     }
@@ -300,9 +279,6 @@ impl InboundPipeline {
             .or_else(|| parse_command(&msg.body_for_commands, inbound.bot_username));
         if let Some(command) = command {
             return Ok(Decision::Command { command, route });
-        }
-        if !self.send_policy.allows(&route.session_key, &route.channel) {
-            return Ok(Decision::Ignored(IgnoreReason::SendDenied));
         }
         if msg.body_for_agent.trim().is_empty() {
             return Ok(Decision::Ignored(IgnoreReason::Empty));
