@@ -165,3 +165,41 @@ async fn a_reset_trigger_starts_a_new_session_and_runs_the_rest_of_the_message()
     assert_eq!(turns(&hub).len(), 3);
     assert!(last_user_text(&hub, 2).contains("start overture please"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announcement_into_a_stale_session_does_not_start_a_new_one() {
+    let hub = hub_with_session(r#"reset: { mode: "idle", idleMinutes: 30 }"#).await;
+    exchange(&hub, "1", "remember the word pelican", "Noted.", 1).await;
+    let first = session_id(&hub);
+    // The turn records its chat route (where the announcement's answer goes) after its reply.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while hub
+        .state
+        .services
+        .store
+        .session(MAIN)
+        .expect("read")
+        .expect("exists")
+        .last_to
+        .is_none()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no route recorded");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    age_session(&hub, 31 * MINUTE_MS);
+    hub.fake.push_reply(reply("Your sub-agent finished."));
+    let hub_ref = pincer::gateway::webchat::hub_of(&hub.state);
+    pincer::channels::deliver::enqueue_announcement(
+        &hub_ref,
+        "main",
+        MAIN,
+        "[sub-agent result] done".into(),
+    )
+    .expect("queued");
+    hub.channel.wait_for(WAIT, |log| sent_count(log) == 2).await;
+    assert_eq!(
+        session_id(&hub),
+        first,
+        "an internal event is not a user's message: the session stays"
+    );
+}

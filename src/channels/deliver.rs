@@ -192,6 +192,7 @@ pub fn enqueue_announcement(
         idempotency_key: None,
         typing: None,
         hub: hub.weak(),
+        system_event: true,
         inbox: Vec::new(),
     };
     let queued = QueuedMessage {

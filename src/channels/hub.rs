@@ -252,6 +252,7 @@ impl ChannelHub {
             idempotency_key: None,
             typing,
             hub: self.me.clone(),
+            system_event: false,
             inbox,
         };
         let settings = QueueSettings::for_channel(&config.messages.queue, &route.channel);

@@ -69,6 +69,9 @@ pub struct TurnOrigin {
     /// To forget an unsettled idempotency key and the inbox records when the
     /// message is dropped.
     pub hub: Weak<ChannelHub>,
+    /// An event from inside pincer (a sub-agent's announcement), not a user's message: it never
+    /// starts a new session under `session.reset`, as upstream's system events.
+    pub system_event: bool,
     /// Durable inbox records of the channel messages this answers: removed
     /// when the origin goes (the turn ended, the message was steered into a
     /// turn or dropped by the queue), replayed after a crash otherwise.
@@ -139,12 +142,15 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
         .filter_map(|o| o.idempotency_key.take())
         .collect();
     let typing: Vec<TypingGuard> = origins.iter_mut().filter_map(|o| o.typing.take()).collect();
+    let from_a_user = origins.iter().any(|o| !o.system_event);
     let Some(last) = origins.last_mut() else {
         log::warn!("turn for {} carried no origin; dropped", turn.session_key);
         return;
     };
     let spec = turn_spec(&turn, last);
-    roll_over_if_stale(&hub, &spec);
+    if from_a_user {
+        roll_over_if_stale(&hub, &spec);
+    }
     // A session whose `sendPolicy` is `deny` runs its turn but delivers nothing (as upstream).
     let reply = last
         .reply

@@ -370,6 +370,7 @@ fn enqueue_webchat(
         idempotency_key,
         typing: None,
         hub: hub.weak(),
+        system_event: false,
         inbox: vec![inbox],
     };
     let queued = QueuedMessage {
