@@ -239,6 +239,12 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "messages.tts",
         "tools.media",
         "commands.native",
+        "agents.defaults.models",
+        "cron.sessionRetention",
+        "memory.citations",
+        "discovery",
+        "logging",
+        "agents.list[0].identity",
     ] {
         assert!(
             paths.contains(&expected),
@@ -267,6 +273,34 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
 }
 
 #[test]
+fn every_dropped_key_of_an_openclaw_config_is_a_known_upstream_key() {
+    let report = report();
+    let unknown: Vec<&str> = report
+        .skipped
+        .iter()
+        .filter(|(_, why)| !why.starts_with("not supported by pincer") && !why.contains("source"))
+        .map(|(path, _)| path.as_str())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "OpenClaw keys reported as unknown rather than unsupported: {unknown:?}"
+    );
+}
+
+#[test]
+fn a_key_neither_has_is_dropped_as_unknown() {
+    let report =
+        pincer::config::import_openclaw(r#"{ gateway: { port: 1, zebra: 1 } }"#).expect("imported");
+    assert_eq!(report.skipped.len(), 1);
+    assert_eq!(report.skipped[0].0, "gateway.zebra");
+    assert!(
+        report.skipped[0].1.starts_with("unknown key"),
+        "{:?}",
+        report.skipped
+    );
+}
+
+#[test]
 fn known_keys_are_carried_over_unchanged() {
     let json = report().config_json;
     let source =
@@ -275,17 +309,16 @@ fn known_keys_are_carried_over_unchanged() {
         "/meta",
         "/models/providers/openrouter/models",
         "/agents/defaults/model",
-        "/agents/defaults/models",
         "/agents/defaults/heartbeat",
         "/agents/defaults/sandbox/docker/network",
-        "/agents/list/0",
+        "/agents/list/0/id",
         "/session/dmScope",
         "/messages/queue",
         "/channels/telegram/groups",
         "/channels/discord/guilds",
         "/tools/exec",
-        "/cron",
-        "/discovery",
+        "/cron/enabled",
+        "/cron/maxConcurrentRuns",
         "/gateway/controlUi",
     ] {
         assert_eq!(

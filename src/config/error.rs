@@ -34,6 +34,9 @@ pub enum ConfigError {
         path: String,
         suggestion: Option<String>,
     },
+    /// A key OpenClaw accepts that pincer does not implement.
+    #[error("{origin}: {path} is not supported by pincer (an OpenClaw key pincer does not implement; `pincer config keys` lists the supported ones)")]
+    Unsupported { origin: String, path: String },
     #[error("{origin}: {path}: expected {expected}, got {got}")]
     WrongType {
         origin: String,
@@ -68,6 +71,7 @@ impl ConfigError {
     pub fn json_path(&self) -> Option<&str> {
         match self {
             ConfigError::UnknownKey { path, .. }
+            | ConfigError::Unsupported { path, .. }
             | ConfigError::WrongType { path, .. }
             | ConfigError::Invalid { path, .. }
             | ConfigError::MissingEnvVar { path, .. } => Some(path),
@@ -152,6 +156,12 @@ fn translate(origin: &str, path: &str, message: &str) -> ConfigError {
 /// `prot`, expected one of `port`, `mode`` → the unknown key error with the
 /// closest allowed sibling as a suggestion.
 fn unknown_key(origin: &str, path: &str, rest: &str) -> ConfigError {
+    if super::unsupported::is_unsupported(path) {
+        return ConfigError::Unsupported {
+            origin: origin.to_string(),
+            path: path.to_string(),
+        };
+    }
     let (key, allowed) = split_named_list(rest);
     let parent = parent_path(path, &key);
     let suggestion = closest(&key, &allowed).map(|best| join_path(&parent, &best));
@@ -250,6 +260,22 @@ mod tests {
             err.to_string(),
             "pincer.json5: unknown key gateway.prot (did you mean gateway.port?)"
         );
+    }
+
+    #[test]
+    fn known_upstream_key_is_unsupported_not_unknown() {
+        let err = translate(
+            "pincer.json5",
+            "gateway.push",
+            "unknown field `push`, expected one of `port`, `mode`, `bind`",
+        );
+        assert!(matches!(err, ConfigError::Unsupported { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("pincer.json5: gateway.push is not supported by pincer"),
+            "{err}"
+        );
+        assert_eq!(err.json_path(), Some("gateway.push"));
     }
 
     #[test]

@@ -50,7 +50,11 @@ pub fn import_openclaw(text: &str) -> Result<ImportReport, ConfigError> {
             return Err(error);
         };
         let (target, reason) = match &error {
-            ConfigError::UnknownKey { .. } => (segments, "not supported by pincer".to_string()),
+            ConfigError::Unsupported { .. } => (segments, "not supported by pincer".to_string()),
+            ConfigError::UnknownKey { .. } => (
+                segments,
+                "unknown key (neither pincer nor OpenClaw has it)".to_string(),
+            ),
             _ => (enclosing_entry(segments), reason_for(&value, &path, &error)),
         };
         let target_path = render(&target);

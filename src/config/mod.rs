@@ -19,6 +19,8 @@ pub mod redact;
 mod reload;
 pub mod schema;
 mod strict;
+mod trace;
+mod unsupported;
 mod validate;
 mod validate_agents;
 mod validate_channels;
@@ -36,6 +38,8 @@ pub use patch::{changed_paths, merge_patch, restart_required};
 pub use redact::{restore_redacted, REDACTED_SENTINEL};
 pub use reload::{spawn_watcher, ReloadEvent, POLL_INTERVAL_MS, RELOAD_CHANNEL_CAPACITY};
 pub use schema::*;
+pub use trace::accepted_keys;
+pub use unsupported::{is_unsupported, UNSUPPORTED_KEYS};
 
 /// The whole config file. Unknown keys are errors; `$schema` is accepted
 /// and ignored; `meta` is kept as written.
@@ -59,8 +63,6 @@ pub struct Config {
     pub cron: CronConfig,
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
-    pub discovery: DiscoveryConfig,
-    pub logging: LoggingConfig,
 }
 
 impl Config {

@@ -4,7 +4,7 @@
 //!
 //! Restart rules follow upstream's reload plan: `gateway.*` restarts except
 //! `gateway.reload`, `gateway.remote` and the channel health monitor keys;
-//! `discovery` restarts; everything else hot-applies.
+//! restarts; everything else hot-applies.
 
 use serde_json::{Map, Value};
 
@@ -74,13 +74,9 @@ fn diff(old: &Value, new: &Value, prefix: String, out: &mut Vec<String>) {
 
 /// Prefixes under `gateway` that hot-apply (or need nothing) despite the
 /// rest of `gateway` requiring a restart.
-const GATEWAY_HOT_PREFIXES: [&str; 3] = [
-    "gateway.reload",
-    "gateway.remote",
-    "gateway.channelHealthCheckMinutes",
-];
+const GATEWAY_HOT_PREFIXES: [&str; 2] = ["gateway.reload", "gateway.remote"];
 /// Sections whose change always needs a restart.
-const RESTART_SECTIONS: [&str; 2] = ["gateway", "discovery"];
+const RESTART_SECTIONS: [&str; 1] = ["gateway"];
 
 /// The changed paths that need a gateway restart under hybrid reload.
 pub fn restart_required(old: &Config, new: &Config) -> Vec<String> {
@@ -138,7 +134,6 @@ mod tests {
         new.gateway.reload.debounce_ms = 50;
         new.gateway.remote = Some(Default::default());
         new.agents.defaults.timeout_seconds = Some(30);
-        new.discovery.wide_area.enabled = true;
         let changed = changed_paths(&old, &new);
         assert!(
             changed.contains(&"agents.defaults.timeoutSeconds".to_string()),
@@ -146,10 +141,7 @@ mod tests {
         );
         assert_eq!(
             restart_required(&old, &new),
-            vec![
-                "discovery.wideArea.enabled".to_string(),
-                "gateway.port".to_string()
-            ]
+            vec!["gateway.port".to_string()]
         );
     }
 

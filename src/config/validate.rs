@@ -380,26 +380,7 @@ fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
         "cron.maxConcurrentRuns",
         "must be at least 1",
     )?;
-    if let Some(Retention::After(text)) = &cron.session_retention {
-        v.duration(Some(text), DurationUnit::Hours, "cron.sessionRetention")?;
-    }
     v.size(cron.run_log.max_bytes.as_deref(), "cron.runLog.maxBytes")?;
-    if let Some(retry) = &cron.retry {
-        v.range(retry.max_attempts, 0, 10, "cron.retry.maxAttempts")?;
-        for (i, reason) in retry.retry_on.iter().flatten().enumerate() {
-            v.one_of(
-                Some(reason),
-                &[
-                    "rate_limit",
-                    "overloaded",
-                    "network",
-                    "timeout",
-                    "server_error",
-                ],
-                &format!("cron.retry.retryOn[{i}]"),
-            )?;
-        }
-    }
     if let Some(url) = &cron.webhook {
         v.ensure(
             url.starts_with("http://") || url.starts_with("https://"),

@@ -69,18 +69,6 @@ fn check_default_limits(v: &Validator, refs: &ModelRefs, defaults: &AgentDefault
         refs.check_model(v, sub.model.as_ref(), &at("subagents.model"))?;
     }
     if let Some(compaction) = &defaults.compaction {
-        v.range(
-            compaction.max_history_share,
-            0.1,
-            0.9,
-            &at("compaction.maxHistoryShare"),
-        )?;
-        v.range(
-            compaction.recent_turns_preserve,
-            0,
-            12,
-            &at("compaction.recentTurnsPreserve"),
-        )?;
         refs.check_ref(v, compaction.model.as_deref(), &at("compaction.model"))?;
     }
     if let Some(pruning) = &defaults.context_pruning {
@@ -135,22 +123,13 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
     Ok(())
 }
 
-/// Model references must be `provider/model` or an alias from
-/// `agents.defaults.models`.
-struct ModelRefs {
-    aliases: HashSet<String>,
-}
+/// Model references must be `provider/model` (pincer has no model
+/// aliases: upstream's `agents.defaults.models` is not supported).
+struct ModelRefs;
 
 impl ModelRefs {
-    fn new(config: &Config) -> Self {
-        let aliases = config
-            .agents
-            .defaults
-            .models
-            .values()
-            .filter_map(|entry| entry.alias.clone())
-            .collect();
-        ModelRefs { aliases }
+    fn new(_config: &Config) -> Self {
+        ModelRefs
     }
 
     fn check_ref(&self, v: &Validator, model: Option<&str>, path: &str) -> Check {
@@ -159,9 +138,9 @@ impl ModelRefs {
             .split_once('/')
             .is_some_and(|(provider, id)| !provider.trim().is_empty() && !id.trim().is_empty());
         v.ensure(
-            well_formed || self.aliases.contains(model),
+            well_formed,
             path,
-            format!("model reference {model:?} must look like \"provider/model\" (or be an alias from agents.defaults.models)"),
+            format!("model reference {model:?} must look like \"provider/model\""),
         )
     }
 

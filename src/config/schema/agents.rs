@@ -8,7 +8,6 @@
 //! Heartbeat, subagent and sandbox shapes live in `automation.rs` and
 //! `sandbox.rs`; cross-field checks live in `validate.rs`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -17,8 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::automation::{AgentSubagentsConfig, HeartbeatConfig, SubagentsConfig};
 use super::common::{
-    BlockStreamingChunk, BlockStreamingCoalesce, GroupChatConfig, HumanDelayConfig, IdentityConfig,
-    TypingMode,
+    BlockStreamingChunk, BlockStreamingCoalesce, GroupChatConfig, HumanDelayConfig, TypingMode,
 };
 use super::memory::MemorySearchConfig;
 use super::sandbox::SandboxConfig;
@@ -118,23 +116,10 @@ impl<'de> Visitor<'de> for AgentModelVisitor {
     }
 }
 
-/// Catalog entry under `agents.defaults.models["provider/model"]`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct AgentModelEntry {
-    /// Short name usable in `/model`.
-    pub alias: Option<String>,
-    /// Provider-specific request parameters.
-    pub params: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Stream responses (default true).
-    pub streaming: Option<bool>,
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AgentDefaults {
     pub model: Option<AgentModelConfig>,
-    pub models: BTreeMap<String, AgentModelEntry>,
     /// Working directory for agent runs.
     pub workspace: Option<PathBuf>,
     /// Skills every agent may load (absent: all).
@@ -158,7 +143,6 @@ pub struct AgentDefaults {
     pub subagents: Option<SubagentsConfig>,
     pub compaction: Option<CompactionConfig>,
     pub context_pruning: Option<ContextPruningConfig>,
-    pub llm: Option<LlmConfig>,
     /// off | on.
     pub block_streaming_default: Option<String>,
     /// text_end | message_end.
@@ -194,18 +178,10 @@ pub struct AgentEntry {
     pub memory_search: Option<MemorySearchConfig>,
     pub human_delay: Option<HumanDelayConfig>,
     pub heartbeat: Option<HeartbeatConfig>,
-    pub identity: Option<IdentityConfig>,
     pub group_chat: Option<GroupChatConfig>,
     pub subagents: Option<AgentSubagentsConfig>,
     pub sandbox: Option<SandboxConfig>,
     pub tools: Option<AgentToolsConfig>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct LlmConfig {
-    /// Abort a stream silent this long (0 disables).
-    pub idle_timeout_seconds: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -223,11 +199,7 @@ pub struct CompactionConfig {
     pub reserve_tokens: Option<u32>,
     pub keep_recent_tokens: Option<u32>,
     pub reserve_tokens_floor: Option<u32>,
-    /// Share of the window history may use (0.1–0.9).
-    pub max_history_share: Option<f64>,
     pub custom_instructions: Option<String>,
-    /// Turns kept verbatim (0–12).
-    pub recent_turns_preserve: Option<u32>,
     /// Model used for the summary (default: the agent's).
     pub model: Option<String>,
     pub timeout_seconds: Option<u32>,

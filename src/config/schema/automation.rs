@@ -23,7 +23,6 @@ pub const DEFAULT_SUBAGENT_MAX_CHILDREN: u32 = 5;
 /// Minutes after which finished sub-agent sessions are archived.
 pub const DEFAULT_SUBAGENT_ARCHIVE_AFTER_MINUTES: u32 = 60;
 /// Timeout of the announce call that reports a sub-agent's result.
-pub const DEFAULT_SUBAGENT_ANNOUNCE_TIMEOUT_MS: u64 = 90_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -97,7 +96,6 @@ pub struct SubagentsConfig {
     pub thinking: Option<String>,
     /// 0 means no timeout.
     pub run_timeout_seconds: Option<u32>,
-    pub announce_timeout_ms: Option<u64>,
     pub require_agent_id: Option<bool>,
 }
 
@@ -120,11 +118,6 @@ impl SubagentsConfig {
     pub fn effective_archive_after_minutes(&self) -> u32 {
         self.archive_after_minutes
             .unwrap_or(DEFAULT_SUBAGENT_ARCHIVE_AFTER_MINUTES)
-    }
-
-    pub fn effective_announce_timeout_ms(&self) -> u64 {
-        self.announce_timeout_ms
-            .unwrap_or(DEFAULT_SUBAGENT_ANNOUNCE_TIMEOUT_MS)
     }
 }
 

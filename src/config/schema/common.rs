@@ -192,14 +192,3 @@ pub struct AllowDeny {
 pub struct ToolsScope {
     pub tools: AllowDeny,
 }
-
-/// How an agent presents itself.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct IdentityConfig {
-    pub name: Option<String>,
-    pub theme: Option<String>,
-    pub emoji: Option<String>,
-    /// Workspace-relative path, http(s) URL or data URI.
-    pub avatar: Option<String>,
-}

@@ -57,7 +57,6 @@ channel_accounts! {
         media_max_mb: f64,
         retry: RetryConfig,
         reply_to_mode: ReplyToMode,
-        response_prefix: String,
         ack_reaction: String,
     }
 }

@@ -22,8 +22,6 @@ pub const DEFAULT_AUTH_MAX_ATTEMPTS: u32 = 10;
 pub const DEFAULT_AUTH_WINDOW_MS: u64 = 60_000;
 /// Default lockout after too many failed auth attempts.
 pub const DEFAULT_AUTH_LOCKOUT_MS: u64 = 300_000;
-/// Default channel health-check interval (0 disables the monitor).
-pub const DEFAULT_CHANNEL_HEALTH_CHECK_MINUTES: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -50,8 +48,6 @@ pub struct GatewayConfig {
     pub tools: GatewayToolsConfig,
     pub remote: Option<RemoteConfig>,
     pub webchat: GatewayWebchatConfig,
-    /// Minutes between channel health checks; 0 disables them.
-    pub channel_health_check_minutes: u32,
 }
 
 impl Default for GatewayConfig {
@@ -72,7 +68,6 @@ impl Default for GatewayConfig {
             tools: GatewayToolsConfig::default(),
             remote: None,
             webchat: GatewayWebchatConfig::default(),
-            channel_health_check_minutes: DEFAULT_CHANNEL_HEALTH_CHECK_MINUTES,
         }
     }
 }

@@ -31,20 +31,10 @@ pub enum MemoryBackend {
     Builtin,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MemoryCitations {
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MemoryConfig {
     pub backend: MemoryBackend,
-    pub citations: MemoryCitations,
     /// Global memory search settings (current upstream location).
     pub search: Option<MemorySearchConfig>,
 }

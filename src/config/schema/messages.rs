@@ -22,8 +22,6 @@ pub const DEFAULT_BASH_FOREGROUND_MS: u32 = 2_000;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MessagesConfig {
-    /// Prefix added to every outbound reply ("auto" derives it from the agent).
-    pub response_prefix: Option<String>,
     pub group_chat: GroupChatConfig,
     pub queue: QueueConfig,
     pub inbound: InboundDebounceConfig,

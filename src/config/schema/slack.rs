@@ -68,7 +68,6 @@ channel_accounts! {
         media_max_mb: f64,
         reply_to_mode: ReplyToMode,
         thread: SlackThreadConfig,
-        response_prefix: String,
         ack_reaction: String,
         typing_reaction: String,
     }

@@ -61,7 +61,6 @@ channel_accounts! {
         /// Bot API root for a self-hosted Bot API server.
         api_root: String,
         link_preview: bool,
-        response_prefix: String,
         ack_reaction: String,
     }
 }

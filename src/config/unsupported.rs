@@ -1,0 +1,237 @@
+//! OpenClaw keys pincer knows and does not implement.
+//!
+//! The schema holds only keys pincer honours. A key in this table is one
+//! OpenClaw's own schema accepts (its zod `OpenClawSchema`), so a config
+//! written for OpenClaw that uses it fails with "`<path>` is not supported
+//! by pincer" rather than "unknown key", and `config import-openclaw`
+//! drops it with that reason. Patterns use `*` for one map entry (an
+//! account, a provider, a model) and `[]` for a list element. Keys under
+//! `channels.<platform>.accounts.<id>` are matched as the channel's own.
+
+/// Upstream keys pincer does not implement, by section.
+pub const UNSUPPORTED_KEYS: &[&str] = &[
+    // Top-level sections pincer has no counterpart for.
+    "acp",
+    "approvals",
+    "audio",
+    "auth",
+    "browser",
+    "canvasHost",
+    "cli",
+    "crestodian",
+    "diagnostics",
+    "discovery",
+    "env",
+    "hooks",
+    "logging",
+    "mcp",
+    "media",
+    "nodeHost",
+    "plugins",
+    "proxy",
+    "secrets",
+    "skills",
+    "surfaces",
+    "talk",
+    "ui",
+    "update",
+    "web",
+    "wizard",
+    // gateway
+    "gateway.controlUi.root",
+    "gateway.controlUi.embedSandbox",
+    "gateway.controlUi.allowExternalEmbedUrls",
+    "gateway.channelHealthCheckMinutes",
+    "gateway.channelStaleEventThresholdMinutes",
+    "gateway.channelMaxRestartsPerHour",
+    "gateway.reload.deferralTimeoutMs",
+    "gateway.http.endpoints.chatCompletions.maxImageParts",
+    "gateway.http.endpoints.chatCompletions.maxTotalImageBytes",
+    "gateway.http.endpoints.chatCompletions.images",
+    "gateway.http.endpoints.responses.maxUrlParts",
+    "gateway.http.endpoints.responses.files",
+    "gateway.http.endpoints.responses.images",
+    "gateway.http.securityHeaders",
+    "gateway.push",
+    "gateway.nodes",
+    // agents.defaults
+    "agents.defaults.models",
+    "agents.defaults.llm",
+    "agents.defaults.compaction.maxHistoryShare",
+    "agents.defaults.compaction.recentTurnsPreserve",
+    "agents.defaults.subagents.announceTimeoutMs",
+    "agents.list[].identity",
+    "agents.defaults.imageModel",
+    "agents.defaults.imageGenerationModel",
+    "agents.defaults.pdfModel",
+    "agents.defaults.pdfMaxBytesMb",
+    "agents.defaults.pdfMaxPages",
+    "agents.defaults.repoRoot",
+    "agents.defaults.skipBootstrap",
+    "agents.defaults.bootstrapPromptTruncationWarning",
+    "agents.defaults.timeFormat",
+    "agents.defaults.envelopeTimezone",
+    "agents.defaults.envelopeTimestamp",
+    "agents.defaults.envelopeElapsed",
+    "agents.defaults.cliBackends",
+    "agents.defaults.embeddedPi",
+    "agents.defaults.verboseDefault",
+    "agents.defaults.elevatedDefault",
+    "agents.defaults.imageMaxDimensionPx",
+    "agents.defaults.additionalSystemPrompt",
+    "agents.defaults.compaction.identifierPolicy",
+    "agents.defaults.compaction.identifierInstructions",
+    "agents.defaults.compaction.qualityGuard",
+    "agents.defaults.compaction.postIndexSync",
+    "agents.defaults.compaction.postCompactionSections",
+    "agents.defaults.compaction.memoryFlush.forceFlushTranscriptBytes",
+    "agents.defaults.sandbox.docker.image",
+    "agents.defaults.sandbox.browser",
+    "agents.list[].runtime",
+    // channels pincer has no adapter for, and channel keys it lacks
+    "channels.whatsapp",
+    "channels.signal",
+    "channels.imessage",
+    "channels.bluebubbles",
+    "channels.msteams",
+    "channels.googlechat",
+    "channels.matrix",
+    "channels.mattermost",
+    "channels.irc",
+    "channels.line",
+    "channels.nostr",
+    "channels.feishu",
+    "channels.zalo",
+    "channels.*.responsePrefix",
+    "channels.telegram.customCommands",
+    "channels.discord.intents",
+    // models
+    "models.providers.*.injectNumCtxForOpenAICompat",
+    // session
+    "session.store",
+    "session.maintenance.rotateBytes",
+    // messages and tools
+    "messages.tts",
+    "tools.media",
+    "messages.responsePrefix",
+    // cron
+    "cron.retry",
+    "cron.sessionRetention",
+    "cron.failureAlert",
+    "cron.failureDestination",
+    // memory
+    "memory.citations",
+    "memory.qmd",
+];
+
+/// Whether `path` (as an error prints it: `agents.list[0].identity`,
+/// `channels.telegram.accounts.work.proxy`) is a known upstream key pincer
+/// does not implement.
+pub fn is_unsupported(path: &str) -> bool {
+    let path = without_account(path);
+    UNSUPPORTED_KEYS
+        .iter()
+        .any(|pattern| matches(pattern.as_bytes(), path.as_bytes()))
+}
+
+/// `channels.<platform>.accounts.<id>.<rest>` → `channels.<platform>.<rest>`
+/// (an account accepts the channel's keys) and `agents.list[<n>].<rest>` →
+/// `agents.defaults.<rest>` when the agent key is not listed itself (an
+/// agent overrides the defaults' keys).
+fn without_account(path: &str) -> String {
+    if let Some(rest) = path
+        .strip_prefix("agents.list[")
+        .and_then(|tail| tail.split_once("]."))
+        .map(|(_, rest)| rest)
+    {
+        if !UNSUPPORTED_KEYS
+            .iter()
+            .any(|pattern| matches(pattern.as_bytes(), path.as_bytes()))
+        {
+            return format!("agents.defaults.{rest}");
+        }
+    }
+    let mut parts = path.splitn(5, '.');
+    match (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) {
+        (Some("channels"), Some(platform), Some("accounts"), Some(_id), Some(rest)) => {
+            format!("channels.{platform}.{rest}")
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// Glob match: `*` is one or more characters of a key (a map key may hold
+/// dots, never `[`), `[]` is a list index `[0]`, everything else literal.
+fn matches(pattern: &[u8], path: &[u8]) -> bool {
+    match pattern {
+        [] => path.is_empty(),
+        [b'*', rest @ ..] => (1..=path.len())
+            .take_while(|&n| path[n - 1] != b'[')
+            .any(|n| matches(rest, &path[n..])),
+        [b'[', b']', rest @ ..] => {
+            let Some(after) = path.strip_prefix(b"[") else {
+                return false;
+            };
+            let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
+            digits > 0 && after.get(digits) == Some(&b']') && matches(rest, &after[digits + 1..])
+        }
+        [first, rest @ ..] => path.first() == Some(first) && matches(rest, &path[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_map_entries_and_list_indices() {
+        assert!(matches(b"a.*.b", b"a.openai/gpt-5.2.b"));
+        assert!(!matches(b"a.*.b", b"a..b"));
+        assert!(matches(b"agents.list[].x", b"agents.list[12].x"));
+        assert!(!matches(b"agents.list[].x", b"agents.list[].x"));
+        assert!(!matches(b"agents.list[].x", b"agents.list.x"));
+        assert!(!matches(b"gateway.push", b"gateway.pushy"));
+    }
+
+    #[test]
+    fn top_level_and_nested_upstream_keys_are_unsupported() {
+        assert!(is_unsupported("wizard"));
+        assert!(is_unsupported("gateway.push"));
+        assert!(is_unsupported("agents.defaults.imageModel"));
+        assert!(!is_unsupported("gateway.prot"));
+        assert!(!is_unsupported("wizardry"));
+    }
+
+    #[test]
+    fn no_unsupported_pattern_names_an_accepted_key() {
+        let accepted = crate::config::accepted_keys().expect("schema traces");
+        let clashes: Vec<&String> = accepted
+            .iter()
+            .filter(|key| is_unsupported(&key.replace("[]", "[0]").replace('*', "x")))
+            .collect();
+        assert!(
+            clashes.is_empty(),
+            "keys both accepted and listed as unsupported: {clashes:?}"
+        );
+    }
+
+    #[test]
+    fn account_keys_match_as_the_channel_keys() {
+        assert_eq!(
+            without_account("channels.telegram.accounts.work.proxy"),
+            "channels.telegram.proxy"
+        );
+        assert_eq!(
+            without_account("channels.telegram.proxy"),
+            "channels.telegram.proxy"
+        );
+        assert!(is_unsupported("agents.list[2].imageModel"));
+        assert!(is_unsupported("agents.list[2].runtime"));
+    }
+}
