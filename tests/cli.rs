@@ -70,6 +70,7 @@ fn version_and_help_on_every_subcommand() {
         "gateway",
         "config check",
         "config import-openclaw",
+        "config keys",
         "devices list",
     ] {
         assert!(
@@ -128,6 +129,21 @@ fn config_check_names_a_known_openclaw_key_as_unsupported() {
     let err = text(&out.stderr);
     assert!(err.contains("logging is not supported by pincer"), "{err}");
     assert!(!err.contains("unknown key"), "{err}");
+}
+
+#[test]
+fn config_keys_lists_every_key_with_default_and_meaning() {
+    let out = pincer(&["config", "keys"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let port = listing
+        .lines()
+        .find(|line| line.starts_with("gateway.port "))
+        .unwrap_or_else(|| panic!("gateway.port not listed:\n{listing}"));
+    assert!(port.contains("18789") && port.contains("port"), "{port}");
+    let keys = pincer::config::accepted_keys().expect("schema traces");
+    assert_eq!(listing.lines().count(), keys.len());
+    assert!(!listing.contains("(not described)"), "{listing}");
 }
 
 #[test]

@@ -60,6 +60,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
             println!("{text}");
             Ok(())
         }
+        Command::Config(ConfigCommand::Keys) => {
+            print!("{}", config::render_register()?);
+            Ok(())
+        }
         Command::Config(ConfigCommand::ImportOpenclaw { path, output }) => import(path, output),
         Command::Status(connect) => status(&cli.global, &connect),
         Command::Doctor => doctor(&cli.global),

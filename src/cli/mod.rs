@@ -84,6 +84,8 @@ pub enum ConfigCommand {
     },
     /// Print the effective config with secrets redacted.
     Show,
+    /// List every key pincer accepts, with its default and what it does.
+    Keys,
     /// Convert an OpenClaw config (default ~/.openclaw/openclaw.json) and report what could not be carried over.
     ImportOpenclaw {
         /// OpenClaw config file.

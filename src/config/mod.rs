@@ -16,6 +16,7 @@ mod import;
 mod load;
 pub mod patch;
 pub mod redact;
+mod register;
 mod reload;
 pub mod schema;
 mod strict;
@@ -36,6 +37,7 @@ pub use load::{
 };
 pub use patch::{changed_paths, merge_patch, restart_required};
 pub use redact::{restore_redacted, REDACTED_SENTINEL};
+pub use register::{describe as describe_key, render as render_register};
 pub use reload::{spawn_watcher, ReloadEvent, POLL_INTERVAL_MS, RELOAD_CHANNEL_CAPACITY};
 pub use schema::*;
 pub use trace::accepted_keys;
