@@ -449,3 +449,17 @@ fn unsupported_commands_settings_are_refused_by_path() {
         vec!["8".to_string()]
     );
 }
+
+#[test]
+fn chat_completions_body_cap_must_be_positive() {
+    let message =
+        error("{ gateway: { http: { endpoints: { chatCompletions: { maxBodyBytes: 0 } } } } }");
+    assert!(
+        message.starts_with("pincer.json5: gateway.http.endpoints.chatCompletions.maxBodyBytes:"),
+        "{message}"
+    );
+    assert!(
+        error("{ gateway: { http: { endpoints: { responses: { enabled: true } } } } }")
+            .contains("gateway.http.endpoints.responses is not supported by pincer")
+    );
+}

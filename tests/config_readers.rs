@@ -140,8 +140,6 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
         "gateway.controlUi",
     ),
     ("dangerously_disable_device_auth", "gateway.controlUi"),
-    ("max_body_bytes", "gateway.http.endpoints.*.maxBodyBytes"),
-    ("responses", "gateway.http.endpoints.responses"),
     ("remote", "gateway.remote and memorySearch.remote"),
     ("ssh_identity", "gateway.remote"),
     ("ssh_target", "gateway.remote"),

@@ -85,6 +85,24 @@ async fn chat_completions_without_a_bearer_is_unauthorized() {
 }
 
 #[tokio::test]
+async fn max_body_bytes_caps_the_request_body() {
+    let fake = FakeOpenAi::start().await;
+    let config = config_with_provider(&fake.base_url()).replacen(
+        "{",
+        "{\n  gateway: { http: { endpoints: { chatCompletions: { enabled: true, maxBodyBytes: 2000 } } } },",
+        1,
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let long = "x".repeat(3000);
+    let body = json!({"model": "openclaw", "messages": [{"role": "user", "content": long}]});
+    let response = post(&gateway, body).await;
+    assert_eq!(response.status(), 413);
+    let error: Value = response.json().await.expect("error JSON");
+    assert!(error.to_string().contains("exceeds 2000 bytes"), "{error}");
+    assert!(fake.requests().is_empty(), "no run started");
+}
+
+#[tokio::test]
 async fn non_streaming_answer_has_openai_shape_with_the_model_text() {
     let fake = FakeOpenAi::start().await;
     fake.push_reply(FakeReply::Text {

@@ -188,6 +188,12 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         )?;
     }
     check_gateway_auth(v, gateway)?;
+    v.range(
+        gateway.http.endpoints.chat_completions.max_body_bytes,
+        1,
+        u64::MAX,
+        "gateway.http.endpoints.chatCompletions.maxBodyBytes",
+    )?;
     if let Some(url) = gateway.remote.as_ref().and_then(|r| r.url.as_deref()) {
         v.ensure(
             url.starts_with("ws://") || url.starts_with("wss://"),

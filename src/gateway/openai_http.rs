@@ -27,7 +27,8 @@ use super::http::{
 use super::runs::{self, RunOrigin};
 use super::state::GatewayState;
 
-/// Largest chat-completions request body.
+/// Largest chat-completions request body unless
+/// `gateway.http.endpoints.chatCompletions.maxBodyBytes` sets another.
 pub const MAX_CHAT_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 fn api_error(status: StatusCode, kind: &str, message: String) -> Response<Body> {
@@ -143,7 +144,17 @@ pub async fn chat_completions(
     };
     let header_agent = header("x-openclaw-agent-id");
     let header_session = header("x-openclaw-session-key");
-    let body = match read_json(req, MAX_CHAT_BODY_BYTES).await {
+    let limit = state
+        .config()
+        .gateway
+        .http
+        .endpoints
+        .chat_completions
+        .max_body_bytes
+        .map_or(MAX_CHAT_BODY_BYTES, |bytes| {
+            usize::try_from(bytes).unwrap_or(usize::MAX)
+        });
+    let body = match read_json(req, limit).await {
         Ok(body) => body,
         Err(response) => return response,
     };

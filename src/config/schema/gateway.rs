@@ -256,21 +256,20 @@ pub struct GatewayHttpConfig {
     pub endpoints: HttpEndpoints,
 }
 
-/// The OpenAI-compatible endpoints, both off by default.
+/// The OpenAI-compatible endpoint, off by default (upstream's
+/// `responses` endpoint is not served: see `unsupported.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HttpEndpoints {
     /// `POST /v1/chat/completions`.
     pub chat_completions: EndpointToggle,
-    /// `POST /v1/responses`.
-    pub responses: EndpointToggle,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct EndpointToggle {
     pub enabled: bool,
-    /// Request body cap (upstream default 20 MB).
+    /// Request body cap in bytes (pincer's default 4 MiB; upstream's 20 MB).
     pub max_body_bytes: Option<u64>,
 }
 
