@@ -166,10 +166,6 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
     ("sync_on_session_start", "memorySearch.sync.onSessionStart"),
     ("remove_ack_after_reply", "messages.removeAckAfterReply"),
     ("suppress_tool_errors", "messages.suppressToolErrors"),
-    (
-        "require_agent_id",
-        "agents.defaults.subagents.requireAgentId",
-    ),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -28,6 +28,35 @@ pub(super) fn max_children(config: &Config) -> usize {
         .max(1) as usize
 }
 
+/// `requireAgentId`: the requester agent's own setting, else the defaults'
+/// (off unless set). When on, a spawn must name its target agent.
+pub(super) fn check_agent_named(
+    config: &Config,
+    requester: &str,
+    named: bool,
+) -> Result<(), SubagentError> {
+    let required = config
+        .agents
+        .entry(requester)
+        .and_then(|a| a.subagents.as_ref())
+        .and_then(|s| s.require_agent_id)
+        .or_else(|| {
+            config
+                .agents
+                .defaults
+                .subagents
+                .as_ref()
+                .and_then(|s| s.require_agent_id)
+        })
+        .unwrap_or(false);
+    if required && !named {
+        return Err(SubagentError::Invalid(format!(
+            "agentId is required: subagents.requireAgentId is on for agent {requester:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks `allowAgents` for a spawn into another agent.
 pub(super) fn check_target_agent(
     config: &Config,

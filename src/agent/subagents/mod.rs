@@ -19,7 +19,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 pub use self::config::max_spawn_depth;
-use self::config::{check_target_agent, child_model, child_timeout_ms, max_children};
+use self::config::{
+    check_agent_named, check_target_agent, child_model, child_timeout_ms, max_children,
+};
 use self::prompt::{announce_message, child_system_prompt, ChildPromptParts};
 use self::steer::LiveTurns;
 use super::runs::{RunOutcome, RunStatus};
@@ -168,6 +170,7 @@ impl SubagentRegistry {
         }
         self.prune_archived(config, now_ms())?;
         let depth = self.check_limits(config, requester)?;
+        check_agent_named(config, &requester.agent_id, request.agent_id.is_some())?;
         let agent_id = request
             .agent_id
             .as_deref()

@@ -289,6 +289,33 @@ async fn other_agents_need_allow_agents() {
 }
 
 #[tokio::test]
+async fn require_agent_id_refuses_a_spawn_that_names_no_agent() {
+    let f = fixture();
+    let strict = config(
+        serde_json::json!({"agents": {"defaults": {"subagents": {"requireAgentId": true}}}}),
+    );
+    let error = f
+        .registry
+        .spawn(&strict, &main_requester(), task("x"))
+        .expect_err("agentId required");
+    assert!(error.to_string().contains("agentId"), "{error}");
+    let named = SpawnRequest {
+        agent_id: Some("main".into()),
+        ..task("x")
+    };
+    f.registry
+        .spawn(&strict, &main_requester(), named)
+        .expect("naming the agent is enough");
+    // The agent's own setting wins over the defaults'.
+    let relaxed = config(serde_json::json!({"agents": {
+        "defaults": {"subagents": {"requireAgentId": true}},
+        "list": [{"id": "main", "subagents": {"requireAgentId": false}}]}}));
+    f.registry
+        .spawn(&relaxed, &main_requester(), task("y"))
+        .expect("the agent relaxes it");
+}
+
+#[tokio::test]
 async fn kill_cascades_to_grandchildren_and_announces_nothing() {
     let f = fixture();
     let nested =
