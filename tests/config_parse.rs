@@ -111,6 +111,27 @@ fn known_openclaw_sections_pincer_lacks_are_unsupported_not_unknown() {
             "channels.telegram.accounts.work.responsePrefix",
         ),
         ("{ cron: { retry: { maxAttempts: 3 } } }", "cron.retry"),
+        (
+            "{ gateway: { controlUi: { allowedOrigins: ['https://x'] } } }",
+            "gateway.controlUi",
+        ),
+        (
+            "{ messages: { removeAckAfterReply: true } }",
+            "messages.removeAckAfterReply",
+        ),
+        (
+            "{ messages: { suppressToolErrors: true } }",
+            "messages.suppressToolErrors",
+        ),
+        (
+            "{ tools: { loopDetection: { detectors: { pingPong: false } } } }",
+            "tools.loopDetection.detectors",
+        ),
+        ("{ memory: { citations: 'on' } }", "memory.citations"),
+        (
+            "{ agents: { defaults: { llm: { idleTimeoutSeconds: 30 } } } }",
+            "agents.defaults.llm",
+        ),
     ] {
         let message = error(config);
         assert!(
@@ -143,8 +164,8 @@ fn wrong_type_names_path_expectation_and_value() {
         "pincer.json5: session.maintenance.maxEntries: expected a non-negative integer, got string \"many\""
     );
     assert_eq!(
-        error("{ gateway: { controlUi: { enabled: 'yes' } } }"),
-        "pincer.json5: gateway.controlUi.enabled: expected a boolean, got string \"yes\""
+        error("{ gateway: { tls: { enabled: 'yes' } } }"),
+        "pincer.json5: gateway.tls.enabled: expected a boolean, got string \"yes\""
     );
     assert_eq!(
         error("{ gateway: { trustedProxies: '10.0.0.1' } }"),

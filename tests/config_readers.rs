@@ -131,15 +131,6 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
     ("cache_write", "models.providers.*.models[].cost.cacheWrite"),
     ("auto_generate", "gateway.tls.autoGenerate"),
     ("ca_path", "gateway.tls.caPath"),
-    ("control_ui", "gateway.controlUi (every key of it)"),
-    ("allow_insecure_auth", "gateway.controlUi"),
-    ("allowed_origins", "gateway.controlUi"),
-    ("base_path", "gateway.controlUi"),
-    (
-        "dangerously_allow_host_header_origin_fallback",
-        "gateway.controlUi",
-    ),
-    ("dangerously_disable_device_auth", "gateway.controlUi"),
     ("remote", "gateway.remote and memorySearch.remote"),
     ("ssh_identity", "gateway.remote"),
     ("ssh_target", "gateway.remote"),
@@ -151,11 +142,6 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
     ("readability", "tools.web.fetch.readability"),
     ("fs", "tools.fs"),
     ("workspace_only", "tools.fs.workspaceOnly"),
-    ("detectors", "tools.loopDetection.detectors"),
-    ("generic_repeat", "tools.loopDetection.detectors"),
-    ("known_poll_no_progress", "tools.loopDetection.detectors"),
-    ("ping_pong", "tools.loopDetection.detectors"),
-    ("global_circuit_breaker_threshold", "tools.loopDetection"),
     (
         "max_bytes",
         "cron.runLog.maxBytes (its accessor has no caller)",
@@ -164,8 +150,6 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
     ("sync_interval_minutes", "memorySearch.sync.intervalMinutes"),
     ("sync_on_search", "memorySearch.sync.onSearch"),
     ("sync_on_session_start", "memorySearch.sync.onSessionStart"),
-    ("remove_ack_after_reply", "messages.removeAckAfterReply"),
-    ("suppress_tool_errors", "messages.suppressToolErrors"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -38,9 +38,7 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "web",
     "wizard",
     // gateway
-    "gateway.controlUi.root",
-    "gateway.controlUi.embedSandbox",
-    "gateway.controlUi.allowExternalEmbedUrls",
+    "gateway.controlUi",
     "gateway.channelHealthCheckMinutes",
     "gateway.channelStaleEventThresholdMinutes",
     "gateway.channelMaxRestartsPerHour",
@@ -112,6 +110,10 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "messages.tts",
     "tools.media",
     "messages.responsePrefix",
+    "messages.removeAckAfterReply",
+    "messages.suppressToolErrors",
+    "tools.loopDetection.detectors",
+    "tools.loopDetection.globalCircuitBreakerThreshold",
     // cron
     "cron.retry",
     "cron.sessionRetention",

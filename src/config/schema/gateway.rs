@@ -39,7 +39,6 @@ pub struct GatewayConfig {
     pub tailscale: TailscaleConfig,
     pub reload: ReloadConfig,
     pub http: GatewayHttpConfig,
-    pub control_ui: ControlUiConfig,
     /// Reverse proxies whose `x-forwarded-for` is trusted.
     pub trusted_proxies: Vec<String>,
     /// Use `x-real-ip` when `x-forwarded-for` is missing (default false).
@@ -62,7 +61,6 @@ impl Default for GatewayConfig {
             tailscale: TailscaleConfig::default(),
             reload: ReloadConfig::default(),
             http: GatewayHttpConfig::default(),
-            control_ui: ControlUiConfig::default(),
             trusted_proxies: Vec::new(),
             allow_real_ip_fallback: false,
             tools: GatewayToolsConfig::default(),
@@ -273,34 +271,6 @@ pub struct EndpointToggle {
     pub max_body_bytes: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct ControlUiConfig {
-    pub enabled: bool,
-    /// Path prefix the UI is served under (e.g. `/openclaw`).
-    pub base_path: Option<String>,
-    /// Browser origins allowed to open the Control UI / web chat socket.
-    pub allowed_origins: Vec<String>,
-    /// Fall back to the Host header when no origin allowlist matches.
-    pub dangerously_allow_host_header_origin_fallback: bool,
-    pub allow_insecure_auth: bool,
-    /// Skip device identity checks for the Control UI.
-    pub dangerously_disable_device_auth: bool,
-}
-
-impl Default for ControlUiConfig {
-    fn default() -> Self {
-        ControlUiConfig {
-            enabled: true,
-            base_path: None,
-            allowed_origins: Vec::new(),
-            dangerously_allow_host_header_origin_fallback: false,
-            allow_insecure_auth: false,
-            dangerously_disable_device_auth: false,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GatewayToolsConfig {
@@ -350,7 +320,6 @@ mod tests {
         assert_eq!(gateway.bind, BindMode::Loopback);
         assert_eq!(gateway.reload.mode, ReloadMode::Hybrid);
         assert_eq!(gateway.reload.debounce_ms, 300);
-        assert!(gateway.control_ui.enabled);
         assert!(gateway.tls.auto_generate);
         assert!(!gateway.http.endpoints.chat_completions.enabled);
         let limit = &gateway.auth.rate_limit;

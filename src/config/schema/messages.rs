@@ -28,9 +28,6 @@ pub struct MessagesConfig {
     /// Emoji reacted to inbound messages while they are handled ("" disables).
     pub ack_reaction: Option<String>,
     pub ack_reaction_scope: AckReactionScope,
-    pub remove_ack_after_reply: bool,
-    /// Hide tool-error warnings from users.
-    pub suppress_tool_errors: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

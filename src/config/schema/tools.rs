@@ -222,16 +222,6 @@ pub struct LoopDetectionConfig {
     pub history_size: Option<u32>,
     pub warning_threshold: Option<u32>,
     pub critical_threshold: Option<u32>,
-    pub global_circuit_breaker_threshold: Option<u32>,
-    pub detectors: Option<LoopDetectors>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct LoopDetectors {
-    pub generic_repeat: Option<bool>,
-    pub known_poll_no_progress: Option<bool>,
-    pub ping_pong: Option<bool>,
 }
 
 #[cfg(test)]
