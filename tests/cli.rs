@@ -123,11 +123,14 @@ fn config_check_accepts_good_files_and_names_bad_keys() {
 fn config_check_names_a_known_openclaw_key_as_unsupported() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("openclaw-ish.json5");
-    std::fs::write(&file, "{ logging: { level: \"debug\" } }").expect("write");
+    std::fs::write(&file, "{ logging: { consoleStyle: \"json\" } }").expect("write");
     let out = pincer(&["config", "check", file.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains("logging is not supported by pincer"), "{err}");
+    assert!(
+        err.contains("logging.consoleStyle is not supported by pincer"),
+        "{err}"
+    );
     assert!(!err.contains("unknown key"), "{err}");
 }
 

@@ -243,7 +243,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "cron.sessionRetention",
         "memory.citations",
         "discovery",
-        "logging",
+        "logging.consoleStyle",
         "agents.list[0].identity",
         "gateway.controlUi",
     ] {

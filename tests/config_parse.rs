@@ -100,7 +100,7 @@ fn unknown_top_level_section_is_refused() {
 fn known_openclaw_sections_pincer_lacks_are_unsupported_not_unknown() {
     for (config, path) in [
         ("{ hooks: {} }", "hooks"),
-        ("{ logging: { level: 'debug' } }", "logging"),
+        ("{ logging: { file: '/tmp/p.log' } }", "logging.file"),
         ("{ discovery: { mdns: { mode: 'off' } } }", "discovery"),
         (
             "{ agents: { list: [ { id: 'a', identity: { name: 'A' } } ] } }",

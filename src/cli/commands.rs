@@ -28,8 +28,15 @@ pub fn data_dir(global: &GlobalArgs) -> PathBuf {
     }
 }
 
+/// Loads the config; its `logging.level` applies unless `--log-level` was given.
 fn load(global: &GlobalArgs) -> Result<LoadedConfig, String> {
-    config::load(global.config.as_deref()).map_err(|e| e.to_string())
+    let loaded = config::load(global.config.as_deref()).map_err(|e| e.to_string())?;
+    if global.log_level.is_none() {
+        if let Some(level) = loaded.config.logging.level {
+            crate::system::logging::set_level(level.to_filter());
+        }
+    }
+    Ok(loaded)
 }
 
 pub fn run(cli: Cli) -> Result<(), String> {

@@ -32,9 +32,9 @@ pub struct GlobalArgs {
     /// Default: $PINCER_DATA_DIR, /var/lib/pincer as root, ~/.local/share/pincer otherwise.
     #[arg(long, global = true, value_name = "DIR", env = "PINCER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Log level: error, warn, info, debug, trace.
-    #[arg(long, global = true, default_value = "info", value_name = "LEVEL")]
-    pub log_level: String,
+    /// Log level: error, warn, info, debug, trace (default: logging.level, else info).
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,7 +149,7 @@ pub enum PairingCommand {
 pub fn main() -> ExitCode {
     crate::system::memory::tune_allocator();
     let cli = Cli::parse();
-    crate::system::logging::init(&cli.global.log_level);
+    crate::system::logging::init(cli.global.log_level.as_deref().unwrap_or("info"));
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -65,6 +65,7 @@ pub struct Config {
     pub cron: CronConfig,
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
+    pub logging: LoggingConfig,
 }
 
 impl Config {

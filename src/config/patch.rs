@@ -3,7 +3,7 @@
 //! and which of those need a gateway restart under hybrid reload.
 //!
 //! Restart rules follow upstream's reload plan: `gateway.*` restarts except
-//! `gateway.reload`, `gateway.remote` and the channel health monitor keys;
+//! `gateway.reload` and `gateway.remote`; `logging` (read once at start-up)
 //! restarts; everything else hot-applies.
 
 use serde_json::{Map, Value};
@@ -76,7 +76,8 @@ fn diff(old: &Value, new: &Value, prefix: String, out: &mut Vec<String>) {
 /// rest of `gateway` requiring a restart.
 const GATEWAY_HOT_PREFIXES: [&str; 2] = ["gateway.reload", "gateway.remote"];
 /// Sections whose change always needs a restart.
-const RESTART_SECTIONS: [&str; 1] = ["gateway"];
+/// `logging.level` is applied once at start-up.
+const RESTART_SECTIONS: [&str; 2] = ["gateway", "logging"];
 
 /// The changed paths that need a gateway restart under hybrid reload.
 pub fn restart_required(old: &Config, new: &Config) -> Vec<String> {
@@ -142,6 +143,16 @@ mod tests {
         assert_eq!(
             restart_required(&old, &new),
             vec!["gateway.port".to_string()]
+        );
+    }
+
+    #[test]
+    fn logging_level_needs_restart() {
+        let mut new = Config::default();
+        new.logging.level = Some(crate::config::LogLevel::Debug);
+        assert_eq!(
+            restart_required(&Config::default(), &new),
+            vec!["logging.level".to_string()]
         );
     }
 

@@ -23,7 +23,6 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "discovery",
     "env",
     "hooks",
-    "logging",
     "mcp",
     "media",
     "nodeHost",
@@ -37,6 +36,13 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "update",
     "web",
     "wizard",
+    // logging: only `level` is honoured
+    "logging.file",
+    "logging.maxFileBytes",
+    "logging.consoleLevel",
+    "logging.consoleStyle",
+    "logging.redactSensitive",
+    "logging.redactPatterns",
     // gateway
     "gateway.controlUi",
     "gateway.channelHealthCheckMinutes",

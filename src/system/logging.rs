@@ -102,14 +102,14 @@ pub fn ring() -> &'static Mutex<LogRing> {
     RING.get_or_init(|| Mutex::new(LogRing::default()))
 }
 
+/// Filters by `log::max_level()`, so [`set_level`] changes it later.
 struct PincerLogger {
-    level: LevelFilter,
     journal: Option<systemd_journal_logger::JournalLog>,
 }
 
 impl Log for PincerLogger {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= self.level
+        metadata.level() <= log::max_level()
     }
 
     fn log(&self, record: &Record<'_>) {
@@ -146,10 +146,15 @@ pub fn init(level: &str) {
     let journal = under_systemd
         .then(|| systemd_journal_logger::JournalLog::new().ok())
         .flatten();
-    let logger = PincerLogger { level, journal };
+    let logger = PincerLogger { journal };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {
         log::set_max_level(level);
     }
+}
+
+/// Changes the level after start-up (the config's `logging.level`).
+pub fn set_level(level: LevelFilter) {
+    log::set_max_level(level);
 }
 
 #[cfg(test)]

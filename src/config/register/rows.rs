@@ -296,6 +296,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("gateway.tools.deny", "Tools POST /tools/invoke may not call."),
     ("gateway.trustedProxies", "Reverse proxies whose x-forwarded-for is trusted."),
     ("gateway.webchat.chatHistoryMaxChars", "Cap on characters chat.history returns."),
+    ("logging.level", "How much pincer logs: silent, fatal, error, warn, info, debug or trace (--log-level wins)."),
     ("memory.backend", "Memory backend: builtin."),
     ("memory.search.cache.enabled", "Cache embeddings of unchanged chunks."),
     ("memory.search.cache.maxEntries", "Most cached embeddings."),
