@@ -129,6 +129,14 @@ fn known_openclaw_sections_pincer_lacks_are_unsupported_not_unknown() {
         ),
         ("{ memory: { citations: 'on' } }", "memory.citations"),
         (
+            "{ cron: { runLog: { maxBytes: '1mb' } } }",
+            "cron.runLog.maxBytes",
+        ),
+        (
+            "{ gateway: { tls: { caPath: '/etc/ca.pem' } } }",
+            "gateway.tls.caPath",
+        ),
+        (
             "{ agents: { defaults: { llm: { idleTimeoutSeconds: 30 } } } }",
             "agents.defaults.llm",
         ),

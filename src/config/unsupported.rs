@@ -46,6 +46,7 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     // gateway
     "gateway.controlUi",
     "gateway.channelHealthCheckMinutes",
+    "gateway.tls.caPath",
     "gateway.channelStaleEventThresholdMinutes",
     "gateway.channelMaxRestartsPerHour",
     "gateway.reload.deferralTimeoutMs",
@@ -123,6 +124,7 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     // cron
     "cron.retry",
     "cron.sessionRetention",
+    "cron.runLog.maxBytes",
     "cron.failureAlert",
     "cron.failureDestination",
     // memory

@@ -386,7 +386,6 @@ fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
         "cron.maxConcurrentRuns",
         "must be at least 1",
     )?;
-    v.size(cron.run_log.max_bytes.as_deref(), "cron.runLog.maxBytes")?;
     if let Some(url) = &cron.webhook {
         v.ensure(
             url.starts_with("http://") || url.starts_with("https://"),

@@ -129,6 +129,7 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
         Some(tls::setup(
             config.gateway.tls.cert_path.as_deref(),
             config.gateway.tls.key_path.as_deref(),
+            config.gateway.tls.auto_generate,
             &options.data_dir,
             &hostname(),
         )?)

@@ -1,5 +1,5 @@
 //! TLS for the gateway port with rustls: certificate files from
-//! `gateway.tls`, or a self-signed certificate generated once and kept in the
+//! `gateway.tls`, or (unless `autoGenerate` is false) a self-signed certificate generated once and kept in the
 //! data dir. The SHA-256 fingerprint is what clients pin.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +21,8 @@ pub enum TlsError {
     Empty { path: PathBuf, what: &'static str },
     #[error("gateway.tls: certPath and keyPath must be given together")]
     HalfConfigured,
+    #[error("gateway.tls: certPath and keyPath are not set and autoGenerate is false")]
+    NoCertificate,
     #[error("gateway.tls: could not generate a self-signed certificate: {0}")]
     Generate(String),
     #[error("gateway.tls: certificate and key do not fit: {0}")]
@@ -122,12 +124,14 @@ pub fn ensure_self_signed(dir: &Path, host: &str) -> Result<(PathBuf, PathBuf), 
 pub fn setup(
     cert_path: Option<&Path>,
     key_path: Option<&Path>,
+    auto_generate: bool,
     data_dir: &Path,
     host: &str,
 ) -> Result<TlsSetup, TlsError> {
     let (cert_path, key_path) = match (cert_path, key_path) {
         (Some(c), Some(k)) => (c.to_path_buf(), k.to_path_buf()),
-        (None, None) => ensure_self_signed(&data_dir.join("tls"), host)?,
+        (None, None) if auto_generate => ensure_self_signed(&data_dir.join("tls"), host)?,
+        (None, None) => return Err(TlsError::NoCertificate),
         _ => return Err(TlsError::HalfConfigured),
     };
     let (certs, key) = load_pair(&cert_path, &key_path)?;
@@ -149,10 +153,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_auto_generate_missing_files_are_an_error_not_a_new_certificate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = setup(None, None, false, dir.path(), "pincer")
+            .err()
+            .expect("no certificate generated");
+        assert!(err.to_string().contains("autoGenerate"), "{err}");
+        assert!(!dir.path().join("tls").exists(), "nothing written");
+    }
+
+    #[test]
     fn self_signed_certificate_is_generated_once_and_loads() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let first = setup(None, None, dir.path(), "pincer").expect("generated");
-        let second = setup(None, None, dir.path(), "pincer").expect("reloaded");
+        let first = setup(None, None, true, dir.path(), "pincer").expect("generated");
+        let second = setup(None, None, true, dir.path(), "pincer").expect("reloaded");
         assert_eq!(
             first.fingerprint_sha256, second.fingerprint_sha256,
             "kept, not regenerated"
@@ -163,7 +177,7 @@ mod tests {
     #[test]
     fn half_configured_files_are_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let err = setup(Some(Path::new("/x.pem")), None, dir.path(), "h")
+        let err = setup(Some(Path::new("/x.pem")), None, true, dir.path(), "h")
             .err()
             .expect("refused");
         assert!(matches!(err, TlsError::HalfConfigured));

@@ -1,17 +1,12 @@
 //! The `cron` section: whether scheduled jobs run, how many at once,
-//! webhook delivery, and retention of run logs.
+//! webhook delivery, and how many run-log lines each job keeps.
 //!
 //! Names and defaults follow OpenClaw's cron schema (`cron.enabled` on
-//! unless false, one run at a time, run logs capped
-//! at 2 000 000 bytes / 2000 lines). Duration and size text is validated in
-//! `validate.rs`.
+//! unless false, run logs of 2000 lines). pincer keeps run logs in its
+//! database by line count, so upstream's `runLog.maxBytes` is unsupported.
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::de as cde;
-use crate::config::duration::parse_byte_size;
-
-pub const DEFAULT_CRON_RUN_LOG_MAX_BYTES: u64 = 2_000_000;
 pub const DEFAULT_CRON_RUN_LOG_KEEP_LINES: u32 = 2_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,27 +41,14 @@ impl Default for CronConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CronRunLogConfig {
-    /// Size text or bytes (default 2000000).
-    #[serde(deserialize_with = "cde::opt_text_or_number")]
-    pub max_bytes: Option<String>,
     pub keep_lines: u32,
 }
 
 impl Default for CronRunLogConfig {
     fn default() -> Self {
         CronRunLogConfig {
-            max_bytes: None,
             keep_lines: DEFAULT_CRON_RUN_LOG_KEEP_LINES,
         }
-    }
-}
-
-impl CronRunLogConfig {
-    pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
-            .as_deref()
-            .and_then(|text| parse_byte_size(text).ok())
-            .unwrap_or(DEFAULT_CRON_RUN_LOG_MAX_BYTES)
     }
 }
 
@@ -79,7 +61,6 @@ mod tests {
         let cron = CronConfig::default();
         assert!(cron.enabled);
         assert_eq!(cron.max_concurrent_runs, None);
-        assert_eq!(cron.run_log.max_bytes(), 2_000_000);
         assert_eq!(cron.run_log.keep_lines, 2000);
     }
 }

@@ -185,11 +185,11 @@ pub struct TrustedProxyConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GatewayTlsConfig {
     pub enabled: bool,
-    /// Generate a self-signed certificate when cert/key are missing.
+    /// Generate a self-signed certificate when cert/key are missing
+    /// (false: TLS without both files refuses to start).
     pub auto_generate: bool,
     pub cert_path: Option<PathBuf>,
     pub key_path: Option<PathBuf>,
-    pub ca_path: Option<PathBuf>,
 }
 
 impl Default for GatewayTlsConfig {
@@ -199,7 +199,6 @@ impl Default for GatewayTlsConfig {
             auto_generate: true,
             cert_path: None,
             key_path: None,
-            ca_path: None,
         }
     }
 }
