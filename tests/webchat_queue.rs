@@ -416,7 +416,23 @@ async fn max_concurrent_one_makes_an_agent_run_and_a_chat_turn_take_turns() {
     assert_eq!(fake.requests().len(), 1, "the agent run reached the model");
     let ack = client.call("chat.send", send("w-1", "hello")).await;
     assert_eq!(ack["payload"]["status"], "started", "{ack}");
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // The gate reports the chat turn waiting for the main lane's one slot (health's lane figures);
+    // only then is "the model was not asked again" a statement about the gate.
+    let mut waiting = json!(null);
+    for _ in 0..500 {
+        let health = client.call("health", json!({})).await;
+        let main = health["payload"]["queues"]["lanes"]
+            .as_array()
+            .and_then(|lanes| lanes.iter().find(|lane| lane["lane"] == "main"))
+            .cloned()
+            .unwrap_or_default();
+        if main["waiting"] == 1 {
+            waiting = main;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(waiting["busy"], 1, "the chat turn never waited for the main lane: {waiting}");
     assert_eq!(
         fake.requests().len(),
         1,

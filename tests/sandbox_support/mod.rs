@@ -370,7 +370,17 @@ pub async fn run_kit(fixture: &Fixture, action: &str, mut policy: SandboxPolicy)
     // The working directory is the workspace in every mode, wherever the workspace is mounted.
     let command =
         format!("./{KIT_FILE} --ignored --exact escape_kit --nocapture --test-threads=1 -q");
-    let outcome = fixture.run(&command, policy).await;
+    // Another test's sandbox child, forked while the copy above had the file open for writing,
+    // holds that descriptor until it execs: exec then fails with ETXTBSY for a moment. Retried.
+    let mut outcome = fixture.run(&command, policy.clone()).await;
+    for _ in 0..50 {
+        let busy = outcome.exit_code == Some(126) && outcome.stderr.contains("Text file busy");
+        if !busy {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        outcome = fixture.run(&command, policy.clone()).await;
+    }
     outcome
         .stdout
         .lines()
