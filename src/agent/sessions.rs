@@ -163,6 +163,15 @@ impl SessionIndex {
         self.store.put_session(key, entry)
     }
 
+    /// Writes `entry` under `key` only when the key holds no entry (an imported session); `false` when one
+    /// is already there, which is left as it is.
+    pub fn create_if_absent(&self, key: &str, entry: &SessionEntry) -> Result<bool, StoreError> {
+        let written = self
+            .store
+            .update_session(key, |current| current.is_none().then(|| entry.clone()))?;
+        Ok(written.is_some())
+    }
+
     /// Shows a status on the session (a sub-agent run's, for `sessions.list`), when the session exists.
     pub fn set_status(&self, key: &str, status: &str, now: u64) -> Result<(), StoreError> {
         self.store.update_session(key, |current| {
@@ -444,6 +453,20 @@ mod tests {
             account_id: String::new(),
             thread_id: None,
         }
+    }
+
+    #[test]
+    fn create_if_absent_never_replaces_an_entry() {
+        let (_dir, store) = temp_store();
+        let index = SessionIndex::new(store.clone());
+        assert!(index
+            .create_if_absent("agent:main:x", &SessionEntry::new("first", 1))
+            .expect("create"));
+        assert!(!index
+            .create_if_absent("agent:main:x", &SessionEntry::new("second", 2))
+            .expect("create again"));
+        let kept = store.session("agent:main:x").expect("read").expect("entry");
+        assert_eq!(kept.session_id, "first");
     }
 
     #[test]

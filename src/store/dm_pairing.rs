@@ -209,6 +209,39 @@ impl Store {
         })
     }
 
+    /// Adds `sender_id` to the approved senders of a channel account without a code (an approval carried
+    /// over from OpenClaw). Returns `false` when the sender was already approved there. Never seeds the owner.
+    pub fn dm_pairing_allow(
+        &self,
+        channel: &str,
+        account_id: &str,
+        sender_id: &str,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let key = channel_key(channel)?;
+        self.env.write("dm_pairing_allow", |txn, dbs| {
+            let mut record: ChannelPairing = match dbs.meta.get(txn, key.as_bytes())? {
+                Some(bytes) => decode_at(META_DB, &key, bytes)?,
+                None => ChannelPairing::default(),
+            };
+            let known = record
+                .approved
+                .iter()
+                .any(|a| a.account_id == account_id && a.sender_id == sender_id);
+            if known {
+                return Ok(false);
+            }
+            record.approved.push(ApprovedDmSender {
+                account_id: account_id.to_string(),
+                sender_id: sender_id.to_string(),
+                approved_at_ms: now_ms,
+            });
+            let bytes = encode(META_DB, &key, &record)?;
+            dbs.meta.put(txn, key.as_bytes(), &bytes)?;
+            Ok(true)
+        })
+    }
+
     /// Whether pairing approved this sender on this channel account.
     pub fn dm_pairing_is_approved(
         &self,
@@ -294,5 +327,23 @@ mod tests {
             .dm_pairing_list(None, 30, LIMITS.ttl_ms)
             .expect("list")
             .is_empty());
+    }
+
+    #[test]
+    fn allowing_a_sender_directly_is_idempotent_and_seeds_no_owner() {
+        let (_dir, store) = temp_store();
+        assert!(store
+            .dm_pairing_allow("Telegram", "default", "42", 5)
+            .expect("allow"));
+        assert!(!store
+            .dm_pairing_allow("telegram", "default", "42", 6)
+            .expect("allow again"));
+        assert!(store
+            .dm_pairing_is_approved("telegram", "default", "42")
+            .expect("read"));
+        assert!(!store
+            .dm_pairing_is_approved("telegram", "work", "42")
+            .expect("read"));
+        assert_eq!(store.dm_pairing_owner().expect("owner"), None);
     }
 }

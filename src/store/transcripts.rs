@@ -58,6 +58,32 @@ impl Store {
         })
     }
 
+    /// Appends several entries to a session's transcript in one write transaction (an import's batch) and
+    /// returns the sequence number of the last one (`None` when `entries` is empty).
+    pub fn append_transcript_batch(
+        &self,
+        session_id: &str,
+        entries: &[TranscriptEntry],
+    ) -> Result<Option<u64>, StoreError> {
+        check_session_id(session_id)?;
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let values = entries
+            .iter()
+            .map(|entry| encode(TRANSCRIPTS_DB, session_id, entry))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.env.write("append_transcript_batch", |txn, dbs| {
+            let mut seq = last_seq(txn, dbs, session_id)?.unwrap_or(0);
+            for value in &values {
+                seq += 1;
+                dbs.transcripts
+                    .put(txn, &entry_key(session_id, seq), value)?;
+            }
+            Ok(Some(seq))
+        })
+    }
+
     /// The last `limit` entries of a session's transcript with their sequence numbers, oldest first.
     pub fn transcript_tail(
         &self,
@@ -220,6 +246,30 @@ mod tests {
                 .expect("append"),
             3
         );
+    }
+
+    #[test]
+    fn a_batch_continues_the_sequence_in_order() {
+        let (_dir, store) = temp_store();
+        store
+            .append_transcript("s", &message("user", "first", 1))
+            .expect("append");
+        let batch = [message("user", "a", 2), message("assistant", "b", 3)];
+        assert_eq!(
+            store.append_transcript_batch("s", &batch).expect("batch"),
+            Some(3)
+        );
+        assert_eq!(
+            store.append_transcript_batch("s", &[]).expect("empty"),
+            None
+        );
+        let texts: Vec<String> = store
+            .transcript_tail("s", 10)
+            .expect("tail")
+            .into_iter()
+            .map(|(_, e)| e.text)
+            .collect();
+        assert_eq!(texts, ["first", "a", "b"]);
     }
 
     #[test]
