@@ -81,7 +81,37 @@ pub fn run(cli: Cli) -> Result<(), String> {
             super::memory::run(&loaded, &data_dir(&cli.global), command)
         }
         Command::Cron(command) => super::cron::run(&cli.global, command, client),
+        Command::ImportOpenclaw(args) => import_state(&cli.global, args),
     }
+}
+
+fn import_state(global: &GlobalArgs, args: super::ImportOpenclawArgs) -> Result<(), String> {
+    let state_dir = match args.state_dir {
+        Some(dir) => dir,
+        None => match std::env::var_os("OPENCLAW_STATE_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                PathBuf::from(std::env::var_os("HOME").ok_or("HOME is not set; give --state-dir")?)
+                    .join(".openclaw")
+            }
+        },
+    };
+    let config_path = config::candidate_paths(global.config.as_deref())
+        .into_iter()
+        .next()
+        .ok_or("no place for pincer's config; give --config")?;
+    let data_dir = data_dir(global);
+    let store = Store::open(&store_dir(&data_dir), StoreOptions::default())
+        .map_err(|e| format!("cannot open pincer's store: {e}"))?;
+    let options = super::import_state::ImportOptions {
+        state_dir,
+        data_dir,
+        config_path,
+        reference_workspace: args.reference_workspace,
+    };
+    let report = super::import_state::import_state(&options, &store)?;
+    print!("{}", report.render());
+    Ok(())
 }
 
 /// One async worker: the gateway's async work is I/O multiplexing and small

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod cron;
+mod import_state;
 mod memory;
 mod pairing;
 
@@ -60,6 +61,19 @@ pub enum Command {
     /// List, add, edit, remove or run scheduled jobs (asks a running gateway).
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Import an OpenClaw state directory: config, sessions and transcripts, cron jobs, paired devices,
+    /// DM pairing approvals and the workspace. Safe to run again: nothing is imported twice.
+    ImportOpenclaw(ImportOpenclawArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportOpenclawArgs {
+    /// OpenClaw's state directory (default: $OPENCLAW_STATE_DIR, else ~/.openclaw).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Use OpenClaw's workspace where it is (agents.defaults.workspace) instead of copying it.
+    #[arg(long)]
+    pub reference_workspace: bool,
 }
 
 #[derive(Debug, Args)]
