@@ -98,6 +98,11 @@ fn openclaw_onboard(dir: &Path) -> PathBuf {
     state
 }
 
+/// An answer long enough (over 1 KiB) that OpenClaw's SQLite store keeps it zstd-compressed.
+fn long_reply() -> String {
+    "The long answer goes on. ".repeat(80)
+}
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
     std::fs::write(path, text).expect("write fixture");
@@ -108,7 +113,8 @@ fn jsonl(lines: &[Value]) -> String {
 }
 
 /// Sessions, transcripts, cron jobs, a paired device and DM approvals as OpenClaw 2026.4 wrote them.
-fn write_openclaw_json_state(state: &Path, device: &Device) {
+/// With `defects`, also files and records that cannot be imported.
+fn write_openclaw_json_state(state: &Path, device: &Device, defects: bool) {
     // Recent: pincer's session maintenance prunes sessions idle past its retention.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -122,11 +128,17 @@ fn write_openclaw_json_state(state: &Path, device: &Device) {
                                 "thinkingLevel": "low", "inputTokens": 120, "outputTokens": 40},
             "agent:main:telegram:direct:4242": {"sessionId": DM_SESSION, "updatedAt": now - 30_000,
                 "chatType": "direct", "channel": "telegram", "lastChannel": "telegram", "lastTo": "4242",
-                "origin": {"provider": "telegram", "chatType": "direct", "from": "telegram:4242"}},
-            "agent:main:broken": {"updatedAt": 1}
+                "origin": {"provider": "telegram", "chatType": "direct", "from": "telegram:4242"}}
         })
         .to_string(),
     );
+    if defects {
+        let index = sessions.join("sessions.json");
+        let mut all: Value =
+            serde_json::from_str(&std::fs::read_to_string(&index).expect("index")).expect("JSON");
+        all["agent:main:broken"] = json!({"updatedAt": 1});
+        write(&index, &all.to_string());
+    }
     write(
         &sessions.join(format!("{MAIN_SESSION}.jsonl")),
         &jsonl(&[
@@ -136,13 +148,17 @@ fn write_openclaw_json_state(state: &Path, device: &Device) {
             json!({"type": "message", "id": "m2", "parentId": "m1", "timestamp": "2026-01-01T10:00:02.000Z",
                    "message": {"role": "assistant", "content": [{"type": "text", "text": "Dentist at three."}],
                                "usage": {"input": 120, "output": 40}, "stopReason": "stop", "timestamp": 1_767_261_602_000u64}}),
+            json!({"type": "message", "id": "m3", "parentId": "m2", "timestamp": "2026-01-01T10:00:03.000Z",
+                   "message": {"role": "assistant", "content": [{"type": "text", "text": long_reply()}], "timestamp": 1_767_261_603_000u64}}),
         ]),
     );
     let mut dm = jsonl(&[
         json!({"type": "session", "version": 3, "id": DM_SESSION, "timestamp": "2026-01-01T11:00:00.000Z"}),
         json!({"type": "message", "id": "d1", "parentId": null, "message": {"role": "user", "content": "hello from telegram", "timestamp": 1_767_265_200_000u64}}),
     ]);
-    dm.push_str("{this line is not json\n");
+    if defects {
+        dm.push_str("{this line is not json\n");
+    }
     dm.push_str(
         &json!({"type": "message", "id": "d2", "parentId": "d1", "message": {"role": "assistant",
                 "content": [{"type": "text", "text": "hi there"}], "timestamp": 1_767_265_201_000u64}})
@@ -159,11 +175,18 @@ fn write_openclaw_json_state(state: &Path, device: &Device) {
              "sessionTarget": "isolated", "wakeMode": "now",
              "payload": {"kind": "agentTurn", "message": "Summarise my day"},
              "delivery": {"mode": "announce", "channel": "telegram", "to": "4242"}, "state": {}},
-            {"id": "job-broken", "name": "Broken", "enabled": true, "schedule": {"kind": "cron", "expr": "not a cron"},
-             "sessionTarget": "isolated", "payload": {"kind": "agentTurn", "message": "x"}}
         ]})
         .to_string(),
     );
+    if defects {
+        let jobs = state.join("cron/jobs.json");
+        let mut all: Value =
+            serde_json::from_str(&std::fs::read_to_string(&jobs).expect("jobs")).expect("JSON");
+        all["jobs"].as_array_mut().expect("jobs").push(json!(
+            {"id": "job-broken", "name": "Broken", "enabled": true, "schedule": {"kind": "cron", "expr": "not a cron"},
+             "sessionTarget": "isolated", "payload": {"kind": "agentTurn", "message": "x"}}));
+        write(&jobs, &all.to_string());
+    }
 
     let raw = device.key.verifying_key().to_bytes();
     write(
@@ -183,18 +206,21 @@ fn write_openclaw_json_state(state: &Path, device: &Device) {
         &state.join("credentials/telegram-allowFrom.json"),
         &json!({"version": 1, "allowFrom": ["tg:4242", "777"]}).to_string(),
     );
-    write(
-        &state.join("credentials/telegram-work-allowFrom.json"),
-        &json!({"version": 1, "allowFrom": ["555"]}).to_string(),
-    );
-    write(
-        &state.join("credentials/whatsapp-allowFrom.json"),
-        &json!({"version": 1, "allowFrom": ["+15550001"]}).to_string(),
-    );
-    write(
-        &state.join("credentials/discord-allowFrom.json"),
-        "{ this is not json",
-    );
+    if defects {
+        // An account OpenClaw's config does not name: its doctor refuses to migrate it.
+        write(
+            &state.join("credentials/telegram-work-allowFrom.json"),
+            &json!({"version": 1, "allowFrom": ["555"]}).to_string(),
+        );
+        write(
+            &state.join("credentials/whatsapp-allowFrom.json"),
+            &json!({"version": 1, "allowFrom": ["+15550001"]}).to_string(),
+        );
+        write(
+            &state.join("credentials/discord-allowFrom.json"),
+            "{ this is not json",
+        );
+    }
     write(&state.join("workspace/notes/todo.md"), "- buy milk\n");
 }
 
@@ -249,7 +275,7 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = openclaw_onboard(dir.path());
     let device = Device::new(7);
-    write_openclaw_json_state(&state, &device);
+    write_openclaw_json_state(&state, &device, true);
 
     let mut gateway = GatewayProcess::start("{}", &["--port", "0", "--token", TOKEN]);
     gateway.terminate();
@@ -261,7 +287,7 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
         ("imported: ", vec!["config", "pincer.json5"]),
         (
             "imported: ",
-            vec!["session agent:main:main", "2 transcript entries"],
+            vec!["session agent:main:main", "3 transcript entries"],
         ),
         (
             "imported: ",
@@ -298,7 +324,6 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
             vec!["discord-allowFrom.json", "not valid JSON"],
         ),
         ("imported: ", vec!["workspace", "files copied"]),
-        ("not imported: ", vec!["openclaw.sqlite", "SQLite"]),
     ] {
         assert!(
             has_line(&report, start, &parts),
@@ -341,6 +366,15 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
         "- buy milk\n"
     );
 
+    check_in_gateway(&mut gateway, &device, &data).await;
+    let store = pincer::store::Store::open(&data.join("store"), Default::default()).expect("store");
+    assert!(store
+        .dm_pairing_is_approved("telegram", "work", "555")
+        .expect("read"));
+}
+
+/// What the imported state must look like to a client of the restarted gateway, and to the DM check.
+async fn check_in_gateway(gateway: &mut GatewayProcess, device: &Device, data: &Path) {
     gateway.crash_and_restart("{}", &["--port", "0", "--token", TOKEN]);
     let scopes = ["operator.read", "operator.write"];
     let (mut client, _) = TestClient::connect(&gateway.url(), Some(TOKEN), &scopes, None).await;
@@ -364,7 +398,8 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
         message_texts(&history),
         [
             ("user".to_string(), "what is on my calendar?".to_string()),
-            ("assistant".to_string(), "Dentist at three.".to_string())
+            ("assistant".to_string(), "Dentist at three.".to_string()),
+            ("assistant".to_string(), long_reply())
         ],
         "{history}"
     );
@@ -388,7 +423,7 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
     assert_eq!(ids, ["job-morning"], "{jobs}");
 
     let mut paired = TestClient::open(&gateway.url()).await;
-    let params = paired.connect_params_with_device_token(DEVICE_TOKEN, &["operator.read"], &device);
+    let params = paired.connect_params_with_device_token(DEVICE_TOKEN, &["operator.read"], device);
     let hello = paired.call("connect", params).await;
     assert_eq!(
         hello["ok"], true,
@@ -400,7 +435,6 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
     for (account, sender, approved) in [
         ("default", "4242", true),
         ("default", "777", true),
-        ("work", "555", true),
         ("default", "555", false),
     ] {
         assert_eq!(
@@ -411,6 +445,97 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
             "telegram {account} {sender}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openclaw_sqlite_state_is_imported_after_openclaw_doctor_migrated_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = openclaw_onboard(dir.path());
+    let device = Device::new(7);
+    write_openclaw_json_state(&state, &device, false);
+    openclaw_doctor_fix(dir.path(), &state);
+    assert!(
+        !state.join("agents/main/sessions/sessions.json").exists(),
+        "doctor moved the sessions into SQLite"
+    );
+    assert!(
+        !state.join("cron/jobs.json").exists(),
+        "doctor moved the jobs into SQLite"
+    );
+    let agent_db = rusqlite::Connection::open_with_flags(
+        state.join("agents/main/agent/openclaw-agent.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("agent database");
+    let packed: i64 = agent_db
+        .query_row(
+            "SELECT count(*) FROM transcript_events WHERE event_zstd IS NOT NULL",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count compressed events");
+    assert!(packed > 0, "the long reply is stored compressed");
+    drop(agent_db);
+
+    let mut gateway = GatewayProcess::start("{}", &["--port", "0", "--token", TOKEN]);
+    gateway.terminate();
+    let config = dir.path().join("pincer/pincer.json5");
+    let data = gateway.data_dir();
+    let (_, report) = import(&state, &config, &data);
+    for parts in [
+        vec![
+            "session agent:main:main",
+            "3 transcript entries",
+            "transcript_events",
+        ],
+        vec![
+            "session agent:main:telegram:direct:4242",
+            "2 transcript entries",
+        ],
+        vec!["cron job \"job-morning\""],
+        vec!["paired device", &device.id()],
+        vec!["telegram DM approval of 4242 (account default)"],
+        vec!["telegram DM approval of 777 (account default)"],
+    ] {
+        assert!(
+            has_line(&report, "imported: ", &parts),
+            "no imported {parts:?} in:\n{report}"
+        );
+    }
+    assert!(!report.contains("openclaw.sqlite: newer"), "{report}");
+    let (_, again) = import(&state, &config, &data);
+    assert!(
+        again.contains("summary: 0 imported"),
+        "second run:\n{again}"
+    );
+    check_in_gateway(&mut gateway, &device, &data).await;
+}
+
+/// `openclaw doctor --fix`: moves the JSON stores into its SQLite databases.
+fn openclaw_doctor_fix(dir: &Path, state: &Path) {
+    let output = Command::new(tool(
+        "PINCER_NODE24",
+        ".tools/node24/node_modules/.bin/node",
+    ))
+    .arg(tool(
+        "PINCER_OPENCLAW_CLI",
+        ".tools/openclaw-cli/node_modules/openclaw/openclaw.mjs",
+    ))
+    .args(["doctor", "--fix", "--non-interactive"])
+    .env("HOME", dir.join("home"))
+    .env("OPENCLAW_STATE_DIR", state)
+    .env("NO_COLOR", "1")
+    .env_remove("OPENCLAW_CONFIG_PATH")
+    .env_remove("OPENCLAW_GATEWAY_TOKEN")
+    .stdin(Stdio::null())
+    .output()
+    .expect("run openclaw doctor");
+    assert!(
+        output.status.success(),
+        "openclaw doctor --fix failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]

@@ -6,10 +6,13 @@
 //! Running it again imports nothing twice: every record is keyed (session key, job id, device id,
 //! channel/account/sender, workspace file path) and an existing key is left alone. A bad file or
 //! record is reported by path and never stops the rest. It reads OpenClaw's JSON layout (2026.4 and
-//! earlier); the SQLite store of later versions is detected and reported, not read.
+//! earlier) and, with the `openclaw-import` feature (on by default), the SQLite store of later
+//! releases (`sqlite.rs`).
 
 mod records;
 mod sessions;
+#[cfg(feature = "openclaw-import")]
+mod sqlite;
 mod transcript;
 mod workspace;
 
@@ -124,17 +127,27 @@ pub fn import_state(options: &ImportOptions, store: &Store) -> Result<Report, St
         &workspace_source,
         &mut report,
     );
-    sessions::import_sessions(state, store, &mut report);
+    match sessions::SessionImporter::new(store) {
+        Ok(mut importer) => {
+            sessions::import_sessions(state, &mut importer, &mut report);
+            #[cfg(feature = "openclaw-import")]
+            sqlite::import_agent_databases(state, &mut importer, &mut report);
+        }
+        Err(why) => report.failed("sessions", why),
+    }
     let jobs = cron_store_path(state, openclaw_config.as_ref());
     records::import_cron(&jobs, store, now, &mut report);
     records::import_devices(state, store, &mut report);
     records::import_allow_from(state, store, now, &mut report);
+    #[cfg(feature = "openclaw-import")]
+    sqlite::import_shared(state, store, now, &mut report);
     workspace::import(
         options,
         &workspace_source,
         pincer_config.as_ref(),
         &mut report,
     );
+    #[cfg(not(feature = "openclaw-import"))]
     report_sqlite(state, &mut report);
     Ok(report)
 }
@@ -231,8 +244,9 @@ fn cron_store_path(state: &Path, openclaw: Option<&(String, Value)>) -> PathBuf 
 }
 
 /// Newer OpenClaw releases (2026.9.6 among them) keep sessions, transcripts, cron jobs, devices and
-/// pairing approvals in SQLite; pincer does not read those databases yet, and says so instead of
-/// importing nothing quietly.
+/// pairing approvals in SQLite; a pincer built without the `openclaw-import` feature cannot read
+/// them, and says so instead of importing nothing quietly.
+#[cfg(not(feature = "openclaw-import"))]
 fn report_sqlite(state: &Path, report: &mut Report) {
     let mut databases = Vec::new();
     let shared = state.join("state").join("openclaw.sqlite");
@@ -252,7 +266,7 @@ fn report_sqlite(state: &Path, report: &mut Report) {
         report.failed(
             &db.display().to_string(),
             "newer OpenClaw releases (2026.9.6 among them) keep sessions, transcripts, cron jobs, paired devices and pairing \
-             approvals in SQLite, which pincer cannot read yet: whatever is only in this database was not \
+             approvals in SQLite, which this pincer (built without the openclaw-import feature) cannot read: whatever is only in this database was not \
              imported (the JSON files beside it were; `openclaw sessions`, `openclaw cron list` and \
              `openclaw devices list` show what it holds)"
                 .into(),

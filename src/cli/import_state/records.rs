@@ -34,17 +34,35 @@ pub fn import_cron(jobs_path: &Path, store: &Store, now_ms: u64, report: &mut Re
         Ok(_) => return report.failed(&file, "not a jobs document".into()),
         Err(why) => return report.failed(&file, why),
     };
+    import_jobs(jobs, &file, store, now_ms, report);
+}
+
+/// Imports cron jobs in OpenClaw's JSON shape; `source` names where they came from.
+pub fn import_jobs(
+    jobs: Vec<Value>,
+    source: &str,
+    store: &Store,
+    now_ms: u64,
+    report: &mut Report,
+) {
     for (at, raw) in jobs.into_iter().enumerate() {
         let id = raw["id"].as_str().unwrap_or_default().to_string();
         let what = format!("cron job {id:?} ({:?})", raw["name"].as_str().unwrap_or(""));
         if id.is_empty() {
-            report.failed(&format!("{file}: jobs[{at}]"), "the job has no id".into());
+            report.failed(&format!("{source}: jobs[{at}]"), "the job has no id".into());
+            continue;
+        }
+        if raw["payload"]["kind"] == "heartbeat" {
+            report.failed(
+                &format!("{what} in {source}"),
+                "OpenClaw's own heartbeat job: pincer runs the heartbeat from agents.defaults.heartbeat".into(),
+            );
             continue;
         }
         match import_job(raw, &id, store, now_ms) {
             Ok(true) => report.imported(&what, String::new()),
             Ok(false) => report.present(&what),
-            Err(why) => report.failed(&format!("{what} in {file}"), why),
+            Err(why) => report.failed(&format!("{what} in {source}"), why),
         }
     }
 }
@@ -92,12 +110,23 @@ pub fn import_devices(state_dir: &Path, store: &Store, report: &mut Report) {
         Err(why) => return report.failed(&file, why),
     };
     for (device_id, raw) in devices {
-        let what = format!("paired device {device_id}");
-        match import_device(&device_id, &raw, store) {
-            Ok(true) => report.imported(&what, describe_device(&raw)),
-            Ok(false) => report.present(&what),
-            Err(why) => report.failed(&format!("{what} in {file}"), why),
-        }
+        import_device(&device_id, &raw, &file, store, report);
+    }
+}
+
+/// Imports one paired device in OpenClaw's JSON shape; `source` names where it came from.
+pub fn import_device(
+    device_id: &str,
+    raw: &Value,
+    source: &str,
+    store: &Store,
+    report: &mut Report,
+) {
+    let what = format!("paired device {device_id}");
+    match store_device(device_id, raw, store) {
+        Ok(true) => report.imported(&what, describe_device(raw)),
+        Ok(false) => report.present(&what),
+        Err(why) => report.failed(&format!("{what} in {source}"), why),
     }
 }
 
@@ -123,7 +152,7 @@ fn strings(value: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn import_device(device_id: &str, raw: &Value, store: &Store) -> Result<bool, String> {
+fn store_device(device_id: &str, raw: &Value, store: &Store) -> Result<bool, String> {
     let key_text = raw["publicKey"].as_str().ok_or("no publicKey")?;
     let key = decode_public_key(key_text).ok_or("publicKey is not an Ed25519 public key")?;
     if device_id_for(&key) != device_id {
@@ -244,25 +273,38 @@ pub fn import_allow_from(state_dir: &Path, store: &Store, now_ms: u64, report: &
                 continue;
             }
         };
-        for raw in entries {
-            let sender = match &raw {
-                Value::String(s) => normalise_sender(channel, s),
-                Value::Number(n) => n.to_string(),
-                _ => String::new(),
-            };
-            let what = format!("{channel} DM approval of {sender} (account {account})");
-            if sender.is_empty() || sender == "*" {
-                report.failed(
-                    &format!("{file}: {raw}"),
-                    "not a sender id (a wildcard belongs in the channel's allowFrom config)".into(),
-                );
-                continue;
-            }
-            match store.dm_pairing_allow(channel, &account, &sender, now_ms) {
-                Ok(true) => report.imported(&what, String::new()),
-                Ok(false) => report.present(&what),
-                Err(e) => report.failed(&format!("{what} in {file}"), e.to_string()),
-            }
+        import_allow_entries(channel, &account, &entries, &file, store, now_ms, report);
+    }
+}
+
+/// Imports the approved senders of one channel account; `source` names where they came from.
+pub fn import_allow_entries(
+    channel: &str,
+    account: &str,
+    entries: &[Value],
+    source: &str,
+    store: &Store,
+    now_ms: u64,
+    report: &mut Report,
+) {
+    for raw in entries {
+        let sender = match raw {
+            Value::String(s) => normalise_sender(channel, s),
+            Value::Number(n) => n.to_string(),
+            _ => String::new(),
+        };
+        let what = format!("{channel} DM approval of {sender} (account {account})");
+        if sender.is_empty() || sender == "*" {
+            report.failed(
+                &format!("{source}: {raw}"),
+                "not a sender id (a wildcard belongs in the channel's allowFrom config)".into(),
+            );
+            continue;
+        }
+        match store.dm_pairing_allow(channel, account, &sender, now_ms) {
+            Ok(true) => report.imported(&what, String::new()),
+            Ok(false) => report.present(&what),
+            Err(e) => report.failed(&format!("{what} in {source}"), e.to_string()),
         }
     }
 }

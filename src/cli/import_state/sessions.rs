@@ -10,15 +10,160 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::transcript::read_transcript;
+use super::transcript::{read_jsonl, TranscriptImport, TranscriptSummary};
 use super::{read_json, Report};
 use crate::agent::SessionIndex;
 use crate::store::{SessionEntry, SessionOrigin, Store};
 
-/// Imports every agent's sessions found under `<state>/agents`.
-pub fn import_sessions(state_dir: &Path, store: &Store, report: &mut Report) {
-    let agents_dir = state_dir.join("agents");
-    let Ok(listing) = std::fs::read_dir(&agents_dir) else {
+/// Where a session's transcript lines come from: a JSONL file, or OpenClaw's SQLite rows.
+pub trait TranscriptFeed {
+    /// Where, for the report.
+    fn label(&self) -> String;
+    /// Whether there is a transcript at all.
+    fn exists(&self) -> bool;
+    /// Pushes every line through `import`, in order.
+    fn feed(&self, import: &mut TranscriptImport<'_, '_>) -> Result<(), String>;
+}
+
+/// Gives a session's transcript from its entry's fields and its session id.
+pub type TranscriptFor<'f> = dyn Fn(&Map<String, Value>, &str) -> Box<dyn TranscriptFeed + 'f> + 'f;
+
+/// A JSONL transcript file.
+pub struct JsonlFile(pub PathBuf);
+
+impl TranscriptFeed for JsonlFile {
+    fn label(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    fn exists(&self) -> bool {
+        self.0.is_file()
+    }
+
+    fn feed(&self, import: &mut TranscriptImport<'_, '_>) -> Result<(), String> {
+        read_jsonl(&self.0, import)
+    }
+}
+
+/// Imports sessions one at a time into pincer's index, keeping track of the session ids in use.
+pub struct SessionImporter {
+    store: Store,
+    index: SessionIndex,
+    used_ids: HashMap<String, String>,
+}
+
+impl SessionImporter {
+    pub fn new(store: &Store) -> Result<SessionImporter, String> {
+        let used_ids = store
+            .sessions()
+            .map_err(|e| format!("cannot read pincer's sessions: {e}"))?
+            .into_iter()
+            .map(|(key, entry)| (entry.session_id, key))
+            .collect();
+        Ok(SessionImporter {
+            store: store.clone(),
+            index: SessionIndex::new(store.clone()),
+            used_ids,
+        })
+    }
+
+    /// Imports one session: `key` as OpenClaw stored it (made canonical with `agent_id`), its entry
+    /// JSON, and its transcript. `source` names where the entry came from, for the report.
+    pub fn import<'f>(
+        &mut self,
+        agent_id: &str,
+        raw_key: &str,
+        raw: &Value,
+        transcript: &TranscriptFor<'f>,
+        source: &str,
+        report: &mut Report,
+    ) {
+        let key = canonical_key(agent_id, raw_key);
+        let what = format!("session {key}");
+        match self.import_one(&key, raw, transcript) {
+            Ok(Imported::New(session_id, note)) => {
+                self.used_ids.insert(session_id, key.clone());
+                report.imported(&what, note);
+            }
+            Ok(Imported::Present) => report.present(&what),
+            Err(why) => report.failed(&format!("{what} ({source})"), why),
+        }
+    }
+
+    fn import_one<'f>(
+        &self,
+        key: &str,
+        raw: &Value,
+        transcript: &TranscriptFor<'f>,
+    ) -> Result<Imported, String> {
+        let fields = raw.as_object().ok_or("the entry is not a JSON object")?;
+        let entry = entry_from(fields)?;
+        let store = &self.store;
+        if store.session(key).map_err(|e| e.to_string())?.is_some() {
+            return Ok(Imported::Present);
+        }
+        if let Some(other) = self.used_ids.get(&entry.session_id) {
+            return Err(format!(
+                "session id {} is already used by pincer's session {other}",
+                entry.session_id
+            ));
+        }
+        let feed = transcript(fields, &entry.session_id);
+        store
+            .delete_transcript(&entry.session_id)
+            .map_err(|e| e.to_string())?;
+        let note = if feed.exists() {
+            let mut sink = |batch: &[crate::store::TranscriptEntry]| {
+                store
+                    .append_transcript_batch(&entry.session_id, batch)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot store the transcript: {e}"))
+            };
+            let mut import = TranscriptImport::new(&mut sink);
+            let read = feed.feed(&mut import);
+            let summary = match read.and_then(|()| import.finish()) {
+                Ok(summary) => summary,
+                Err(why) => {
+                    let _ = store.delete_transcript(&entry.session_id);
+                    return Err(why);
+                }
+            };
+            describe(&summary, &feed.label())
+        } else {
+            format!("no transcript at {}", feed.label())
+        };
+        if !self
+            .index
+            .create_if_absent(key, &entry)
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(Imported::Present);
+        }
+        Ok(Imported::New(entry.session_id, note))
+    }
+}
+
+fn describe(summary: &TranscriptSummary, label: &str) -> String {
+    let mut note = format!("{} transcript entries from {label}", summary.entries);
+    if summary.dropped_parts > 0 {
+        note.push_str(&format!(
+            "; {} images, thinking blocks or custom messages pincer's transcript cannot hold were left out",
+            summary.dropped_parts
+        ));
+    }
+    if summary.problem_count > 0 {
+        note.push_str(&format!(
+            "; {} unreadable lines skipped ({})",
+            summary.problem_count,
+            summary.problems.join("; ")
+        ));
+    }
+    note
+}
+
+/// Imports every agent's sessions found under `<state>/agents/<agentId>/sessions/sessions.json`.
+pub fn import_sessions(state_dir: &Path, importer: &mut SessionImporter, report: &mut Report) {
+    let Ok(listing) = std::fs::read_dir(state_dir.join("agents")) else {
         return;
     };
     let mut agents: Vec<PathBuf> = listing
@@ -27,14 +172,6 @@ pub fn import_sessions(state_dir: &Path, store: &Store, report: &mut Report) {
         .filter(|p| p.is_dir())
         .collect();
     agents.sort();
-    let mut used_ids: HashMap<String, String> = match store.sessions() {
-        Ok(all) => all.into_iter().map(|(k, e)| (e.session_id, k)).collect(),
-        Err(e) => {
-            report.failed("sessions", format!("cannot read pincer's sessions: {e}"));
-            return;
-        }
-    };
-    let index = SessionIndex::new(store.clone());
     for agent_dir in agents {
         let agent_id = agent_dir
             .file_name()
@@ -45,41 +182,37 @@ pub fn import_sessions(state_dir: &Path, store: &Store, report: &mut Report) {
         if !index_path.exists() {
             continue;
         }
+        let source = index_path.display().to_string();
         let entries = match read_json(&index_path) {
             Ok(Value::Object(map)) => map,
             Ok(_) => {
-                report.failed(
-                    &index_path.display().to_string(),
-                    "not a JSON object of session key → entry".into(),
-                );
+                report.failed(&source, "not a JSON object of session key → entry".into());
                 continue;
             }
             Err(why) => {
-                report.failed(&index_path.display().to_string(), why);
+                report.failed(&source, why);
                 continue;
             }
         };
+        let transcript =
+            |fields: &Map<String, Value>, session_id: &str| -> Box<dyn TranscriptFeed> {
+                Box::new(JsonlFile(transcript_path(
+                    fields,
+                    session_id,
+                    &sessions_dir,
+                )))
+            };
         let mut keys: Vec<&String> = entries.keys().collect();
         keys.sort();
         for raw_key in keys {
-            let key = canonical_key(&agent_id, raw_key);
-            let what = format!("session {key}");
-            let outcome = import_one(
-                &key,
+            importer.import(
+                &agent_id,
+                raw_key,
                 &entries[raw_key],
-                &sessions_dir,
-                store,
-                &index,
-                &used_ids,
+                &transcript,
+                &source,
+                report,
             );
-            match outcome {
-                Ok(Imported::New(session_id, note)) => {
-                    used_ids.insert(session_id, key.clone());
-                    report.imported(&what, note);
-                }
-                Ok(Imported::Present) => report.present(&what),
-                Err(why) => report.failed(&format!("{what} ({})", index_path.display()), why),
-            }
         }
     }
 }
@@ -96,71 +229,6 @@ fn canonical_key(agent_id: &str, key: &str) -> String {
     } else {
         format!("agent:{agent_id}:{key}")
     }
-}
-
-fn import_one(
-    key: &str,
-    raw: &Value,
-    sessions_dir: &Path,
-    store: &Store,
-    index: &SessionIndex,
-    used_ids: &HashMap<String, String>,
-) -> Result<Imported, String> {
-    let fields = raw.as_object().ok_or("the entry is not a JSON object")?;
-    let entry = entry_from(fields)?;
-    if store.session(key).map_err(|e| e.to_string())?.is_some() {
-        return Ok(Imported::Present);
-    }
-    if let Some(other) = used_ids.get(&entry.session_id) {
-        return Err(format!(
-            "session id {} is already used by pincer's session {other}",
-            entry.session_id
-        ));
-    }
-    let transcript = transcript_path(fields, &entry.session_id, sessions_dir);
-    store
-        .delete_transcript(&entry.session_id)
-        .map_err(|e| e.to_string())?;
-    let note = if transcript.exists() {
-        let mut sink = |batch: &[crate::store::TranscriptEntry]| {
-            store
-                .append_transcript_batch(&entry.session_id, batch)
-                .map(|_| ())
-                .map_err(|e| format!("cannot store the transcript: {e}"))
-        };
-        let summary = match read_transcript(&transcript, &mut sink) {
-            Ok(summary) => summary,
-            Err(why) => {
-                let _ = store.delete_transcript(&entry.session_id);
-                return Err(why);
-            }
-        };
-        let mut note = format!("{} transcript entries", summary.entries);
-        if summary.dropped_parts > 0 {
-            note.push_str(&format!(
-                "; {} images, thinking blocks or custom messages pincer's transcript cannot hold were left out",
-                summary.dropped_parts
-            ));
-        }
-        if summary.problem_count > 0 {
-            note.push_str(&format!(
-                "; {} unreadable lines in {} skipped ({})",
-                summary.problem_count,
-                transcript.display(),
-                summary.problems.join("; ")
-            ));
-        }
-        note
-    } else {
-        format!("no transcript at {}", transcript.display())
-    };
-    if !index
-        .create_if_absent(key, &entry)
-        .map_err(|e| e.to_string())?
-    {
-        return Ok(Imported::Present);
-    }
-    Ok(Imported::New(entry.session_id, note))
 }
 
 /// The entry's `sessionFile` (relative to the sessions directory), else `<sessionId>.jsonl` there.

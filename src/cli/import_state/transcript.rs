@@ -44,62 +44,99 @@ impl TranscriptSummary {
     }
 }
 
-/// Streams `path` into `sink`, `TRANSCRIPT_BATCH_ENTRIES` entries at a time. An I/O error (or a sink
-/// error) stops the read and is returned; bad lines are only counted.
-pub fn read_transcript(
-    path: &Path,
-    sink: &mut dyn FnMut(&[TranscriptEntry]) -> Result<(), String>,
-) -> Result<TranscriptSummary, String> {
+/// Where converted entries go: the store, a batch at a time.
+pub type EntrySink<'a> = dyn FnMut(&[TranscriptEntry]) -> Result<(), String> + 'a;
+
+/// Converts a transcript's lines, in order, and hands the entries to a sink in batches of
+/// `TRANSCRIPT_BATCH_ENTRIES`. The lines come from a JSONL file or from OpenClaw's SQLite rows.
+pub struct TranscriptImport<'s, 'a> {
+    sink: &'s mut EntrySink<'a>,
+    summary: TranscriptSummary,
+    converter: Converter,
+    batch: Vec<TranscriptEntry>,
+    number: u64,
+}
+
+impl<'s, 'a> TranscriptImport<'s, 'a> {
+    pub fn new(sink: &'s mut EntrySink<'a>) -> Self {
+        TranscriptImport {
+            sink,
+            summary: TranscriptSummary::default(),
+            converter: Converter::default(),
+            batch: Vec::with_capacity(TRANSCRIPT_BATCH_ENTRIES),
+            number: 0,
+        }
+    }
+
+    /// The next line's bytes, or `Err(why)` for a line that could not be read (it is counted).
+    pub fn push(&mut self, line: Result<&[u8], String>) -> Result<(), String> {
+        self.number += 1;
+        let line = match line {
+            Ok(line) => line,
+            Err(why) => {
+                self.summary.problem(self.number, why);
+                return Ok(());
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let value: Value = match serde_json::from_slice(line) {
+            Ok(value) => value,
+            Err(e) => {
+                self.summary
+                    .problem(self.number, format!("not JSON ({e}), skipped"));
+                return Ok(());
+            }
+        };
+        let next_seq = self.summary.entries + self.batch.len() as u64 + 1;
+        match self.converter.convert(&value, next_seq) {
+            Converted::Entry(entry, dropped) => {
+                self.summary.dropped_parts += dropped;
+                self.batch.push(entry);
+            }
+            Converted::Nothing => {}
+            Converted::Dropped => self.summary.dropped_parts += 1,
+            Converted::Bad(why) => self.summary.problem(self.number, why),
+        }
+        if self.batch.len() >= TRANSCRIPT_BATCH_ENTRIES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        if !self.batch.is_empty() {
+            (self.sink)(&self.batch)?;
+            self.summary.entries += self.batch.len() as u64;
+            self.batch.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the last batch and returns what was found.
+    pub fn finish(mut self) -> Result<TranscriptSummary, String> {
+        self.flush()?;
+        Ok(self.summary)
+    }
+}
+
+/// Streams the JSONL file at `path` through `import`. An I/O error stops the read and is returned.
+pub fn read_jsonl(path: &Path, import: &mut TranscriptImport<'_, '_>) -> Result<(), String> {
     let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let mut reader = BufReader::new(file);
-    let mut summary = TranscriptSummary::default();
-    let mut converter = Converter::default();
-    let mut batch = Vec::with_capacity(TRANSCRIPT_BATCH_ENTRIES);
     let mut line = Vec::new();
-    let mut number = 0u64;
     loop {
         let fits = read_capped_line(&mut reader, &mut line, MAX_TRANSCRIPT_LINE_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let Some(fits) = fits else { break };
-        number += 1;
-        if !fits {
-            summary.problem(
-                number,
-                format!("longer than {MAX_TRANSCRIPT_LINE_BYTES} bytes, skipped"),
-            );
-            continue;
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let value: Value = match serde_json::from_slice(&line) {
-            Ok(value) => value,
-            Err(e) => {
-                summary.problem(number, format!("not JSON ({e}), skipped"));
-                continue;
-            }
-        };
-        let next_seq = summary.entries + batch.len() as u64 + 1;
-        match converter.convert(&value, next_seq) {
-            Converted::Entry(entry, dropped) => {
-                summary.dropped_parts += dropped;
-                batch.push(entry);
-            }
-            Converted::Nothing => {}
-            Converted::Dropped => summary.dropped_parts += 1,
-            Converted::Bad(why) => summary.problem(number, why),
-        }
-        if batch.len() >= TRANSCRIPT_BATCH_ENTRIES {
-            sink(&batch)?;
-            summary.entries += batch.len() as u64;
-            batch.clear();
+        match fits {
+            None => return Ok(()),
+            Some(true) => import.push(Ok(&line))?,
+            Some(false) => import.push(Err(format!(
+                "longer than {MAX_TRANSCRIPT_LINE_BYTES} bytes, skipped"
+            )))?,
         }
     }
-    if !batch.is_empty() {
-        sink(&batch)?;
-        summary.entries += batch.len() as u64;
-    }
-    Ok(summary)
 }
 
 /// Reads one line (without its `\n`) into `buf`, keeping at most `cap` bytes. `None` at the end of the
