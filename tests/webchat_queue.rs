@@ -432,7 +432,10 @@ async fn max_concurrent_one_makes_an_agent_run_and_a_chat_turn_take_turns() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(waiting["busy"], 1, "the chat turn never waited for the main lane: {waiting}");
+    assert_eq!(
+        waiting["busy"], 1,
+        "the chat turn never waited for the main lane: {waiting}"
+    );
     assert_eq!(
         fake.requests().len(),
         1,
