@@ -1,29 +1,27 @@
 //! Shared set-up for the memory tests: the real ONNX Runtime library and model installed by
 //! `scripts/setup memory` (found through `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR`, which `scripts/test`
-//! exports, else in this checkout's `.tools/onnx`), and services over temporary workspaces.
+//! exports, else where the binary looks by default), and services over temporary workspaces.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pincer::config::schema::memory::{MemorySearchConfig, ResolvedMemorySearch};
-use pincer::memory::embedder::{EmbedderSettings, OnnxEmbedder};
+use pincer::memory::embedder::{EmbedderSettings, LocalAssets, OnnxEmbedder};
 use pincer::memory::{Embedder, MemoryService};
 use pincer::store::{Store, StoreOptions};
 
-fn tools_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/onnx")
-}
-
 /// Real runtime + model; panics with the fix when they are not installed.
 pub fn embedder_settings(idle_unload: Duration) -> EmbedderSettings {
-    let runtime_library = std::env::var_os("PINCER_ORT_DYLIB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools_dir().join("lib/libonnxruntime.so.1.31.1"));
-    let model_dir = std::env::var_os("PINCER_EMBED_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools_dir().join("all-MiniLM-L6-v2"));
+    // Found as the binary finds them: `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR` (which `scripts/test`
+    // exports), else where `scripts/setup memory` installs them.
+    let board = pincer::system::board::EmbedderProfile {
+        threads: 1,
+        batch: 16,
+    };
+    let found = EmbedderSettings::resolve(LocalAssets::default(), None, &board);
+    let (runtime_library, model_dir) = (found.runtime_library, found.model_dir);
     assert!(
         runtime_library.is_file() && model_dir.join("model.onnx").is_file(),
         "ONNX Runtime or model missing ({} / {}): run scripts/setup memory",
