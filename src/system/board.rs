@@ -150,13 +150,19 @@ pub fn for_model(model: Option<&str>) -> BoardProfile {
     }
 }
 
-/// Reads the device tree and picks the profile.
+/// Reads the device tree and picks the profile, once per process: neither changes while it runs, and
+/// parsing the built-in profiles costs more than a turn's own work (exec's sandbox policy asks every turn).
 pub fn detect() -> BoardProfile {
-    let model = MODEL_PATHS
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .map(|m| m.trim_end_matches('\0').trim().to_string());
-    for_model(model.as_deref())
+    static DETECTED: std::sync::OnceLock<BoardProfile> = std::sync::OnceLock::new();
+    DETECTED
+        .get_or_init(|| {
+            let model = MODEL_PATHS
+                .iter()
+                .find_map(|p| std::fs::read_to_string(p).ok())
+                .map(|m| m.trim_end_matches('\0').trim().to_string());
+            for_model(model.as_deref())
+        })
+        .clone()
 }
 
 #[cfg(test)]
