@@ -31,6 +31,7 @@ pub mod session_runner;
 pub mod state;
 pub mod tailscale;
 pub mod tls;
+mod watchdog;
 pub mod webchat;
 pub mod ws;
 
@@ -147,6 +148,8 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
             addr: plan.addrs[0],
             source,
         })?;
+    let configured = options.loaded.path.is_some();
+    let data_dir = options.data_dir.clone();
     let state = composer.build(StateParts {
         loaded: options.loaded,
         store,
@@ -167,6 +170,7 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
         .map_err(|e| GatewayError::Refused(format!("cannot watch SIGINT: {e}")))?;
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
         .map_err(|e| GatewayError::Refused(format!("cannot watch SIGUSR1: {e}")))?;
+    watchdog::spawn(&state);
     spawn_background(&state);
     let prober = state.clone();
     tokio::task::spawn_blocking(move || {
@@ -176,7 +180,18 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
     });
     state.set_ready();
     composer.start(&state).await;
-    announce(&state, local, acceptor.is_some(), &resolved.generated_path);
+    let setup = SetupHint {
+        configured,
+        loopback_only: plan.loopback_only,
+        data_dir: &data_dir,
+    };
+    announce(
+        &state,
+        local,
+        acceptor.is_some(),
+        &resolved.generated_path,
+        &setup,
+    );
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
     let restart = loop {
@@ -239,7 +254,34 @@ async fn bind_listeners(plan: &bind::BindPlan) -> Result<Vec<TcpListener>, Gatew
     Ok(listeners)
 }
 
-fn announce(state: &GatewayState, local: SocketAddr, tls: bool, generated: &Option<PathBuf>) {
+/// What the ready announcement needs to say where to go.
+struct SetupHint<'a> {
+    /// A config file was loaded (else the gateway runs on defaults, waiting for setup).
+    configured: bool,
+    loopback_only: bool,
+    data_dir: &'a std::path::Path,
+}
+
+impl SetupHint<'_> {
+    /// The address a browser on the LAN (or this host, when bound to loopback) opens.
+    fn url(&self, tls: bool, port: u16) -> String {
+        let scheme = if tls { "https" } else { "http" };
+        let host = if self.loopback_only {
+            "127.0.0.1".to_string()
+        } else {
+            format!("{}.local", hostname())
+        };
+        format!("{scheme}://{host}:{port}/")
+    }
+}
+
+fn announce(
+    state: &GatewayState,
+    local: SocketAddr,
+    tls: bool,
+    generated: &Option<PathBuf>,
+    setup: &SetupHint,
+) {
     let scheme = if tls { "wss" } else { "ws" };
     let host = if local.ip().is_unspecified() {
         "0.0.0.0".to_string()
@@ -259,10 +301,17 @@ fn announce(state: &GatewayState, local: SocketAddr, tls: bool, generated: &Opti
     if let Some(fp) = &state.tls_fingerprint {
         log::info!("TLS certificate SHA-256 fingerprint: {fp}");
     }
-    crate::system::notify::notify(&format!(
-        "READY=1\nSTATUS=listening on {host}:{}",
-        local.port()
-    ));
+    let url = setup.url(tls, local.port());
+    if let Some(refused) = crate::system::firstboot_error::read(setup.data_dir) {
+        log::error!("{refused}");
+    }
+    let status = if setup.configured {
+        format!("listening on {host}:{}; open {url}", local.port())
+    } else {
+        log::warn!("no config file found: pincer runs unconfigured; set it up at {url}");
+        format!("unconfigured: set up at {url}")
+    };
+    crate::system::notify::notify(&format!("READY=1\nSTATUS={status}"));
 }
 
 async fn accept_loop(state: Arc<GatewayState>, listener: TcpListener, tls: Option<TlsAcceptor>) {

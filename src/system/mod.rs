@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod blocking;
 pub mod board;
 pub mod clock;
+pub mod firstboot_error;
 pub mod lifecycle;
 pub mod logging;
 pub mod mapped_files;
@@ -13,6 +14,7 @@ pub mod memory;
 pub mod notify;
 pub mod restart;
 pub mod status;
+pub mod watchdog;
 
 /// This host's name (for presence, TLS names and discovery).
 pub fn host_name() -> String {

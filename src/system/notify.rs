@@ -1,25 +1,45 @@
 //! systemd's readiness protocol (`sd_notify`): `READY=1`, `STATUS=…`,
-//! `STOPPING=1`, `RELOADING=1` and watchdog pings, sent to `$NOTIFY_SOCKET` when set.
-//! Outside systemd every call is a no-op.
+//! `STOPPING=1`, `RELOADING=1` and watchdog pings (`watchdog.rs` decides when), sent to
+//! `$NOTIFY_SOCKET` when set. Outside systemd every call is a no-op.
 
 use std::os::unix::net::UnixDatagram;
 
 /// Sends one notification; returns whether a socket took it.
 pub fn notify(state: &str) -> bool {
-    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
-        return false;
-    };
-    let Ok(socket) = UnixDatagram::unbound() else {
-        return false;
-    };
-    let bytes = path.as_encoded_bytes();
-    if let Some(abstract_name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        return std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
-            .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
-            .is_ok();
+    NotifySocket::from_env().is_some_and(|socket| socket.send(state))
+}
+
+/// Where notifications go: `$NOTIFY_SOCKET`, a path or (leading `@`) an abstract name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifySocket(std::ffi::OsString);
+
+impl NotifySocket {
+    /// The socket systemd handed this process, if any.
+    pub fn from_env() -> Option<NotifySocket> {
+        std::env::var_os("NOTIFY_SOCKET")
+            .filter(|path| !path.is_empty())
+            .map(NotifySocket)
     }
-    socket.send_to(state.as_bytes(), path).is_ok()
+
+    /// A socket at a given path (tests bind their own).
+    pub fn at(path: impl Into<std::ffi::OsString>) -> NotifySocket {
+        NotifySocket(path.into())
+    }
+
+    /// Sends one datagram; returns whether the socket took it.
+    pub fn send(&self, state: &str) -> bool {
+        let Ok(socket) = UnixDatagram::unbound() else {
+            return false;
+        };
+        let bytes = self.0.as_encoded_bytes();
+        if let Some(abstract_name) = bytes.strip_prefix(b"@") {
+            use std::os::linux::net::SocketAddrExt;
+            return std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)
+                .and_then(|addr| socket.send_to_addr(state.as_bytes(), &addr))
+                .is_ok();
+        }
+        socket.send_to(state.as_bytes(), &self.0).is_ok()
+    }
 }
 
 /// Tells systemd a restart in place begins (`READY=1` from the new image
@@ -41,12 +61,6 @@ fn monotonic_usec() -> u64 {
     // SAFETY: clock_gettime writes one timespec into `now`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
     now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
-}
-
-/// The watchdog interval systemd asked for, halved (when to ping).
-pub fn watchdog_interval() -> Option<std::time::Duration> {
-    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
-    Some(std::time::Duration::from_micros(usec / 2))
 }
 
 #[cfg(test)]
