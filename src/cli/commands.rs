@@ -74,6 +74,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Config(ConfigCommand::ImportOpenclaw { path, output }) => import(path, output),
         Command::Status(connect) => status(&cli.global, &connect),
         Command::Doctor => doctor(&cli.global),
+        Command::Firstboot(args) => firstboot(&cli.global, args),
         Command::Devices(command) => devices(&cli.global, command),
         Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
         Command::Memory(command) => {
@@ -353,6 +354,27 @@ fn devices(global: &GlobalArgs, command: DevicesCommand) -> Result<(), String> {
             d["connected"]
         );
     }
+    Ok(())
+}
+
+fn firstboot(global: &GlobalArgs, args: super::FirstbootArgs) -> Result<(), String> {
+    let owner = args
+        .owner
+        .as_deref()
+        .map(super::firstboot::files::Owner::lookup)
+        .transpose()?;
+    let plan = super::firstboot::FirstbootPlan {
+        boot_dir: args.boot_dir,
+        config_dir: args.config_dir,
+        data_dir: data_dir(global),
+        hostname_file: args.hostname_file,
+        wpa_conf: args.wpa_conf,
+        ssh_marker: args.ssh_marker,
+        owner,
+        apply_hostname: args.apply_hostname,
+    };
+    let report = super::firstboot::run(&plan, jiff::Timestamp::now())?;
+    super::firstboot::print(&report);
     Ok(())
 }
 

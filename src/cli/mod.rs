@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod cron;
+pub mod firstboot;
 mod import_state;
 mod memory;
 mod pairing;
@@ -64,6 +65,48 @@ pub enum Command {
     /// Import an OpenClaw state directory: config, sessions and transcripts, cron jobs, paired devices,
     /// DM pairing approvals and the workspace. Safe to run again: nothing is imported twice.
     ImportOpenclaw(ImportOpenclawArgs),
+    /// Apply what the boot partition carries (pincer.json5, wifi.json5, hostname, ssh) and make the
+    /// gateway token; run as root by the appliance's pincer-firstboot.service (see image/FIRSTBOOT.md).
+    Firstboot(FirstbootArgs),
+}
+
+/// Where `pincer firstboot` reads and writes (defaults: the appliance's layout; `--data-dir`
+/// is the global flag).
+#[derive(Debug, Args)]
+pub struct FirstbootArgs {
+    /// The boot partition (FAT) the user writes to.
+    #[arg(long, value_name = "DIR", default_value = "/boot/firmware")]
+    pub boot_dir: PathBuf,
+    /// Where pincer.json5 goes.
+    #[arg(long, value_name = "DIR", default_value = "/etc/pincer")]
+    pub config_dir: PathBuf,
+    /// The hostname file written.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/pincer/system/hostname"
+    )]
+    pub hostname_file: PathBuf,
+    /// The wpa_supplicant config for wpa_supplicant@wlan0.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/pincer/system/wpa_supplicant-wlan0.conf"
+    )]
+    pub wpa_conf: PathBuf,
+    /// The marker that exists while SSH is wanted.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/pincer/system/ssh-enabled"
+    )]
+    pub ssh_marker: PathBuf,
+    /// The user that gets the config dir, the config, the token and gateway.env.
+    #[arg(long, value_name = "USER")]
+    pub owner: Option<String>,
+    /// Also set the running system's hostname.
+    #[arg(long)]
+    pub apply_hostname: bool,
 }
 
 #[derive(Debug, Args)]

@@ -32,7 +32,9 @@ pub fn read_generated(data_dir: &Path) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-fn generate(data_dir: &Path) -> Result<(String, PathBuf), String> {
+/// The generated token, made (mode 0600) if the data dir has none yet; also used by
+/// `pincer firstboot`.
+pub fn generate(data_dir: &Path) -> Result<(String, PathBuf), String> {
     let path = data_dir.join(GENERATED_TOKEN_FILE);
     if let Some(token) = read_generated(data_dir) {
         return Ok((token, path));
