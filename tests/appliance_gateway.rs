@@ -169,3 +169,131 @@ fn without_a_config_the_gateway_starts_and_says_where_to_set_it_up() {
     );
     drop(child);
 }
+
+#[test]
+fn doctor_reports_the_service_around_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .arg("doctor")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env_remove("PINCER_CONFIG")
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("INVOCATION_ID", "0123abcd")
+        .env("NOTIFY_SOCKET", "/run/systemd/notify")
+        .env("WATCHDOG_USEC", "30000000")
+        .output()
+        .expect("run pincer doctor");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "  systemd service: yes (invocation 0123abcd, notify socket /run/systemd/notify)",
+        "  watchdog: timeout 30000 ms, pinging every 15000 ms while healthy",
+        "  cgroup delegation: ",
+        "  read-only root: ",
+        "  data dir on its own file system: ",
+        "  journal: ",
+    ] {
+        assert!(
+            text.contains(expected),
+            "{expected:?} missing from:\n{text}"
+        );
+    }
+    // What this host shows, not a constant: the root here is mounted as mountinfo says.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let root_ro = mountinfo.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(4) == Some(&"/") && f.get(5).is_some_and(|o| o.split(',').any(|x| x == "ro"))
+    });
+    let expected = if root_ro {
+        "  read-only root: yes"
+    } else {
+        "  read-only root: no"
+    };
+    assert!(
+        text.contains(expected),
+        "{expected:?} missing from:\n{text}"
+    );
+}
+
+#[test]
+fn a_malformed_config_on_the_boot_partition_leaves_a_gateway_that_starts_and_reports_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = dir.path();
+    std::fs::create_dir_all(r.join("boot")).expect("boot");
+    std::fs::write(
+        r.join("boot/pincer.json5"),
+        "{ gateway: { port: \"many\" } }",
+    )
+    .expect("config");
+    let firstboot = Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["firstboot", "--boot-dir"])
+        .arg(r.join("boot"))
+        .arg("--config-dir")
+        .arg(r.join("data/etc"))
+        .arg("--data-dir")
+        .arg(r.join("data"))
+        .arg("--hostname-file")
+        .arg(r.join("data/system/hostname"))
+        .arg("--wpa-conf")
+        .arg(r.join("data/system/wpa.conf"))
+        .arg("--ssh-marker")
+        .arg(r.join("data/system/ssh"))
+        .env_remove("PINCER_DATA_DIR")
+        .output()
+        .expect("run pincer firstboot");
+    let printed = String::from_utf8_lossy(&firstboot.stdout);
+    assert!(
+        firstboot.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&firstboot.stderr)
+    );
+    assert!(printed.contains("pincer.json5: refused"), "{printed}");
+    assert!(printed.contains("gateway token: generated"), "{printed}");
+    assert!(!r.join("data/etc/pincer.json5").exists());
+    let env = std::fs::read_to_string(r.join("data/gateway.env")).expect("gateway.env");
+    let token = env
+        .trim()
+        .strip_prefix("OPENCLAW_GATEWAY_TOKEN=")
+        .expect("token line");
+
+    // The gateway as the unit starts it: no config, the token from gateway.env, LAN bind.
+    let (socket, path) = notify_socket(r);
+    let stderr = std::fs::File::create(r.join("stderr")).expect("stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["gateway", "--bind", "lan", "--port", "0", "--data-dir"])
+        .arg(r.join("data"))
+        .env_remove("PINCER_CONFIG")
+        .env_remove("PINCER_DATA_DIR")
+        .env_remove("OPENCLAW_GATEWAY_PASSWORD")
+        .env_remove("OPENCLAW_GATEWAY_PORT")
+        .env("OPENCLAW_GATEWAY_TOKEN", token)
+        .env("HOME", r)
+        .env("XDG_CONFIG_HOME", r.join("config"))
+        .env("NOTIFY_SOCKET", &path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn pincer");
+    let child = Spawned(child);
+    let ready = notifications_until(&socket, "READY=1");
+    assert!(
+        ready
+            .last()
+            .expect("ready")
+            .contains("STATUS=unconfigured: set up at http://"),
+        "{ready:?}"
+    );
+    let log = std::fs::read_to_string(r.join("stderr")).expect("log");
+    assert!(
+        log.contains("pincer.json5 from the boot partition was refused at gateway.port"),
+        "{log}"
+    );
+    drop(child);
+}

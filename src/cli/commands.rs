@@ -424,5 +424,42 @@ fn doctor(global: &GlobalArgs) -> Result<(), String> {
     println!("store: {stats_json}");
     println!("store entries: {:?}", stats.entries);
     println!("{}", crate::sandbox::probe().summary());
+    appliance_report(&dir);
     Ok(())
+}
+
+/// The appliance around the process: systemd, watchdog, cgroup delegation, read-only
+/// root, data partition, volatile journal; each line says what it found.
+fn appliance_report(data_dir: &Path) {
+    use crate::system::appliance;
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own_cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+        })
+        .unwrap_or_else(|| "none in cgroup v2".to_string());
+    let delegation = match crate::sandbox::limits::CgroupDelegation::detect() {
+        Ok(delegated) => format!(
+            "yes ({} is writable, memory/pids/cpu available)",
+            delegated.dir.display()
+        ),
+        Err(e) => format!("no (own cgroup {own_cgroup}: {e})"),
+    };
+    println!("appliance:");
+    println!("  systemd service: {}", appliance::systemd(&env));
+    println!("  watchdog: {}", appliance::watchdog(&env));
+    println!("  cgroup delegation: {delegation}");
+    println!(
+        "  read-only root: {}",
+        appliance::read_only_root(&mountinfo)
+    );
+    let data_dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    println!(
+        "  data dir on its own file system: {}",
+        appliance::data_dir_filesystem(&data_dir, &mountinfo)
+    );
+    println!("  journal: {}", appliance::journald(Path::new("/")));
 }

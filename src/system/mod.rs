@@ -2,6 +2,7 @@
 //! `logs.tail`, systemd readiness notification, the clock, the retry
 //! backoff and the restart in place.
 
+pub mod appliance;
 pub mod backoff;
 pub mod blocking;
 pub mod board;
