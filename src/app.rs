@@ -17,6 +17,7 @@ use crate::agent::SubagentRegistry;
 use crate::agent::{AgentRuntime, RuntimeParts};
 use crate::channels::hub::{ChannelHub, HubDeps, HubSink};
 use crate::config::ConfigHandle;
+use crate::config::MemoryBackend;
 use crate::cron::service::SystemClock;
 use crate::cron::CronService;
 use crate::gateway::state::{GatewayServices, GatewayState, ProtocolParts, StateParts};
@@ -60,12 +61,16 @@ pub fn build(parts: StateParts) -> Arc<GatewayState> {
     } = parts;
     // One lane gate for every run: the command queue, the runtime and cron share it.
     let gate = Arc::new(LaneGate::new(LaneLimits::resolve(&limits, &loaded.config)));
+    // `memory.backend` picks the memory index; pincer has one, the built-in LMDB + ONNX index
+    // (upstream's other backend, `qmd`, is refused when the config is read).
+    let memory = match loaded.config.memory.backend {
+        MemoryBackend::Builtin => Arc::new(MemoryServices::new(store.clone(), data_dir.clone())),
+    };
     let config = Arc::new(ConfigHandle::new(loaded));
     let lifecycle = Arc::new(Lifecycle::default());
     let runs = Arc::new(RunRegistry::with_gate(gate.clone()));
     let tools = Arc::new(ToolRegistry::builtin());
     let approvals = Arc::new(ApprovalTable::default());
-    let memory = Arc::new(MemoryServices::new(store.clone(), data_dir.clone()));
     let channels = Arc::default();
     Arc::new_cyclic(|state| {
         let subagents = SubagentRegistry::new(

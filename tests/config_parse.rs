@@ -176,8 +176,8 @@ fn wrong_type_names_path_expectation_and_value() {
         "pincer.json5: gateway.tls.enabled: expected a boolean, got string \"yes\""
     );
     assert_eq!(
-        error("{ gateway: { trustedProxies: '10.0.0.1' } }"),
-        "pincer.json5: gateway.trustedProxies: expected an array, got string \"10.0.0.1\""
+        error("{ tools: { deny: 'exec' } }"),
+        "pincer.json5: tools.deny: expected an array, got string \"exec\""
     );
 }
 
@@ -282,19 +282,102 @@ fn custom_bind_needs_an_ipv4_host() {
 
 #[test]
 fn trusted_proxy_and_tailscale_identity_auth_are_refused_as_unsupported() {
-    let complete = "{ gateway: { trustedProxies: ['10.0.0.1'], auth: { mode: 'trusted-proxy', trustedProxy: { userHeader: 'x-user' } } } }";
     assert_eq!(
-        error(complete),
+        error("{ gateway: { auth: { mode: 'trusted-proxy' } } }"),
         "pincer.json5: gateway.auth.mode: `gateway.auth.mode: trusted-proxy` is not supported by pincer (use \"token\" or \"password\")"
     );
-    assert!(
-        error("{ gateway: { auth: { trustedProxy: { userHeader: 'x-user' } } } }")
-            .contains("`gateway.auth.trustedProxy` is not supported by pincer"),
-    );
-    assert!(error("{ gateway: { auth: { allowTailscale: true } } }")
-        .contains("`gateway.auth.allowTailscale: true` is not supported by pincer"));
-    // false is what pincer does anyway: identity headers are never trusted.
-    parse("{ gateway: { auth: { allowTailscale: false } } }").expect("allowTailscale false");
+    for (config, path) in [
+        (
+            "{ gateway: { auth: { trustedProxy: { userHeader: 'x-user' } } } }",
+            "gateway.auth.trustedProxy",
+        ),
+        (
+            "{ gateway: { trustedProxies: ['10.0.0.1'] } }",
+            "gateway.trustedProxies",
+        ),
+        (
+            "{ gateway: { allowRealIpFallback: true } }",
+            "gateway.allowRealIpFallback",
+        ),
+        // Identity headers are never trusted, whichever value is written.
+        (
+            "{ gateway: { auth: { allowTailscale: true } } }",
+            "gateway.auth.allowTailscale",
+        ),
+        (
+            "{ gateway: { auth: { allowTailscale: false } } }",
+            "gateway.auth.allowTailscale",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+}
+
+#[test]
+fn exec_and_sandbox_keys_pincer_lacks_are_refused_by_name() {
+    for (config, path) in [
+        ("{ tools: { elevated: { enabled: true } } }", "tools.elevated"),
+        (
+            "{ agents: { list: [ { id: 'a', tools: { elevated: { enabled: false } } } ] } }",
+            "agents.list[0].tools.elevated",
+        ),
+        ("{ tools: { exec: { node: 'mac' } } }", "tools.exec.node"),
+        ("{ tools: { exec: { safeBins: ['jq'] } } }", "tools.exec.safeBins"),
+        (
+            "{ tools: { exec: { safeBinTrustedDirs: ['/usr/bin'] } } }",
+            "tools.exec.safeBinTrustedDirs",
+        ),
+        (
+            "{ tools: { exec: { strictInlineEval: true } } }",
+            "tools.exec.strictInlineEval",
+        ),
+        (
+            "{ tools: { exec: { approvalRunningNoticeMs: 0 } } }",
+            "tools.exec.approvalRunningNoticeMs",
+        ),
+        (
+            "{ agents: { list: [ { id: 'a', tools: { exec: { safeBins: ['jq'] } } } ] } }",
+            "agents.list[0].tools.exec.safeBins",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { backend: 'docker' } } } }",
+            "agents.defaults.sandbox.backend",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { sessionToolsVisibility: 'all' } } } }",
+            "agents.defaults.sandbox.sessionToolsVisibility",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { prune: { idleHours: 24 } } } } }",
+            "agents.defaults.sandbox.prune",
+        ),
+        (
+            "{ agents: { list: [ { id: 'a', sandbox: { docker: { binds: ['/data:/data'] } } } ] } }",
+            "agents.list[0].sandbox.docker.binds",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { docker: { capDrop: ['ALL'] } } } } }",
+            "agents.defaults.sandbox.docker.capDrop",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { docker: { readOnlyRoot: true } } } } }",
+            "agents.defaults.sandbox.docker.readOnlyRoot",
+        ),
+        (
+            "{ agents: { defaults: { sandbox: { docker: { tmpfs: ['/run'] } } } } }",
+            "agents.defaults.sandbox.docker.tmpfs",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
 }
 
 #[test]
@@ -404,10 +487,6 @@ fn sandbox_security_refusals_name_the_path() {
     assert_eq!(
         error("{ agents: { defaults: { sandbox: { docker: { network: 'host' } } } } }"),
         "pincer.json5: agents.defaults.sandbox.docker.network: Sandbox security: network mode \"host\" is blocked (use \"none\" or \"bridge\")"
-    );
-    assert_eq!(
-        error("{ agents: { list: [ { id: 'a', sandbox: { docker: { binds: ['data:/data'] } } } ] } }"),
-        "pincer.json5: agents.list[0].sandbox.docker.binds[0]: Sandbox security: bind mount \"data:/data\" needs an absolute source path"
     );
 }
 

@@ -28,45 +28,14 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
 /// entry can excuse a field of the same name elsewhere: keep this short.
 const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // owned by issue 14 exec-security (tools.exec, sandbox, gateway.auth)
-    ("approval_running_notice_ms", "tools.exec"),
     ("background_ms", "tools.exec"),
     ("cleanup_ms", "tools.exec"),
-    ("node", "tools.exec"),
     ("notify_on_exit", "tools.exec"),
     ("notify_on_exit_empty_success", "tools.exec"),
     ("path_prepend", "tools.exec"),
-    ("safe_bin_trusted_dirs", "tools.exec"),
-    ("safe_bins", "tools.exec"),
-    ("strict_inline_eval", "tools.exec"),
     ("timeout_sec", "tools.exec"),
-    ("elevated", "tools.elevated (host exec)"),
-    (
-        "backend",
-        "sandbox.backend (memory.backend has one value and is read nowhere either)",
-    ),
-    ("binds", "sandbox.docker"),
-    ("cap_drop", "sandbox.docker"),
     ("cpus", "sandbox.docker"),
-    ("read_only_root", "sandbox.docker"),
-    ("tmpfs", "sandbox.docker"),
     ("ulimits", "sandbox.docker"),
-    ("prune", "sandbox.prune"),
-    ("idle_hours", "sandbox.prune"),
-    ("max_age_days", "sandbox.prune"),
-    ("session_tools_visibility", "sandbox"),
-    ("allow_tailscale", "gateway.auth"),
-    ("trusted_proxy", "gateway.auth.trustedProxy"),
-    ("allow_users", "gateway.auth.trustedProxy"),
-    ("required_headers", "gateway.auth.trustedProxy"),
-    ("user_header", "gateway.auth.trustedProxy"),
-    (
-        "trusted_proxies",
-        "gateway.trustedProxies (trusted-proxy auth)",
-    ),
-    (
-        "allow_real_ip_fallback",
-        "gateway.allowRealIpFallback (trusted-proxy auth)",
-    ),
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)

@@ -130,6 +130,34 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     // memory
     "memory.citations",
     "memory.qmd",
+    // exec security (issue 14): elevated host exec, nodes, safe bins, inline-eval
+    // refusal and approval notices are not implemented; neither are trusted-proxy
+    // auth, Tailscale identity headers, sandbox backends other than pincer's own,
+    // sandbox pruning and the Docker keys with no exact counterpart in pincer's
+    // sandbox (extra mounts, capability lists, a writable root)
+    "tools.elevated",
+    "agents.list[].tools.elevated",
+    "tools.exec.node",
+    "tools.exec.safeBins",
+    "tools.exec.safeBinTrustedDirs",
+    "tools.exec.strictInlineEval",
+    "tools.exec.approvalRunningNoticeMs",
+    "agents.list[].tools.exec.node",
+    "agents.list[].tools.exec.safeBins",
+    "agents.list[].tools.exec.safeBinTrustedDirs",
+    "agents.list[].tools.exec.strictInlineEval",
+    "agents.list[].tools.exec.approvalRunningNoticeMs",
+    "agents.defaults.sandbox.backend",
+    "agents.defaults.sandbox.sessionToolsVisibility",
+    "agents.defaults.sandbox.prune",
+    "agents.defaults.sandbox.docker.binds",
+    "agents.defaults.sandbox.docker.capDrop",
+    "agents.defaults.sandbox.docker.readOnlyRoot",
+    "agents.defaults.sandbox.docker.tmpfs",
+    "gateway.auth.allowTailscale",
+    "gateway.auth.trustedProxy",
+    "gateway.trustedProxies",
+    "gateway.allowRealIpFallback",
 ];
 
 /// Whether `path` (as an error prints it: `agents.list[0].identity`,

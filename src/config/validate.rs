@@ -209,27 +209,17 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
     )
 }
 
-/// The auth pincer lacks, refused by name, and the Tailscale exposure rules.
+/// The auth mode pincer lacks, refused by name, and the Tailscale exposure rules.
 ///
-/// Trusted-proxy auth (a user header from `gateway.trustedProxies`) and Tailscale identity
-/// headers (`allowTailscale`, checked upstream with `tailscale whois`) are not implemented:
-/// accepting them would leave a user believing the proxy or the tailnet lets them in.
+/// Trusted-proxy auth (a user header from `gateway.trustedProxies`) is not implemented:
+/// accepting it would leave a user believing the proxy lets them in. Its keys, and Tailscale
+/// identity headers (`allowTailscale`), are in `unsupported.rs`.
 fn check_gateway_auth(v: &Validator, gateway: &GatewayConfig) -> Check {
     let auth = &gateway.auth;
     v.ensure(
         auth.mode != Some(AuthMode::TrustedProxy),
         "gateway.auth.mode",
         "`gateway.auth.mode: trusted-proxy` is not supported by pincer (use \"token\" or \"password\")",
-    )?;
-    v.ensure(
-        auth.trusted_proxy.is_none(),
-        "gateway.auth.trustedProxy",
-        "`gateway.auth.trustedProxy` is not supported by pincer (there is no trusted-proxy auth)",
-    )?;
-    v.ensure(
-        auth.allow_tailscale != Some(true),
-        "gateway.auth.allowTailscale",
-        "`gateway.auth.allowTailscale: true` is not supported by pincer: Tailscale identity headers are never trusted, clients authenticate with the token or password",
     )?;
     if gateway.tailscale.mode != TailscaleMode::Off {
         v.ensure(

@@ -39,10 +39,6 @@ pub struct GatewayConfig {
     pub tailscale: TailscaleConfig,
     pub reload: ReloadConfig,
     pub http: GatewayHttpConfig,
-    /// Reverse proxies whose `x-forwarded-for` is trusted.
-    pub trusted_proxies: Vec<String>,
-    /// Use `x-real-ip` when `x-forwarded-for` is missing (default false).
-    pub allow_real_ip_fallback: bool,
     /// Allow/deny overrides for `POST /tools/invoke`.
     pub tools: GatewayToolsConfig,
     pub remote: Option<RemoteConfig>,
@@ -61,8 +57,6 @@ impl Default for GatewayConfig {
             tailscale: TailscaleConfig::default(),
             reload: ReloadConfig::default(),
             http: GatewayHttpConfig::default(),
-            trusted_proxies: Vec::new(),
-            allow_real_ip_fallback: false,
             tools: GatewayToolsConfig::default(),
             remote: None,
             webchat: GatewayWebchatConfig::default(),
@@ -110,10 +104,7 @@ pub struct GatewayAuthConfig {
     pub mode: Option<AuthMode>,
     pub token: Option<String>,
     pub password: Option<String>,
-    /// Accept Tailscale identity headers on the Control UI socket.
-    pub allow_tailscale: Option<bool>,
     pub rate_limit: AuthRateLimitConfig,
-    pub trusted_proxy: Option<TrustedProxyConfig>,
 }
 
 impl GatewayAuthConfig {
@@ -131,18 +122,6 @@ impl GatewayAuthConfig {
             }
             None => AuthMode::Token,
         }
-    }
-
-    /// Whether Tailscale identity headers are honoured: the configured value,
-    /// else true in `serve` mode unless auth is password or trusted-proxy.
-    pub fn effective_allow_tailscale(&self, tailscale: TailscaleMode) -> bool {
-        self.allow_tailscale.unwrap_or_else(|| {
-            tailscale == TailscaleMode::Serve
-                && !matches!(
-                    self.effective_mode(),
-                    AuthMode::Password | AuthMode::TrustedProxy
-                )
-        })
     }
 }
 
@@ -168,17 +147,6 @@ impl Default for AuthRateLimitConfig {
             exempt_loopback: true,
         }
     }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct TrustedProxyConfig {
-    /// Header carrying the authenticated user (required).
-    pub user_header: String,
-    /// Headers that must be present for a request to count as proxied.
-    pub required_headers: Vec<String>,
-    /// Users allowed through; empty allows every proxied user.
-    pub allow_users: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -337,16 +305,5 @@ mod tests {
         assert_eq!(auth.effective_mode(), AuthMode::Password);
         auth.mode = Some(AuthMode::None);
         assert_eq!(auth.effective_mode(), AuthMode::None);
-    }
-
-    #[test]
-    fn tailscale_identity_defaults_on_only_for_serve_with_token_auth() {
-        let mut auth = GatewayAuthConfig::default();
-        assert!(auth.effective_allow_tailscale(TailscaleMode::Serve));
-        assert!(!auth.effective_allow_tailscale(TailscaleMode::Funnel));
-        auth.password = Some("pw".into());
-        assert!(!auth.effective_allow_tailscale(TailscaleMode::Serve));
-        auth.allow_tailscale = Some(true);
-        assert!(auth.effective_allow_tailscale(TailscaleMode::Off));
     }
 }

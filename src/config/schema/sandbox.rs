@@ -4,9 +4,9 @@
 //!
 //! Pincer's sandbox is namespaces + landlock + seccomp + rlimits, not
 //! Docker, so only the `docker` keys with a meaning there are accepted
-//! (network, limits, mounts, env, user); image and container naming are not.
-//! Security refusals (host network, relative bind sources) are in
-//! `validate.rs`.
+//! (network, limits, env, user); image, container naming, extra mounts,
+//! capabilities and the root's writability are not (`unsupported.rs`).
+//! Security refusals (host network) are in `validate_agents.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -60,20 +60,11 @@ pub enum SandboxScope {
     Shared,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionToolsVisibility {
-    Spawned,
-    All,
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SandboxConfig {
     pub mode: Option<SandboxMode>,
-    pub backend: Option<String>,
     pub workspace_access: Option<WorkspaceAccess>,
-    pub session_tools_visibility: Option<SessionToolsVisibility>,
     pub scope: Option<SandboxScope>,
     pub workspace_root: Option<PathBuf>,
     /// pincer: the sandbox's network, `none` (own namespace with only `lo`,
@@ -83,21 +74,16 @@ pub struct SandboxConfig {
     /// missing one (empty: at least namespaces or landlock).
     pub require: Vec<SandboxLayer>,
     pub docker: Option<SandboxLimits>,
-    pub prune: Option<SandboxPrune>,
 }
 
 /// Limits and mounts for sandboxed commands (upstream key `docker`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SandboxLimits {
-    pub read_only_root: Option<bool>,
-    /// Extra tmpfs mounts ("/tmp", "/run:size=64m").
-    pub tmpfs: Vec<String>,
     /// "none" or "bridge"; "host" is refused.
     pub network: Option<String>,
     /// "uid:gid" to run as.
     pub user: Option<String>,
-    pub cap_drop: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub pids_limit: Option<u32>,
     /// Memory cap as size text ("512m", "2g") or bytes.
@@ -107,8 +93,6 @@ pub struct SandboxLimits {
     pub cpus: Option<f64>,
     /// Resource limits by name (`nofile`, `nproc`, `fsize`).
     pub ulimits: BTreeMap<String, Ulimit>,
-    /// "host:container[:ro|rw]" bind mounts; sources must be absolute.
-    pub binds: Vec<String>,
 }
 
 impl SandboxLimits {
@@ -185,14 +169,6 @@ impl<'de> Visitor<'de> for UlimitVisitor {
             hard: pair.hard,
         })
     }
-}
-
-/// When idle sandbox state is removed (0 disables a rule).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct SandboxPrune {
-    pub idle_hours: Option<u32>,
-    pub max_age_days: Option<u32>,
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! The `tools` section (global tool policy, exec, filesystem, web fetch and
-//! search, elevated mode, loop detection, sub-agent and sandbox tool
-//! policies) and the per-agent `agents.list[].tools` block.
+//! search, loop detection, sub-agent and sandbox tool policies) and the per-agent `agents.list[].tools` block.
 //!
 //! Names follow OpenClaw's `ToolsSchema` / `AgentToolsSchema`. Exec keys are
 //! optional so an agent's block can override the global one key by key;
@@ -12,7 +11,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::common::{ToolPolicy, ToolProfile, ToolsScope};
-use crate::config::de;
 
 /// Hard cap on characters returned by `web_fetch`.
 pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 50_000;
@@ -31,7 +29,6 @@ pub struct ToolsConfig {
     pub web: WebToolsConfig,
     pub exec: ExecToolConfig,
     pub fs: FsToolsConfig,
-    pub elevated: Option<ElevatedConfig>,
     pub sessions: SessionToolsConfig,
     pub agent_to_agent: AgentToAgentConfig,
     pub loop_detection: Option<LoopDetectionConfig>,
@@ -48,7 +45,6 @@ pub struct AgentToolsConfig {
     pub also_allow: Vec<String>,
     pub deny: Vec<String>,
     pub by_provider: BTreeMap<String, ToolPolicy>,
-    pub elevated: Option<ElevatedConfig>,
     pub exec: Option<ExecToolConfig>,
     pub fs: Option<FsToolsConfig>,
     pub loop_detection: Option<LoopDetectionConfig>,
@@ -138,17 +134,11 @@ pub struct ExecToolConfig {
     pub host: Option<ExecHost>,
     pub security: Option<ExecSecurity>,
     pub ask: Option<ExecAsk>,
-    pub node: Option<String>,
     /// Directories prepended to PATH.
     pub path_prepend: Option<Vec<String>>,
-    /// stdin-only binaries allowed without an allowlist entry.
-    pub safe_bins: Option<Vec<String>>,
-    pub safe_bin_trusted_dirs: Option<Vec<String>>,
     /// pincer: command prefixes that run without asking (upstream keeps these in
     /// `exec-approvals.json`); `allow-always` adds to it in memory.
     pub allowlist: Option<Vec<String>>,
-    /// Refuse `-c`/`-e` style inline code in interpreters.
-    pub strict_inline_eval: Option<bool>,
     /// Time before a command is backgrounded.
     pub background_ms: Option<u64>,
     /// Time before a command is killed.
@@ -156,8 +146,6 @@ pub struct ExecToolConfig {
     pub cleanup_ms: Option<u64>,
     pub notify_on_exit: Option<bool>,
     pub notify_on_exit_empty_success: Option<bool>,
-    /// Per-agent only upstream; notice for long approval-backed runs.
-    pub approval_running_notice_ms: Option<u64>,
 }
 
 impl ExecToolConfig {
@@ -179,15 +167,6 @@ impl ExecToolConfig {
 pub struct FsToolsConfig {
     /// Confine file tools to the agent workspace.
     pub workspace_only: bool,
-}
-
-/// Elevated (host) exec, per-provider sender allowlists.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct ElevatedConfig {
-    pub enabled: Option<bool>,
-    #[serde(deserialize_with = "de::id_list_map")]
-    pub allow_from: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
