@@ -491,6 +491,31 @@ fn sandbox_security_refusals_name_the_path() {
 }
 
 #[test]
+fn exec_and_sandbox_limits_outside_what_pincer_sets_are_refused() {
+    assert_eq!(
+        error("{ agents: { defaults: { sandbox: { docker: { ulimits: { memlock: 1 } } } } } }"),
+        "pincer.json5: agents.defaults.sandbox.docker.ulimits.memlock: the ulimit \"memlock\" is not supported by pincer (its sandbox sets cpu, fsize, nofile, nproc)"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { sandbox: { docker: { ulimits: { nofile: '64:128' } } } } } }"),
+        "pincer.json5: agents.defaults.sandbox.docker.ulimits.nofile: pincer's sandbox sets one value as both the soft and the hard limit: give a single number"
+    );
+    assert_eq!(
+        error("{ agents: { defaults: { sandbox: { docker: { cpus: 0 } } } } }"),
+        "pincer.json5: agents.defaults.sandbox.docker.cpus: must be between 0.01 and 1024, got 0"
+    );
+    assert_eq!(
+        error("{ tools: { exec: { timeoutSec: 0 } } }"),
+        "pincer.json5: tools.exec.timeoutSec: must be between 1 and 86400, got 0"
+    );
+    assert!(error("{ agents: { list: [ { id: 'a', tools: { exec: { pathPrepend: ['~/bin'] } } } ] } }")
+        .starts_with("pincer.json5: agents.list[0].tools.exec.pathPrepend[0]: \"~/bin\" must be an absolute directory"));
+    parse("{ tools: { exec: { timeoutSec: 60, pathPrepend: ['/opt/x/bin'] } }, \
+             agents: { defaults: { sandbox: { docker: { cpus: 1.5, ulimits: { nofile: 1024, nproc: { soft: 32, hard: 32 } } } } } } }")
+        .expect("limits pincer sets");
+}
+
+#[test]
 fn tool_policy_cannot_mix_allow_and_also_allow() {
     assert_eq!(
         error("{ tools: { allow: ['read'], alsoAllow: ['exec'] } }"),

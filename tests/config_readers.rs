@@ -32,10 +32,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     ("cleanup_ms", "tools.exec"),
     ("notify_on_exit", "tools.exec"),
     ("notify_on_exit_empty_success", "tools.exec"),
-    ("path_prepend", "tools.exec"),
-    ("timeout_sec", "tools.exec"),
-    ("cpus", "sandbox.docker"),
-    ("ulimits", "sandbox.docker"),
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)

@@ -396,6 +396,7 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
             &format!("tools.byProvider.{key}"),
         )?;
     }
+    check_exec(v, &tools.exec, "tools.exec")?;
     if let Some(loops) = &tools.loop_detection {
         if let (Some(warn), Some(crit)) = (loops.warning_threshold, loops.critical_threshold) {
             v.ensure(
@@ -404,6 +405,20 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
                 "tools.loopDetection.warningThreshold must be lower than criticalThreshold.",
             )?;
         }
+    }
+    Ok(())
+}
+
+/// `timeoutSec` of at least a second (a day at most) and `pathPrepend` directories as `PATH`
+/// can hold them.
+pub(crate) fn check_exec(v: &Validator, exec: &ExecToolConfig, path: &str) -> Check {
+    v.range(exec.timeout_sec, 1, 86_400, &format!("{path}.timeoutSec"))?;
+    for (i, dir) in exec.path_prepend.iter().flatten().enumerate() {
+        v.ensure(
+            dir.starts_with('/') && !dir.contains(':'),
+            format!("{path}.pathPrepend[{i}]"),
+            format!("{dir:?} must be an absolute directory without ':' (as the command sees it; `~` is not expanded)"),
+        )?;
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use super::duration::DurationUnit;
 use super::schema::*;
-use super::validate::{check_policy, Check, Validator};
+use super::validate::{check_exec, check_policy, Check, Validator};
 use super::Config;
 
 const THINKING_LEVELS: [&str; 7] = [
@@ -118,6 +118,9 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
         }
         if let Some(tools) = &agent.tools {
             check_policy(v, &tools.allow, &tools.also_allow, &at("tools"))?;
+            if let Some(exec) = &tools.exec {
+                check_exec(v, exec, &at("tools.exec"))?;
+            }
         }
     }
     Ok(())
@@ -254,5 +257,40 @@ fn check_sandbox(v: &Validator, sandbox: Option<&SandboxConfig>, path: &str) -> 
             "Sandbox security: network mode {network:?} is blocked (use \"none\" or \"bridge\")"
         ),
     )?;
-    v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))
+    v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))?;
+    v.range(limits.cpus, 0.01, 1024.0, &format!("{path}.docker.cpus"))?;
+    for (name, value) in &limits.ulimits {
+        let at = format!("{path}.docker.ulimits.{name}");
+        v.ensure(
+            SANDBOX_ULIMITS.contains(&name.as_str()),
+            at.clone(),
+            format!(
+                "the ulimit {name:?} is not supported by pincer (its sandbox sets {})",
+                SANDBOX_ULIMITS.join(", ")
+            ),
+        )?;
+        let (soft, hard) = match *value {
+            Ulimit::Both(n) => (Some(n), Some(n)),
+            Ulimit::Pair { soft, hard } => (soft, hard),
+        };
+        v.ensure(
+            soft.is_some() || hard.is_some(),
+            at.clone(),
+            "needs a value (a number, \"soft:hard\" or {soft, hard})",
+        )?;
+        v.ensure(
+            soft.is_none() || hard.is_none() || soft == hard,
+            at.clone(),
+            "pincer's sandbox sets one value as both the soft and the hard limit: give a single number",
+        )?;
+        v.ensure(
+            soft.or(hard).is_some_and(|n| n > 0),
+            at,
+            "must be greater than zero",
+        )?;
+    }
+    Ok(())
 }
+
+/// The rlimits pincer's sandbox sets, by their Docker (`ulimit`) names.
+const SANDBOX_ULIMITS: [&str; 4] = ["cpu", "fsize", "nofile", "nproc"];

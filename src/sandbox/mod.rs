@@ -132,6 +132,9 @@ pub struct SandboxPolicy {
     pub max_timeout_secs: u64,
     /// Extra environment variables every command gets.
     pub env: BTreeMap<String, String>,
+    /// Directories put in front of the sandbox's `PATH`, as the command sees them
+    /// (`tools.exec.pathPrepend`); absolute, without `:`.
+    pub path_prepend: Vec<String>,
     /// Extra host paths visible read-only, at the same path.
     pub read_only_paths: Vec<PathBuf>,
     /// `LANG` inside the sandbox.
@@ -152,6 +155,7 @@ impl Default for SandboxPolicy {
             timeout_secs: 120,
             max_timeout_secs: 1800,
             env: BTreeMap::new(),
+            path_prepend: Vec::new(),
             read_only_paths: Vec::new(),
             lang: "C.UTF-8".to_owned(),
             term: "dumb".to_owned(),

@@ -210,6 +210,22 @@ fn valid_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// `PATH`: the policy's directories in their order, then the sandbox's own.
+fn search_path(prepend: &[String]) -> Result<String, SandboxError> {
+    let mut parts = Vec::with_capacity(prepend.len() + 1);
+    for dir in prepend {
+        if !dir.starts_with('/') || dir.contains([':', '\0']) {
+            return Err(invalid(
+                "pathPrepend",
+                format!("{dir:?} must be an absolute directory without ':'"),
+            ));
+        }
+        parts.push(dir.as_str());
+    }
+    parts.push(SANDBOX_PATH);
+    Ok(parts.join(":"))
+}
+
 /// The whole environment of the command: PATH, HOME, LANG, TERM, TMPDIR without a private
 /// `/tmp`, then the policy's and the call's extras. Nothing comes from the gateway's own
 /// environment.
@@ -227,7 +243,7 @@ pub(crate) fn build_env(
         })
     };
     let mut env = vec![
-        ("PATH".to_owned(), SANDBOX_PATH.to_owned()),
+        ("PATH".to_owned(), search_path(&spec.policy.path_prepend)?),
         ("HOME".to_owned(), path_text(home)?),
         ("LANG".to_owned(), spec.policy.lang.clone()),
         ("TERM".to_owned(), spec.policy.term.clone()),
@@ -315,6 +331,24 @@ mod tests {
         assert_eq!(names, vec!["PATH", "HOME", "TERM", "EDITOR", "LANG"]);
         assert!(env.contains(&("HOME".into(), "/workspace".into())));
         assert!(env.contains(&("LANG".into(), "de_DE.UTF-8".into())));
+    }
+
+    #[test]
+    fn path_prepend_comes_first_and_must_be_absolute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut request = spec(dir.path());
+        request.policy.path_prepend = vec!["/opt/a/bin".into(), "/workspace/bin".into()];
+        let env = build_env(&request, Path::new("/workspace"), None).expect("env");
+        assert!(env.contains(&(
+            "PATH".into(),
+            format!("/opt/a/bin:/workspace/bin:{SANDBOX_PATH}")
+        )));
+        for bad in ["bin", "/a:/b", "~/bin"] {
+            request.policy.path_prepend = vec![bad.into()];
+            let error = build_env(&request, Path::new("/workspace"), None)
+                .expect_err("a bad directory is refused");
+            assert!(error.to_string().contains("pathPrepend"), "{error}");
+        }
     }
 
     #[test]

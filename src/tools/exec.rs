@@ -81,8 +81,79 @@ pub fn policy_for(config: &crate::config::Config, agent_id: &str) -> SandboxPoli
             policy.limits.max_processes = u64::from(pids);
         }
         policy.env.extend(limits.env.clone());
+        apply_docker_cpu_and_ulimits(&mut policy, limits);
     }
+    let exec = exec_settings(config, agent_id);
+    if let Some(secs) = exec.pick(|e| e.timeout_sec) {
+        policy.timeout_secs = u64::from(secs);
+        policy.max_timeout_secs = policy.max_timeout_secs.max(u64::from(secs));
+    }
+    policy.path_prepend = exec.pick(|e| e.path_prepend.clone()).unwrap_or_default();
     policy
+}
+
+/// `docker.cpus` is the run's cgroup CPU quota (`cpu.max`, as Docker sets it), so a run needs the
+/// cgroup layer: without one the command is refused rather than run unthrottled.
+/// `docker.ulimits` become the rlimits of the same names (validation allows only the ones the
+/// sandbox sets: `cpu`, `fsize`, `nofile`, `nproc`, each one value for soft and hard).
+fn apply_docker_cpu_and_ulimits(policy: &mut SandboxPolicy, limits: &crate::config::SandboxLimits) {
+    use crate::config::Ulimit;
+    if let Some(cpus) = limits.cpus {
+        policy.limits.cpu_quota_percent = (cpus * 100.0).round().max(1.0) as u32;
+        if !policy.require.contains(&crate::sandbox::Layer::Cgroup) {
+            policy.require.push(crate::sandbox::Layer::Cgroup);
+        }
+    }
+    for (name, value) in &limits.ulimits {
+        let value = match *value {
+            Ulimit::Both(v) => v,
+            Ulimit::Pair { soft, hard } => match soft.or(hard) {
+                Some(v) => v,
+                None => continue,
+            },
+        };
+        let field = match name.as_str() {
+            "cpu" => &mut policy.limits.cpu_seconds,
+            "fsize" => &mut policy.limits.max_file_bytes,
+            "nofile" => &mut policy.limits.max_open_files,
+            "nproc" => &mut policy.limits.max_processes,
+            // Refused by validation; a config built in code may still hold one.
+            _ => continue,
+        };
+        *field = value;
+    }
+}
+
+/// `tools.exec` for one agent: its own block's keys over the global ones.
+pub(crate) struct ExecSettings<'a> {
+    agent: Option<&'a crate::config::ExecToolConfig>,
+    global: &'a crate::config::ExecToolConfig,
+}
+
+impl ExecSettings<'_> {
+    /// The agent's value of a key, else the global one.
+    pub(crate) fn pick<T>(
+        &self,
+        key: impl Fn(&crate::config::ExecToolConfig) -> Option<T>,
+    ) -> Option<T> {
+        self.agent.and_then(&key).or_else(|| key(self.global))
+    }
+}
+
+pub(crate) fn exec_settings<'a>(
+    config: &'a crate::config::Config,
+    agent_id: &str,
+) -> ExecSettings<'a> {
+    ExecSettings {
+        agent: config
+            .agents
+            .list
+            .iter()
+            .find(|a| a.id == agent_id)
+            .and_then(|a| a.tools.as_ref())
+            .and_then(|t| t.exec.as_ref()),
+        global: &config.tools.exec,
+    }
 }
 
 pub struct ExecTool;
@@ -183,5 +254,58 @@ async fn check_approval(ctx: &ToolContext, request: &ExecRequest) -> Result<(), 
             ToolError::Denied(format!("exec denied: approval required, {error}")),
         ),
         Err(error) => Err(ToolError::Denied(format!("exec denied: {error}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Layer;
+
+    fn policy(config: &str) -> SandboxPolicy {
+        policy_for(
+            &crate::config::parse_str(config, "test").expect("config"),
+            "main",
+        )
+    }
+
+    #[test]
+    fn docker_cpus_is_the_cgroup_quota_and_requires_the_cgroup() {
+        let plain = policy("{}");
+        assert!(!plain.require.contains(&Layer::Cgroup));
+        let limited = policy("{ agents: { defaults: { sandbox: { docker: { cpus: 0.5 } } } } }");
+        assert_eq!(limited.limits.cpu_quota_percent, 50);
+        assert!(limited.require.contains(&Layer::Cgroup));
+    }
+
+    #[test]
+    fn docker_ulimits_become_the_rlimits_of_the_same_name() {
+        let limits = policy(
+            "{ agents: { defaults: { sandbox: { docker: { ulimits: \
+               { nofile: 77, nproc: { soft: 9, hard: 9 }, fsize: 4096, cpu: '5:5' } } } } } }",
+        )
+        .limits;
+        assert_eq!(
+            (
+                limits.max_open_files,
+                limits.max_processes,
+                limits.max_file_bytes,
+                limits.cpu_seconds
+            ),
+            (77, 9, 4096, 5)
+        );
+    }
+
+    #[test]
+    fn exec_timeout_and_path_come_from_the_agent_over_the_global_block() {
+        let global = policy("{ tools: { exec: { timeoutSec: 3600, pathPrepend: ['/opt/g'] } } }");
+        assert_eq!((global.timeout_secs, global.max_timeout_secs), (3600, 3600));
+        assert_eq!(global.path_prepend, vec!["/opt/g".to_string()]);
+        let agent = policy(
+            "{ tools: { exec: { timeoutSec: 3600, pathPrepend: ['/opt/g'] } }, \
+               agents: { list: [ { id: 'main', tools: { exec: { timeoutSec: 5 } } } ] } }",
+        );
+        assert_eq!((agent.timeout_secs, agent.max_timeout_secs), (5, 1800));
+        assert_eq!(agent.path_prepend, vec!["/opt/g".to_string()]);
     }
 }
