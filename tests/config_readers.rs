@@ -29,7 +29,6 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
 const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // owned by issue 14 exec-security (tools.exec, sandbox, gateway.auth)
     ("background_ms", "tools.exec"),
-    ("cleanup_ms", "tools.exec"),
     ("notify_on_exit", "tools.exec"),
     ("notify_on_exit_empty_success", "tools.exec"),
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,

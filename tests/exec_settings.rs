@@ -2,7 +2,7 @@
 //! agent calls it: `timeoutSec` (the default time before a command is killed), `pathPrepend`
 //! (directories in front of `PATH`), `docker.ulimits` (the rlimits of those names) and
 //! `docker.cpus` (the run's cgroup CPU quota: refused, naming the cgroup, where no delegated
-//! cgroup exists).
+//! cgroup exists), `cleanupMs` (how long a finished background run stays for `process`).
 //!
 //! Timeout, PATH and rlimits apply to every run, sandboxed or not, so those tests run with
 //! `sandbox.mode: "off"` on any host; the `cpus` test needs the sandbox and reports a skip
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use pincer::sandbox::Layer;
 use pincer::store::{Store, StoreOptions};
 use pincer::tools::exec::ExecTool;
+use pincer::tools::process::ProcessTool;
 use pincer::tools::{Tool, ToolContext, ToolOutput};
 use sandbox_support::{capabilities, confined_modes, report};
 use serde_json::{json, Value};
@@ -153,4 +154,38 @@ async fn docker_cpus_needs_the_cgroup_and_is_refused_without_one() {
         let error = result.expect_err("no cgroup: the quota cannot hold, the command is refused");
         assert!(error.contains("cgroup"), "{error}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_ms_forgets_finished_background_runs() {
+    let s = setup(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } } }, tools: { exec: { cleanupMs: 300 } } }",
+    );
+    let started = exec(
+        &s.ctx,
+        json!({"command": "echo background-done", "background": true}),
+    )
+    .await
+    .expect("started");
+    let id = started.details.expect("details")["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    let process = |args: Value| ProcessTool.execute(args, &s.ctx);
+    let polled = process(json!({"action": "poll", "sessionId": id, "timeout": 10_000}))
+        .await
+        .expect("poll");
+    assert!(polled.text.contains("background-done"), "{}", polled.text);
+    // Just finished: still listed for the agent to read.
+    let listed = process(json!({"action": "list"})).await.expect("list");
+    assert!(listed.text.contains(&id), "{}", listed.text);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let listed = process(json!({"action": "list"})).await.expect("list");
+    assert!(!listed.text.contains(&id), "{}", listed.text);
+    let log = process(json!({"action": "log", "sessionId": id})).await;
+    assert!(
+        log.is_err(),
+        "the run was kept past cleanupMs: {:?}",
+        log.map(|o| o.text)
+    );
 }

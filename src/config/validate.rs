@@ -413,6 +413,12 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
 /// can hold them.
 pub(crate) fn check_exec(v: &Validator, exec: &ExecToolConfig, path: &str) -> Check {
     v.range(exec.timeout_sec, 1, 86_400, &format!("{path}.timeoutSec"))?;
+    v.range(
+        exec.cleanup_ms,
+        1,
+        7 * 86_400_000,
+        &format!("{path}.cleanupMs"),
+    )?;
     for (i, dir) in exec.path_prepend.iter().flatten().enumerate() {
         v.ensure(
             dir.starts_with('/') && !dir.contains(':'),

@@ -123,6 +123,8 @@ pub struct BackgroundRun {
     kill: CancellationToken,
     state: watch::Receiver<RunState>,
     started: Instant,
+    /// When the run ended (set just before the state changes).
+    ended_at: Arc<Mutex<Option<Instant>>>,
 }
 
 impl BackgroundRun {
@@ -154,6 +156,11 @@ impl BackgroundRun {
     /// Time since the run started.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Time since the run ended (`None` while it runs).
+    pub fn ended_ago(&self) -> Option<Duration> {
+        self.ended_at.lock().map(|at| at.elapsed())
     }
 
     /// Kills the whole process tree (no-op once ended).
@@ -223,8 +230,11 @@ async fn start(prepared: Prepared) -> Result<BackgroundRun, SandboxError> {
         stop,
         kill: kill.clone(),
     };
+    let ended_at = Arc::new(Mutex::new(None));
+    let mark_end = ended_at.clone();
     tokio::spawn(async move {
         let ended = supervision.supervise(child).await;
+        *mark_end.lock() = Some(Instant::now());
         let _ = state_tx.send(ended);
     });
     Ok(BackgroundRun {
@@ -233,6 +243,7 @@ async fn start(prepared: Prepared) -> Result<BackgroundRun, SandboxError> {
         kill,
         state,
         started,
+        ended_at,
     })
 }
 

@@ -208,10 +208,15 @@ async fn start_background(
     ctx: &ToolContext,
     request: ExecRequest,
 ) -> Result<ToolOutput, ToolError> {
+    let keep_finished = Duration::from_millis(
+        exec_settings(&ctx.config, &ctx.agent_id)
+            .pick(|e| e.cleanup_ms)
+            .unwrap_or(super::process::DEFAULT_CLEANUP_MS),
+    );
     let id = ctx
         .services
         .processes
-        .start(&ctx.session_key, request)
+        .start(&ctx.session_key, request, keep_finished)
         .await
         .map_err(|e| ToolError::Denied(e.to_string()))?;
     Ok(ToolOutput {

@@ -23,6 +23,9 @@ use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutp
 pub const MAX_BACKGROUND_RUNS_PER_SESSION: usize = 4;
 /// Longest a `poll` waits for the run to end, in milliseconds.
 pub const MAX_POLL_WAIT_MS: u64 = 30_000;
+/// How long a finished run is kept for `poll` and `log` unless `tools.exec.cleanupMs` says
+/// otherwise (upstream's default, 30 minutes).
+pub const DEFAULT_CLEANUP_MS: u64 = 30 * 60_000;
 /// The shell background commands run with.
 const SHELL: &str = "/bin/sh";
 
@@ -46,6 +49,21 @@ struct Entry {
     /// Output offset the next `poll` reads from.
     polled: u64,
     serial: u64,
+    /// How long the run is kept once it has ended (`tools.exec.cleanupMs`).
+    keep_finished: Duration,
+}
+
+impl Entry {
+    fn expired(&self) -> bool {
+        self.run
+            .ended_ago()
+            .is_some_and(|ago| ago >= self.keep_finished)
+    }
+}
+
+/// Forgets runs that ended longer ago than their owner's `cleanupMs`.
+fn forget_expired(runs: &mut BTreeMap<String, Entry>) {
+    runs.retain(|_, e| !e.expired());
 }
 
 /// All background runs of the gateway, by id.
@@ -66,11 +84,13 @@ pub struct ProcessSummary {
 }
 
 impl ProcessRegistry {
-    /// Starts `request` in the background for `session_key`; returns the run's id.
+    /// Starts `request` in the background for `session_key`; returns the run's id. Once ended,
+    /// the run is forgotten after `keep_finished`.
     pub async fn start(
         &self,
         session_key: &str,
         request: ExecRequest,
+        keep_finished: Duration,
     ) -> Result<String, ProcessError> {
         let mut serial = self.starting.lock().await;
         self.make_room(session_key)?;
@@ -100,6 +120,7 @@ impl ProcessRegistry {
                 run: Arc::new(run),
                 polled: 0,
                 serial: *serial,
+                keep_finished,
             },
         );
         Ok(id)
@@ -108,6 +129,7 @@ impl ProcessRegistry {
     /// Drops the session's oldest finished run when it is at the cap; errs when all are running.
     fn make_room(&self, session_key: &str) -> Result<(), ProcessError> {
         let mut runs = self.runs.lock();
+        forget_expired(&mut runs);
         let own: Vec<(&String, &Entry)> = runs
             .iter()
             .filter(|(_, e)| e.session_key == session_key)
@@ -130,9 +152,9 @@ impl ProcessRegistry {
     }
 
     fn run(&self, session_key: &str, id: &str) -> Result<Arc<BackgroundRun>, ProcessError> {
-        self.runs
-            .lock()
-            .get(id)
+        let mut runs = self.runs.lock();
+        forget_expired(&mut runs);
+        runs.get(id)
             .filter(|e| e.session_key == session_key)
             .map(|e| e.run.clone())
             .ok_or_else(|| ProcessError::Unknown(id.to_owned()))
@@ -140,7 +162,8 @@ impl ProcessRegistry {
 
     /// The session's runs, oldest first.
     pub fn list(&self, session_key: &str) -> Vec<ProcessSummary> {
-        let runs = self.runs.lock();
+        let mut runs = self.runs.lock();
+        forget_expired(&mut runs);
         let mut list: Vec<(u64, ProcessSummary)> = runs
             .iter()
             .filter(|(_, e)| e.session_key == session_key)

@@ -377,7 +377,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("tools.exec.allowlist", "Command prefixes that run without asking (pincer's key)."),
     ("tools.exec.ask", "When to ask before running: off, on-miss or always."),
     ("tools.exec.backgroundMs", "Time before a command is backgrounded."),
-    ("tools.exec.cleanupMs", "How long finished background commands are kept."),
+    ("tools.exec.cleanupMs", "How long finished background commands are kept for the process tool (default 30 min)."),
     ("tools.exec.host", "Where commands run: sandbox, gateway or node."),
     ("tools.exec.notifyOnExit", "Tell the session when a background command exits."),
     ("tools.exec.notifyOnExitEmptySuccess", "Also notify for a silent successful exit."),
