@@ -130,7 +130,7 @@ const OPENCLAW_CONFIG: &str = r##"
   ui: { seamColor: "#ff6600" },
   update: { channel: "stable" },
   memory: { backend: "builtin", citations: "auto" },
-  discovery: { mdns: { mode: "minimal" } },
+  discovery: { mdns: { mode: "minimal" }, wideArea: { enabled: false } },
   logging: { level: "info", consoleStyle: "pretty" },
   gateway: {
     mode: "local",
@@ -242,7 +242,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "agents.defaults.models",
         "cron.sessionRetention",
         "memory.citations",
-        "discovery",
+        "discovery.wideArea",
         "logging.consoleStyle",
         "agents.list[0].identity",
         "gateway.controlUi",

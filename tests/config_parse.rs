@@ -101,7 +101,10 @@ fn known_openclaw_sections_pincer_lacks_are_unsupported_not_unknown() {
     for (config, path) in [
         ("{ hooks: {} }", "hooks"),
         ("{ logging: { file: '/tmp/p.log' } }", "logging.file"),
-        ("{ discovery: { mdns: { mode: 'off' } } }", "discovery"),
+        (
+            "{ discovery: { wideArea: { enabled: true } } }",
+            "discovery.wideArea",
+        ),
         (
             "{ agents: { list: [ { id: 'a', identity: { name: 'A' } } ] } }",
             "agents.list[0].identity",

@@ -66,6 +66,7 @@ pub struct Config {
     pub tools: ToolsConfig,
     pub memory: MemoryConfig,
     pub logging: LoggingConfig,
+    pub discovery: DiscoveryConfig,
 }
 
 impl Config {

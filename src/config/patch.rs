@@ -76,8 +76,9 @@ fn diff(old: &Value, new: &Value, prefix: String, out: &mut Vec<String>) {
 /// rest of `gateway` requiring a restart.
 const GATEWAY_HOT_PREFIXES: [&str; 2] = ["gateway.reload", "gateway.remote"];
 /// Sections whose change always needs a restart.
-/// `logging.level` is applied once at start-up.
-const RESTART_SECTIONS: [&str; 2] = ["gateway", "logging"];
+/// `logging.level` is applied once at start-up; `discovery` is advertised
+/// once, when the gateway starts (as upstream).
+const RESTART_SECTIONS: [&str; 3] = ["gateway", "logging", "discovery"];
 
 /// The changed paths that need a gateway restart under hybrid reload.
 pub fn restart_required(old: &Config, new: &Config) -> Vec<String> {
@@ -153,6 +154,16 @@ mod tests {
         assert_eq!(
             restart_required(&Config::default(), &new),
             vec!["logging.level".to_string()]
+        );
+    }
+
+    #[test]
+    fn discovery_mode_needs_restart() {
+        let mut new = Config::default();
+        new.discovery.mdns.mode = crate::config::MdnsMode::Off;
+        assert_eq!(
+            restart_required(&Config::default(), &new),
+            vec!["discovery.mdns.mode".to_string()]
         );
     }
 

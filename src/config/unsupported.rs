@@ -20,7 +20,7 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "cli",
     "crestodian",
     "diagnostics",
-    "discovery",
+    "discovery.wideArea",
     "env",
     "hooks",
     "mcp",

@@ -14,6 +14,7 @@ pub mod bind;
 pub mod clients;
 pub mod connect_params;
 pub mod device_auth;
+pub mod discovery;
 pub mod frames;
 pub mod handshake;
 pub mod health_events;
@@ -194,6 +195,13 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
     );
     let tailscale = config.gateway.tailscale.clone();
     tailscale::expose(tailscale.mode, local.port()).await;
+    let mdns = discovery::start(&discovery::GatewayFacts {
+        mode: config.discovery.mdns.mode,
+        port: local.port(),
+        tls_fingerprint: state.tls_fingerprint.clone(),
+        direct_reachable: !plan.loopback_only,
+        system_host: hostname(),
+    });
     let restart = loop {
         tokio::select! {
             _ = term.recv() => { log::info!("SIGTERM received, shutting down"); break false }
@@ -202,6 +210,10 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
             _ = state.lifecycle.restart.cancelled() => { log::info!("restarting in place"); break true }
         }
     };
+    // Withdrawn first, so that no client finds a gateway that is going away.
+    if let Some(advertiser) = mdns {
+        let _ = tokio::task::spawn_blocking(move || advertiser.stop()).await;
+    }
     drain(&state, restart).await;
     let wait = Duration::from_millis(crate::channels::hub::SHUTDOWN_DELIVERY_WAIT_MS);
     state.services.hub.wait_idle(wait).await;

@@ -251,6 +251,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("cron.store", "Upstream's job store path; pincer keeps jobs in its database and accepts the key for compatibility."),
     ("cron.webhook", "Webhook for jobs with notify: true."),
     ("cron.webhookToken", "Bearer token for webhook delivery."),
+    ("discovery.mdns.mode", "LAN advertising of the gateway (_openclaw-gw._tcp): off, minimal (no sshPort/cliPath/tailnetDns) or full."),
     ("gateway.auth.mode", "Client authentication: none, token, password or trusted-proxy."),
     ("gateway.auth.password", "Shared password clients present."),
     ("gateway.auth.rateLimit.exemptLoopback", "Never rate-limit loopback clients."),

@@ -10,6 +10,7 @@ pub mod channels;
 pub mod common;
 pub mod cron;
 pub mod discord;
+pub mod discovery;
 pub mod gateway;
 pub mod logging;
 pub mod memory;
@@ -31,6 +32,7 @@ pub use channels::{
 pub use common::*;
 pub use cron::*;
 pub use discord::*;
+pub use discovery::*;
 pub use gateway::*;
 pub use logging::*;
 pub use memory::*;
