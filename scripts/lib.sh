@@ -12,6 +12,8 @@ NODE24_BIN="$PINCER_TOOLS/node24/node_modules/.bin/node"
 OPENCLAW_CLI_DIR="$PINCER_TOOLS/openclaw-cli"
 OPENCLAW_CLI_ENTRY="$OPENCLAW_CLI_DIR/node_modules/openclaw/openclaw.mjs"
 CLIENTS_DIR="$PINCER_ROOT/tests/clients"
+# avahi-daemon and avahi-browse for the mDNS discovery test (scripts/setup mdns), extracted, not installed.
+AVAHI_DIR="$PINCER_TOOLS/avahi"
 
 # Memory search assets (scripts/setup memory): ONNX Runtime library + embedding model, installed where the
 # pincer binary looks for them by default (src/memory/embedder.rs: ~/.local/share/pincer/onnx), so the
