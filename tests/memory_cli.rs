@@ -162,3 +162,31 @@ fn the_local_model_is_found_under_the_data_home_without_variables() {
     assert_eq!(status["model"], "all-MiniLM-L6-v2:384", "{status}");
     assert_eq!(status["vectors"], 1, "{status}");
 }
+
+/// Not on a terminal (here a pipe), `memory index` reports progress as plain lines on stderr, one per
+/// tenth of the files and the last, with no carriage returns of a redrawn bar.
+#[test]
+fn index_progress_is_plain_lines_when_not_a_terminal() {
+    let dir = tempfile::tempdir().expect("dir");
+    for n in 1..=20 {
+        memory_support::write_note(
+            dir.path(),
+            &format!("memory/2026-03-{n:02}.md"),
+            &format!("Day {n}: watered the tomatoes and fixed fence post {n}.\n"),
+        );
+    }
+    // No embedding runtime: keyword-only indexing, which reports progress the same way.
+    let missing = Path::new("/nonexistent/libonnxruntime.so");
+    let out = pincer(dir.path(), &["memory", "index"], missing, missing);
+    let index = stdout(&out);
+    assert!(index.contains("indexed 20 of 20 files"), "{index}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains('\r'), "{stderr:?}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("indexing: "))
+        .collect();
+    assert_eq!(lines.len(), 11, "{stderr}");
+    assert!(lines[0].starts_with("indexing: 1/20 files"), "{stderr}");
+    assert!(lines[10].starts_with("indexing: 20/20 files"), "{stderr}");
+}

@@ -1,10 +1,11 @@
 //! `pincer memory index [--force] | status | search <query>`: the memory index of one agent, run locally
 //! against the data directory's store (LMDB allows it beside a running gateway).
 //!
-//! Printing only: discovery, indexing and search are `crate::memory`'s. Indexing shows a progress line on
-//! stderr once it has run for more than `PROGRESS_AFTER_MS`.
+//! Printing only: discovery, indexing and search are `crate::memory`'s. Indexing reports progress on
+//! stderr: on a terminal a bar redrawn in place once it has run for more than `PROGRESS_AFTER_MS`;
+//! otherwise (a pipe, a log file) plain lines, one per tenth of the files, so a log stays short.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
@@ -72,9 +73,33 @@ fn open_service(
     Ok(registry::open_service(&store, config, &agent_id, data_dir))
 }
 
-fn progress_printer() -> impl FnMut(SyncProgress) {
+/// Steps of plain progress lines: one line per this fraction of the files (and the last).
+const PROGRESS_LINE_STEPS: u64 = 10;
+
+/// The plain line for `p` when it starts a new step after `last_step`, and that step.
+fn progress_line(p: SyncProgress, last_step: Option<u64>) -> Option<(String, u64)> {
+    let step = p.files_done * PROGRESS_LINE_STEPS / p.files_total.max(1);
+    if last_step == Some(step) {
+        return None;
+    }
+    let line = format!(
+        "indexing: {}/{} files, {} chunks",
+        p.files_done, p.files_total, p.chunks_written
+    );
+    Some((line, step))
+}
+
+fn progress_printer(terminal: bool) -> impl FnMut(SyncProgress) {
     let started = Instant::now();
+    let mut last_step = None;
     move |p: SyncProgress| {
+        if !terminal {
+            if let Some((line, step)) = progress_line(p, last_step) {
+                last_step = Some(step);
+                eprintln!("{line}");
+            }
+            return;
+        }
         if started.elapsed() < Duration::from_millis(PROGRESS_AFTER_MS) {
             return;
         }
@@ -127,11 +152,12 @@ fn index(
 ) -> Result<(), String> {
     let service = open_service(loaded, data_dir, agent)?;
     let started = Instant::now();
-    let mut progress = progress_printer();
+    let terminal = std::io::stderr().is_terminal();
+    let mut progress = progress_printer(terminal);
     let report = service
         .sync(force, &mut progress)
         .map_err(|e| e.to_string())?;
-    if started.elapsed() >= Duration::from_millis(PROGRESS_AFTER_MS) {
+    if terminal && started.elapsed() >= Duration::from_millis(PROGRESS_AFTER_MS) {
         eprintln!();
     }
     let value = serde_json::to_value(&report).unwrap_or_default();
@@ -214,4 +240,32 @@ fn search(
     }
     print(agent.json, &value, text.trim_end().to_string());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_progress_prints_one_line_per_tenth_and_the_last() {
+        let mut last = None;
+        let mut lines = Vec::new();
+        for done in 1..=1_000 {
+            let p = SyncProgress {
+                files_done: done,
+                files_total: 1_000,
+                chunks_written: done * 2,
+            };
+            if let Some((line, step)) = progress_line(p, last) {
+                last = Some(step);
+                lines.push(line);
+            }
+        }
+        assert_eq!(lines.len(), PROGRESS_LINE_STEPS as usize + 1, "{lines:?}");
+        assert_eq!(lines[0], "indexing: 1/1000 files, 2 chunks");
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("indexing: 1000/1000 files, 2000 chunks")
+        );
+    }
 }
