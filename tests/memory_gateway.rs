@@ -133,3 +133,56 @@ async fn the_watcher_starts_with_the_gateway_before_any_memory_call() {
     }
     assert_eq!(files, 1, "indexed at start; {}", gateway.stderr());
 }
+
+/// The watcher's syncs reach the gateway's clients as `pincer.memory.index.progress` events: a step
+/// per file, then `done` with the totals (keyword-only here: the embedding runtime is absent).
+#[tokio::test]
+async fn index_progress_reaches_clients_as_events() {
+    let dir = tempfile::tempdir().expect("dir");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join("memory")).expect("mkdir");
+    for n in 1..=3 {
+        std::fs::write(
+            workspace.join(format!("memory/2026-04-0{n}.md")),
+            format!("Note {n} about the allotment.\n"),
+        )
+        .expect("write");
+    }
+    let config = format!(
+        r#"{{ agents: {{ defaults: {{ workspace: "{}", memorySearch: {{ sync: {{ watchDebounceMs: 300 }} }} }} }} }}"#,
+        workspace.display()
+    );
+    let gateway = GatewayProcess::start_with_env(
+        &config,
+        &["--port", "0", "--token", TOKEN],
+        &[
+            ("PINCER_ORT_DYLIB", "/nonexistent/libonnxruntime.so"),
+            ("PINCER_EMBED_MODEL_DIR", "/nonexistent/model"),
+        ],
+    );
+    let (mut client, _) =
+        TestClient::connect(&gateway.url(), Some(TOKEN), &["operator.read"], None).await;
+    std::fs::write(
+        workspace.join("memory/2026-04-04.md"),
+        "The new shed arrives on Tuesday.\n",
+    )
+    .expect("write new note");
+    let wait = Duration::from_secs(30);
+    let event = "pincer.memory.index.progress";
+    let step = tokio::time::timeout(
+        wait,
+        client.event_where(event, |p| p["done"] == false && p["filesTotal"] == 4),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no progress step\n{}", gateway.stderr()));
+    assert_eq!(step["agentId"], "main", "{step}");
+    assert!(step["filesDone"].as_u64().is_some_and(|n| n >= 1), "{step}");
+    let done = tokio::time::timeout(
+        wait,
+        client.event_where(event, |p| p["done"] == true && p["filesTotal"] == 4),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no final progress event\n{}", gateway.stderr()));
+    assert_eq!(done["filesDone"], 4, "{done}");
+    assert!(done["error"].is_null(), "{done}");
+}

@@ -21,6 +21,7 @@ pub mod health_events;
 pub mod http;
 pub mod idempotency;
 pub mod launcher;
+pub mod memory_events;
 pub mod methods;
 pub mod openai_http;
 pub mod pairing;
@@ -426,6 +427,7 @@ fn spawn_background(state: &Arc<GatewayState>) {
         }
     });
     health_events::spawn(state);
+    memory_events::spawn(state);
     spawn_reload(state);
 }
 

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::embedder::{open_local, Embedder, EmbedderSettings, LocalAssets};
+use super::watch::{IndexProgress, ProgressSender, PROGRESS_CAPACITY};
 use super::{workspace_for, MemoryService, MemoryStatus};
 use crate::config::schema::memory::ResolvedMemorySearch;
 use crate::config::Config;
@@ -84,6 +85,8 @@ pub struct MemoryServices {
     store: Store,
     data_dir: PathBuf,
     agents: Mutex<HashMap<String, AgentMemory>>,
+    /// The watchers' sync progress, for whoever subscribes (the gateway's events).
+    progress: ProgressSender,
 }
 
 impl std::fmt::Debug for MemoryServices {
@@ -100,7 +103,13 @@ impl MemoryServices {
             store,
             data_dir,
             agents: Mutex::new(HashMap::new()),
+            progress: tokio::sync::broadcast::channel(PROGRESS_CAPACITY).0,
         }
+    }
+
+    /// The progress of every sync the watchers run from now on.
+    pub fn subscribe_progress(&self) -> tokio::sync::broadcast::Receiver<IndexProgress> {
+        self.progress.subscribe()
     }
 
     fn is_current(&self, service: &MemoryService, config: &Config, agent_id: &str) -> bool {
@@ -159,7 +168,7 @@ impl MemoryServices {
                     watcher.cancel();
                 }
             } else if agent.watcher.is_none() {
-                agent.watcher = start_watcher(&agent.service, shutdown, tasks);
+                agent.watcher = start_watcher(&agent.service, shutdown, tasks, &self.progress);
             }
         }
     }
@@ -206,7 +215,9 @@ fn start_watcher(
     service: &Arc<MemoryService>,
     shutdown: &CancellationToken,
     tasks: &TaskTracker,
+    progress: &ProgressSender,
 ) -> Option<CancellationToken> {
+    let progress = progress.clone();
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let cancel = shutdown.child_token();
     let service = Arc::clone(service);
@@ -216,9 +227,9 @@ fn start_watcher(
     tasks.spawn_on(
         async move {
             if watch {
-                super::watch::run(service, debounce, token).await;
+                super::watch::run(service, debounce, token, progress).await;
             } else {
-                super::watch::sync_now(&service).await;
+                super::watch::sync_now(&service, &progress).await;
             }
         },
         &runtime,

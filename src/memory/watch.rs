@@ -3,7 +3,9 @@
 //! once nothing has changed for that long. Polling (no inotify) keeps it portable and bounded: one stat per
 //! memory file per poll, one sync at a time, on the blocking pool.
 //!
-//! This file must not index by itself; it only decides when `MemoryService::sync` runs.
+//! This file must not index by itself; it only decides when `MemoryService::sync` runs. Each sync's
+//! progress goes to a bounded broadcast channel ([`IndexProgress`]): the gateway forwards it to its
+//! clients as events; with nobody listening it is dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -32,15 +34,66 @@ pub fn fingerprint(service: &MemoryService) -> Vec<(String, u64, u128)> {
         .collect()
 }
 
-/// One sync on the blocking pool; failures are logged.
-pub async fn sync_now(service: &Arc<MemoryService>) {
+/// Progress events a listener may fall behind by before it misses some (it then skips ahead).
+pub const PROGRESS_CAPACITY: usize = 64;
+
+/// One step of a sync the watcher runs: after each file, then once when it ends (`done`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexProgress {
+    pub agent_id: String,
+    pub files_done: u64,
+    pub files_total: u64,
+    pub chunks_written: u64,
+    pub done: bool,
+    /// Why the sync failed (only with `done`).
+    pub error: Option<String>,
+}
+
+/// Where the watcher's syncs report their progress.
+pub type ProgressSender = tokio::sync::broadcast::Sender<IndexProgress>;
+
+/// One sync on the blocking pool, its progress sent to `progress`; failures are logged.
+pub async fn sync_now(service: &Arc<MemoryService>, progress: &ProgressSender) {
     let service = Arc::clone(service);
-    let outcome = tokio::task::spawn_blocking(move || service.sync(false, &mut |_| {})).await;
-    match outcome {
-        Ok(Ok(report)) => log::debug!("memory: sync done: {report:?}"),
-        Ok(Err(error)) => log::warn!("memory: sync failed: {error}"),
-        Err(error) => log::warn!("memory: sync task failed: {error}"),
-    }
+    let agent_id = service.agent_id().to_string();
+    let tx = progress.clone();
+    let agent = agent_id.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        service.sync(false, &mut |p| {
+            let _ = tx.send(IndexProgress {
+                agent_id: agent.clone(),
+                files_done: p.files_done,
+                files_total: p.files_total,
+                chunks_written: p.chunks_written,
+                done: false,
+                error: None,
+            });
+        })
+    })
+    .await;
+    let last = |error: Option<String>, files: u64, chunks: u64| IndexProgress {
+        agent_id: agent_id.clone(),
+        files_done: files,
+        files_total: files,
+        chunks_written: chunks,
+        done: true,
+        error,
+    };
+    let end = match outcome {
+        Ok(Ok(report)) => {
+            log::debug!("memory: sync done: {report:?}");
+            last(None, report.files_seen, report.chunks_written)
+        }
+        Ok(Err(error)) => {
+            log::warn!("memory: sync failed: {error}");
+            last(Some(error.to_string()), 0, 0)
+        }
+        Err(error) => {
+            log::warn!("memory: sync task failed: {error}");
+            last(Some(error.to_string()), 0, 0)
+        }
+    };
+    let _ = progress.send(end);
 }
 
 async fn current_fingerprint(service: &Arc<MemoryService>) -> Vec<(String, u64, u128)> {
@@ -51,11 +104,16 @@ async fn current_fingerprint(service: &Arc<MemoryService>) -> Vec<(String, u64, 
 }
 
 /// Syncs once, then watches until `cancel` fires.
-pub async fn run(service: Arc<MemoryService>, debounce: Duration, cancel: CancellationToken) {
+pub async fn run(
+    service: Arc<MemoryService>,
+    debounce: Duration,
+    cancel: CancellationToken,
+    progress: ProgressSender,
+) {
     let poll = Duration::from_millis(POLL_INTERVAL_MS);
     // Fingerprint first: a file changed while the first sync runs is then seen as a change, never missed.
     let mut seen = current_fingerprint(&service).await;
-    sync_now(&service).await;
+    sync_now(&service, &progress).await;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -78,6 +136,6 @@ pub async fn run(service: Arc<MemoryService>, debounce: Duration, cancel: Cancel
             }
             seen = again;
         }
-        sync_now(&service).await;
+        sync_now(&service, &progress).await;
     }
 }
