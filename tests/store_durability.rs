@@ -7,7 +7,9 @@
 //! right as the N-th acknowledgement arrives (so mostly in the middle of the next write) — then reopens the
 //! store and checks that it opens cleanly, that every acknowledged record from every round is present and
 //! intact, and that it still accepts writes. The writer starts from a small map, so kills also land while the
-//! map grows. Set `PINCER_DURABILITY_SEED` to replay a run.
+//! map grows. Besides the main writer thread, `TURN_LANES` threads record turns (`Store::record_turn`) at the
+//! same time, so their writes share group commits (`store/group_commit.rs`): a write acknowledged from a
+//! shared transaction must survive like any other. Set `PINCER_DURABILITY_SEED` to replay a run.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -28,6 +30,8 @@ const WRITER_ROUND_ENV: &str = "PINCER_DURABILITY_WRITER_ROUND";
 const WRITER_SEED_ENV: &str = "PINCER_DURABILITY_WRITER_SEED";
 const SEED_ENV: &str = "PINCER_DURABILITY_SEED";
 const ACK_PREFIX: &str = "ACK";
+/// Threads recording turns next to the main writer, each in a session of its own.
+const TURN_LANES: u64 = 3;
 const ROUNDS: u32 = 36;
 /// Longest random delay before the kill in delay rounds.
 const MAX_KILL_DELAY_MS: u64 = 150;
@@ -51,10 +55,30 @@ fn writer_options() -> StoreOptions {
 /// What one acknowledged write stored, enough to rebuild the exact record.
 #[derive(Clone, Debug, PartialEq)]
 enum Ack {
-    Session { round: u32, index: u64 },
-    Transcript { round: u32, index: u64, seq: u64 },
-    Device { round: u32, index: u64 },
-    Dedupe { round: u32, index: u64 },
+    Session {
+        round: u32,
+        index: u64,
+    },
+    Transcript {
+        round: u32,
+        index: u64,
+        seq: u64,
+    },
+    Device {
+        round: u32,
+        index: u64,
+    },
+    Dedupe {
+        round: u32,
+        index: u64,
+    },
+    /// A turn recorded by lane `lane`: transcript entry `index` at `seq`, the session's entry updated with it.
+    Turn {
+        round: u32,
+        index: u64,
+        lane: u64,
+        seq: u64,
+    },
 }
 
 impl Ack {
@@ -66,6 +90,12 @@ impl Ack {
             }
             Ack::Device { round, index } => format!("{ACK_PREFIX} device {round} {index}"),
             Ack::Dedupe { round, index } => format!("{ACK_PREFIX} dedupe {round} {index}"),
+            Ack::Turn {
+                round,
+                index,
+                lane,
+                seq,
+            } => format!("{ACK_PREFIX} turn {round} {index} {lane} {seq}"),
         }
     }
 
@@ -86,6 +116,12 @@ impl Ack {
             }),
             "device" => Some(Ack::Device { round, index }),
             "dedupe" => Some(Ack::Dedupe { round, index }),
+            "turn" => Some(Ack::Turn {
+                round,
+                index,
+                lane: words.next()?.parse().ok()?,
+                seq: words.next()?.parse().ok()?,
+            }),
             _ => None,
         }
     }
@@ -131,6 +167,49 @@ fn transcript_entry(round: u32, index: u64) -> TranscriptEntry {
     }
 }
 
+fn turn_session_key(round: u32, lane: u64) -> String {
+    format!("agent:main:group:{round}:{lane}")
+}
+
+fn turn_session_id(round: u32, lane: u64) -> String {
+    format!("turn-{round}-{lane}")
+}
+
+/// One lane's turns, acknowledged as their store calls return, until the writer's lifetime ends.
+fn run_turn_lane(store: &Store, round: u32, lane: u64, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed ^ lane);
+    let started = Instant::now();
+    let mut index = 0u64;
+    while started.elapsed() < WRITER_LIFETIME {
+        let seq = store
+            .record_turn(
+                &turn_session_key(round, lane),
+                &turn_session_id(round, lane),
+                Some(&transcript_entry(round, index)),
+                move |current| {
+                    let mut entry = current
+                        .unwrap_or_else(|| SessionEntry::new(turn_session_id(round, lane), 1));
+                    entry.input_tokens = index;
+                    Some(entry)
+                },
+            )
+            .expect("record turn")
+            .expect("an entry was given");
+        let line = Ack::Turn {
+            round,
+            index,
+            lane,
+            seq,
+        }
+        .line();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").expect("stdout");
+        out.flush().expect("flush stdout");
+        index += 1;
+        thread::sleep(Duration::from_micros(rng.gen_range(0..500)));
+    }
+}
+
 fn device_id(round: u32, index: u64) -> String {
     format!("device-{round}-{index}")
 }
@@ -162,6 +241,10 @@ fn dedupe_value(round: u32, index: u64) -> Vec<u8> {
 /// The writer side: writes in bursts until killed, acknowledging each write after its store call returned.
 fn run_writer(dir: &Path, round: u32, seed: u64) {
     let store = Store::open(dir, writer_options()).expect("writer opens the store");
+    for lane in 0..TURN_LANES {
+        let store = store.clone();
+        thread::spawn(move || run_turn_lane(&store, round, lane, seed));
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let stdout = std::io::stdout();
     let started = Instant::now();
@@ -284,6 +367,8 @@ fn verify(dir: &Path, acknowledged: &[Ack], round: u32) {
     });
     let mut transcripts: std::collections::HashMap<u32, Vec<(u64, TranscriptEntry)>> =
         Default::default();
+    let mut turn_transcripts: std::collections::HashMap<(u32, u64), Vec<(u64, TranscriptEntry)>> =
+        Default::default();
     for ack in acknowledged {
         let intact = match ack {
             Ack::Session { round, index } => {
@@ -312,6 +397,25 @@ fn verify(dir: &Path, acknowledged: &[Ack], round: u32) {
                     .dedupe_get(&dedupe_key(*round, *index), 0)
                     .expect("read dedupe")
                     == Some(dedupe_value(*round, *index))
+            }
+            Ack::Turn {
+                round,
+                index,
+                lane,
+                seq,
+            } => {
+                let entries = turn_transcripts.entry((*round, *lane)).or_insert_with(|| {
+                    store
+                        .transcript_tail(&turn_session_id(*round, *lane), usize::MAX)
+                        .expect("read turn transcript")
+                });
+                let session = store
+                    .session(&turn_session_key(*round, *lane))
+                    .expect("read turn session");
+                entries
+                    .iter()
+                    .any(|(s, entry)| s == seq && *entry == transcript_entry(*round, *index))
+                    && session.is_some_and(|entry| entry.input_tokens >= *index)
             }
         };
         assert!(

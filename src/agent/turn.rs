@@ -303,12 +303,13 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         session.channel = session.channel.clone().or_else(|| spec.channel.clone());
     }
     // The user's message and the session entry in one commit.
+    let stored = session.clone();
     env.store
         .record_turn(
             &spec.session_key,
             &session.session_id,
             (!recorded).then_some(&user_entry),
-            |_| Some(session.clone()),
+            move |_| Some(stored.clone()),
         )
         .map_err(store_err)?;
     Ok((session, first_run))
@@ -379,12 +380,14 @@ fn record_reply(
             output_tokens: Some(outcome.usage.output_tokens),
             extra_json: None,
         });
-    let settle = |mut entry: SessionEntry| {
-        entry.updated_at_ms = outcome.ended_at_ms;
-        entry.input_tokens += outcome.usage.input_tokens;
-        entry.output_tokens += outcome.usage.output_tokens;
+    let (ended_at_ms, usage) = (outcome.ended_at_ms, outcome.usage);
+    let aborted = outcome.status == RunStatus::Aborted;
+    let settle = move |mut entry: SessionEntry| {
+        entry.updated_at_ms = ended_at_ms;
+        entry.input_tokens += usage.input_tokens;
+        entry.output_tokens += usage.output_tokens;
         entry.total_tokens = entry.input_tokens + entry.output_tokens;
-        entry.aborted_last_run = outcome.status == RunStatus::Aborted;
+        entry.aborted_last_run = aborted;
         entry
     };
     let settlements = env
@@ -395,11 +398,12 @@ fn record_reply(
     // The reply, the session's totals and the owner's settlements in one
     // commit; the entry is read in the same transaction, so a patch landed
     // meanwhile is kept.
+    let session_id = session.session_id.clone();
     env.store.record_turn_settling(
         &spec.session_key,
-        &session.session_id,
+        &session_id,
         reply.as_ref(),
-        |current| match current {
+        move |current| match current {
             Some(current) if current.session_id == session.session_id => Some(settle(current)),
             // The session was reset meanwhile; leave the new one alone.
             Some(_) => None,

@@ -53,7 +53,7 @@ impl Store {
             value: value.to_vec(),
         };
         let bytes = encode(DEDUPE_DB, key, &record)?;
-        self.env.write("dedupe_put", |txn, dbs| {
+        self.env.write_grouped("dedupe_put", move |txn, dbs| {
             Ok(dbs.dedupe.put(txn, &stored_key, &bytes)?)
         })
     }
@@ -62,7 +62,8 @@ impl Store {
     /// records of the work it finished go together (one fsync instead of two).
     pub fn settle(&self, settle: &Settlement) -> Result<(), StoreError> {
         let encoded = EncodedSettlement::new(settle)?;
-        self.env.write("settle", |txn, dbs| encoded.apply(txn, dbs))
+        self.env
+            .write_grouped("settle", move |txn, dbs| encoded.apply(txn, dbs))
     }
 }
 
@@ -78,14 +79,14 @@ pub struct Settlement {
 }
 
 /// A [`Settlement`] checked and encoded outside the transaction.
-pub(super) struct EncodedSettlement<'a> {
+pub(super) struct EncodedSettlement {
     stored_key: Vec<u8>,
     bytes: Vec<u8>,
-    done: &'a [String],
+    done: Vec<String>,
 }
 
-impl<'a> EncodedSettlement<'a> {
-    pub(super) fn new(settle: &'a Settlement) -> Result<Self, StoreError> {
+impl EncodedSettlement {
+    pub(super) fn new(settle: &Settlement) -> Result<Self, StoreError> {
         for meta_key in &settle.done {
             check_key(META_DB, meta_key)?;
         }
@@ -96,13 +97,13 @@ impl<'a> EncodedSettlement<'a> {
         Ok(EncodedSettlement {
             stored_key: stored_key(&settle.key)?,
             bytes: encode(DEDUPE_DB, &settle.key, &record)?,
-            done: &settle.done,
+            done: settle.done.clone(),
         })
     }
 
     pub(super) fn apply(&self, txn: &mut RwTxn<'_>, dbs: &Databases) -> Result<(), TxnError> {
         dbs.dedupe.put(txn, &self.stored_key, &self.bytes)?;
-        for meta_key in self.done {
+        for meta_key in &self.done {
             dbs.meta.delete(txn, meta_key.as_bytes())?;
         }
         Ok(())

@@ -17,12 +17,14 @@
 //!   far each kind of write may take it) and the write's closure runs again from the start.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
+use super::group_commit::{GroupCommit, Job, Queued};
 use super::map::{os_page_size, round_up, to_usize, MapLimits, Room};
 use super::meta;
 use super::pace::CommitPace;
@@ -136,6 +138,19 @@ impl TxnError {
     }
 }
 
+/// The error every write of a failed group transaction gets (a store error is not `Clone`).
+fn shared_failure(error: &StoreError) -> StoreError {
+    match error {
+        StoreError::Full { limit_bytes } => StoreError::Full {
+            limit_bytes: *limit_bytes,
+        },
+        other => StoreError::Lmdb {
+            operation: "group commit",
+            message: other.to_string(),
+        },
+    }
+}
+
 pub(super) fn lmdb_error(operation: &'static str, error: heed::Error) -> StoreError {
     StoreError::Lmdb {
         operation,
@@ -158,6 +173,8 @@ pub(super) struct LmdbEnv {
     pub(super) limits: MapLimits,
     /// How long commits take and which writes are open (`pace.rs`).
     pub(super) pace: CommitPace,
+    /// Small writes waiting to share the next transaction (`group_commit.rs`).
+    pub(super) group: GroupCommit,
 }
 
 impl LmdbEnv {
@@ -196,6 +213,7 @@ impl LmdbEnv {
             resize_gate: RwLock::new(()),
             limits,
             pace: CommitPace::default(),
+            group: GroupCommit::default(),
         })
     }
 
@@ -286,6 +304,97 @@ impl LmdbEnv {
             txn.commit()?;
             self.pace.commit_took(committing.elapsed());
             Ok(value)
+        })();
+        (outcome, observed_map)
+    }
+
+    /// Runs `body` as one write of a group transaction (`group_commit.rs`): atomic on its own (a nested
+    /// transaction), committed and synced with whatever other grouped writes were waiting, before this returns.
+    /// Adds data (`Room::Ordinary`). `body` may run more than once and must have no effects of its own.
+    pub fn write_grouped<R: Send + 'static>(
+        &self,
+        operation: &'static str,
+        mut body: impl FnMut(&mut RwTxn<'_>, &Databases) -> Result<R, TxnError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let value = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&value);
+        let job: Job = Box::new(move |txn, dbs| {
+            *slot.lock() = Some(body(txn, dbs)?);
+            Ok(())
+        });
+        self.group.submit(self, operation, job)?;
+        let taken = value.lock().take();
+        taken.ok_or(StoreError::Lmdb {
+            operation,
+            message: "the group commit returned no value".to_string(),
+        })
+    }
+
+    /// Runs a batch of grouped writes in one write transaction, each in a nested transaction of its own, and
+    /// commits it; returns each write's outcome in order. A full map grows and the batch runs again.
+    pub(super) fn write_batch(&self, batch: &mut [Queued]) -> Vec<Result<(), StoreError>> {
+        let count = batch.len();
+        let shared = |error: &StoreError| {
+            (0..count)
+                .map(|_| Err(shared_failure(error)))
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..MAX_WRITE_ATTEMPTS {
+            let (outcome, observed_map) = self.try_batch(batch);
+            let error = match outcome {
+                Ok(outcomes) => return outcomes,
+                Err(error) => error,
+            };
+            let recovered = match error.mdb() {
+                Some(MdbError::MapFull) => self.grow(observed_map, Room::Ordinary),
+                Some(MdbError::MapResized) => self.adopt_foreign_resize("group commit"),
+                _ => Err(error.into_store("group commit")),
+            };
+            if let Err(error) = recovered {
+                return shared(&error);
+            }
+        }
+        shared(&StoreError::Lmdb {
+            operation: "group commit",
+            message: "the map kept changing size; write abandoned".to_string(),
+        })
+    }
+
+    fn try_batch(
+        &self,
+        batch: &mut [Queued],
+    ) -> (Result<Vec<Result<(), StoreError>>, TxnError>, usize) {
+        let _gate = self.resize_gate.read();
+        let observed_map = self.env.info().map_size;
+        let _writing = self.pace.writing();
+        let outcome = (|| {
+            let mut txn = self.env.write_txn()?;
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for queued in batch.iter_mut() {
+                let mut nested = self.env.nested_write_txn(&mut txn)?;
+                match (queued.job)(&mut nested, &self.dbs) {
+                    Ok(()) => {
+                        nested.commit()?;
+                        outcomes.push(Ok(()));
+                    }
+                    // The map is full or moved: the whole batch runs again after the fix.
+                    Err(error)
+                        if error.mdb().is_some_and(|code| {
+                            matches!(code, MdbError::MapFull | MdbError::MapResized)
+                        }) =>
+                    {
+                        return Err(error)
+                    }
+                    Err(error) => {
+                        nested.abort();
+                        outcomes.push(Err(error.into_store(queued.operation)));
+                    }
+                }
+            }
+            let committing = Instant::now();
+            txn.commit()?;
+            self.pace.commit_took(committing.elapsed());
+            Ok(outcomes)
         })();
         (outcome, observed_map)
     }

@@ -77,8 +77,9 @@ impl Store {
                 reason: format!("`{SCHEMA_VERSION_KEY}` is reserved for the store itself"),
             });
         }
-        self.env.write("put_meta", |txn, dbs| {
-            Ok(dbs.meta.put(txn, key.as_bytes(), value)?)
+        let (key, value) = (key.as_bytes().to_vec(), value.to_vec());
+        self.env.write_grouped("put_meta", move |txn, dbs| {
+            Ok(dbs.meta.put(txn, &key, &value)?)
         })
     }
 
@@ -91,8 +92,9 @@ impl Store {
                 reason: format!("`{SCHEMA_VERSION_KEY}` is reserved for the store itself"),
             });
         }
-        self.env.write("delete_meta", |txn, dbs| {
-            Ok(dbs.meta.delete(txn, key.as_bytes())?)
+        let key = key.as_bytes().to_vec();
+        self.env.write_grouped("delete_meta", move |txn, dbs| {
+            Ok(dbs.meta.delete(txn, &key)?)
         })
     }
 

@@ -17,6 +17,8 @@ mod dedupe;
 mod devices;
 mod dm_pairing;
 mod env;
+mod group_commit;
+pub use group_commit::{GroupFigures, MAX_GROUP_JOBS};
 mod maintenance;
 mod map;
 mod map_pages;
@@ -262,6 +264,11 @@ impl Store {
             reader_slots_used: info.reader_slots_used,
             max_readers: info.max_readers,
         })
+    }
+
+    /// What the group commit did since open: transactions, the writes they carried, the largest batch.
+    pub fn group_figures(&self) -> GroupFigures {
+        self.env.group.figures()
     }
 
     /// Flushes the data file to disk (`mdb_env_sync` with force). Commits already sync; this is for shutdown.

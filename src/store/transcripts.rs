@@ -50,12 +50,14 @@ impl Store {
     ) -> Result<u64, StoreError> {
         check_session_id(session_id)?;
         let value = encode(TRANSCRIPTS_DB, session_id, entry)?;
-        self.env.write("append_transcript", |txn, dbs| {
-            let seq = last_seq(txn, dbs, session_id)?.map_or(1, |last| last + 1);
-            dbs.transcripts
-                .put(txn, &entry_key(session_id, seq), &value)?;
-            Ok(seq)
-        })
+        let session_id = session_id.to_string();
+        self.env
+            .write_grouped("append_transcript", move |txn, dbs| {
+                let seq = last_seq(txn, dbs, &session_id)?.map_or(1, |last| last + 1);
+                dbs.transcripts
+                    .put(txn, &entry_key(&session_id, seq), &value)?;
+                Ok(seq)
+            })
     }
 
     /// Appends several entries to a session's transcript in one write transaction (an import's batch) and

@@ -19,13 +19,15 @@ impl Store {
     /// what `update` makes of the stored index entry under `session_key`
     /// (`None`: leave it as it is), in one transaction. `update` may run more
     /// than once (the transaction is retried when the map grows), so it must
-    /// have no effects of its own. Returns the entry's sequence number.
+    /// have no effects of its own. Returns the entry's sequence number. The
+    /// write shares its commit with other turns' writes waiting at the same
+    /// time (`group_commit.rs`); it returns once that commit is synced.
     pub fn record_turn(
         &self,
         session_key: &str,
         session_id: &str,
         entry: Option<&TranscriptEntry>,
-        update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+        update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
     ) -> Result<Option<u64>, StoreError> {
         self.record_turn_settling(session_key, session_id, entry, update, &[])
     }
@@ -38,7 +40,7 @@ impl Store {
         session_key: &str,
         session_id: &str,
         entry: Option<&TranscriptEntry>,
-        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry>,
+        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
         settle: &[Settlement],
     ) -> Result<Option<u64>, StoreError> {
         let settle = settle
@@ -50,36 +52,28 @@ impl Store {
         let value = entry
             .map(|entry| encode(TRANSCRIPTS_DB, session_id, entry))
             .transpose()?;
-        let mut encode_error = None;
-        let written = self.env.write("record_turn", |txn, dbs| {
+        let (session_key, session_id) = (session_key.to_string(), session_id.to_string());
+        self.env.write_grouped("record_turn", move |txn, dbs| {
             let seq = match &value {
                 Some(value) => {
-                    let seq = last_seq(txn, dbs, session_id)?.map_or(1, |last| last + 1);
+                    let seq = last_seq(txn, dbs, &session_id)?.map_or(1, |last| last + 1);
                     dbs.transcripts
-                        .put(txn, &entry_key(session_id, seq), value)?;
+                        .put(txn, &entry_key(&session_id, seq), value)?;
                     Some(seq)
                 }
                 None => None,
             };
-            let current = read_session(txn, dbs, session_key)?;
+            let current = read_session(txn, dbs, &session_key)?;
             if let Some(next) = update(current) {
-                match encode(SESSIONS_DB, session_key, &next) {
-                    Ok(bytes) => dbs.sessions.put(txn, session_key.as_bytes(), &bytes)?,
-                    Err(error) => {
-                        encode_error = Some(error);
-                        return Ok(None);
-                    }
-                }
+                // An entry that cannot be encoded rolls the whole write back (its nested transaction).
+                let bytes = encode(SESSIONS_DB, &session_key, &next)?;
+                dbs.sessions.put(txn, session_key.as_bytes(), &bytes)?;
             }
             for settlement in &settle {
                 settlement.apply(txn, dbs)?;
             }
             Ok(seq)
-        })?;
-        match encode_error {
-            Some(error) => Err(error),
-            None => Ok(written),
-        }
+        })
     }
 }
 
