@@ -13,6 +13,9 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 
 const STEP_TIMEOUT_MS = 120_000;
+// OpenClaw answers connect.challenge before it is ready and closes sockets until then: connect retries.
+const CONNECT_RETRY_FOR_MS = 120_000;
+const CONNECT_RETRY_PAUSE_MS = 500;
 
 const { values: args } = parseArgs({
   options: {
@@ -52,6 +55,18 @@ function within(promise, what) {
 mkdirSync(args["identity-dir"], { recursive: true });
 
 async function connect(n) {
+  const started = performance.now();
+  for (;;) {
+    try {
+      return await connectOnce(n);
+    } catch (error) {
+      if (performance.now() - started > CONNECT_RETRY_FOR_MS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_PAUSE_MS));
+    }
+  }
+}
+
+async function connectOnce(n) {
   const client = new OpenClawClient({
     url: args.url,
     token: args.token,
