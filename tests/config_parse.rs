@@ -599,3 +599,59 @@ fn chat_completions_body_cap_must_be_positive() {
             .contains("gateway.http.endpoints.responses is not supported by pincer")
     );
 }
+
+#[test]
+fn channel_and_commands_keys_pincer_lacks_are_unsupported_not_unknown() {
+    for (config, path) in [
+        (
+            "{ channels: { discord: { token: 'd', guilds: { '1': { slug: 'home' } } } } }",
+            "channels.discord.guilds.1.slug",
+        ),
+        (
+            "{ channels: { discord: { token: 'd', guilds: { '1': { ignoreOtherMentions: true } } } } }",
+            "channels.discord.guilds.1.ignoreOtherMentions",
+        ),
+        (
+            "{ channels: { discord: { token: 'd', guilds: { '1': { channels: { '2': { ignoreOtherMentions: true } } } } } } }",
+            "channels.discord.guilds.1.channels.2.ignoreOtherMentions",
+        ),
+        (
+            "{ channels: { slack: { botToken: 'x', appToken: 'y', thread: { historyScope: 'thread' } } } }",
+            "channels.slack.thread",
+        ),
+        (
+            "{ channels: { slack: { botToken: 'x', appToken: 'y', typingReaction: 'eyes' } } }",
+            "channels.slack.typingReaction",
+        ),
+        (
+            "{ channels: { slack: { botToken: 'x', appToken: 'y', accounts: { w: { userToken: 'xoxp-1' } } } } }",
+            "channels.slack.accounts.w.userToken",
+        ),
+        (
+            "{ channels: { slack: { botToken: 'x', appToken: 'y', streaming: { mode: 'partial', nativeTransport: true } } } }",
+            "channels.slack.streaming.nativeTransport",
+        ),
+        (
+            "{ channels: { telegram: { botToken: 't', streaming: { mode: 'partial', preview: { toolProgress: false } } } } }",
+            "channels.telegram.streaming.preview.toolProgress",
+        ),
+        ("{ commands: { ownerDisplay: 'hash' } }", "commands.ownerDisplay"),
+        (
+            "{ commands: { ownerDisplaySecret: 's' } }",
+            "commands.ownerDisplaySecret",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+    let message = error("{ agents: { defaults: { blockStreamingBreak: 'message_end' } } }");
+    assert!(
+        message.contains("agents.defaults.blockStreamingBreak")
+            && message.contains("is not supported by pincer"),
+        "{message}"
+    );
+    parse("{ agents: { defaults: { blockStreamingBreak: 'text_end' } } }").expect("text_end");
+}

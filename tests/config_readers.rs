@@ -21,6 +21,36 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
         "comment",
         "bindings[].comment is a note for humans, ignored upstream too",
     ),
+    // commands.* and agents.defaults keys with one working value: validation
+    // refuses the others as "not supported by pincer" (config/validate.rs)
+    (
+        "bash",
+        "commands.bash: only false (no `!`/`/bash` chat command)",
+    ),
+    (
+        "bash_foreground_ms",
+        "commands.bashForegroundMs: only the default (no `/bash`)",
+    ),
+    (
+        "debug",
+        "commands.debug: only false (no `/debug` chat command)",
+    ),
+    (
+        "native",
+        "commands.native: only false (no native command menus)",
+    ),
+    (
+        "native_skills",
+        "commands.nativeSkills: only false (no native command menus)",
+    ),
+    (
+        "use_access_groups",
+        "commands.useAccessGroups: only true (commands obey access rules)",
+    ),
+    (
+        "block_streaming_break",
+        "agents.defaults.blockStreamingBreak: only text_end (blocks go out as written)",
+    ),
 ];
 
 /// Fields other issue-14 helpers are wiring up in parallel; each goes
@@ -34,24 +64,13 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)
-    ("slug", "discord guilds"),
-    ("ignore_other_mentions", "discord guilds"),
-    ("require_explicit_mention", "slack thread"),
-    ("history_scope", "slack thread"),
-    ("inherit_parent", "slack thread"),
-    ("initial_history_limit", "slack thread"),
     (
         "mention_patterns",
         "messages.groupChat.mentionPatterns (requireMention)",
     ),
-    ("block_streaming_break", "streaming"),
-    ("native_transport", "streaming"),
-    ("tool_progress", "streaming"),
     ("default_to", "channels' defaultTo"),
     ("dm_history_limit", "channels' dmHistoryLimit"),
     ("dms", "channels' dms"),
-    ("typing_reaction", "channels.slack.typingReaction"),
-    ("user_token", "channels.slack.userToken"),
     // owned by issue 14 sessions (session.*)
     ("high_water_bytes", "session.maintenance"),
     (
@@ -59,15 +78,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
         "session.typingIntervalSeconds (and agents.defaults')",
     ),
     ("typing_mode", "session.typingMode (and agents.defaults')"),
-    // owned by issue 14 figures (commands.*)
-    ("bash", "commands.bash"),
-    ("bash_foreground_ms", "commands.bashForegroundMs"),
-    ("debug", "commands.debug"),
-    ("native", "commands.native"),
-    ("native_skills", "commands.nativeSkills"),
-    ("owner_display", "commands.ownerDisplay"),
-    ("owner_display_secret", "commands.ownerDisplaySecret"),
-    ("use_access_groups", "commands.useAccessGroups"),
 ];
 
 /// Unread fields of the register helper's own area that are not done yet:

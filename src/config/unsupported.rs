@@ -108,6 +108,17 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "channels.*.responsePrefix",
     "channels.telegram.customCommands",
     "channels.discord.intents",
+    // channel keys of issue 14's channel/session/commands pass that pincer lacks
+    "channels.discord.guilds.*.slug",
+    "channels.discord.guilds.*.ignoreOtherMentions",
+    "channels.discord.guilds.*.channels.*.ignoreOtherMentions",
+    "channels.slack.thread",
+    "channels.slack.typingReaction",
+    "channels.slack.userToken",
+    "channels.*.streaming.nativeTransport",
+    "channels.*.streaming.preview.toolProgress",
+    "commands.ownerDisplay",
+    "commands.ownerDisplaySecret",
     // models
     "models.providers.*.injectNumCtxForOpenAICompat",
     // session

@@ -42,6 +42,14 @@ fn check_defaults(v: &Validator, refs: &ModelRefs, defaults: &AgentDefaults) -> 
         &breaks,
         &at("blockStreamingBreak"),
     )?;
+    // Blocks go out as the chunker closes them (upstream's `text_end`);
+    // holding them to the end of each model message is not implemented.
+    if defaults.block_streaming_break.as_deref() == Some("message_end") {
+        return Err(v.fail(
+            at("blockStreamingBreak"),
+            "\"message_end\" is not supported by pincer (blocks are sent as they are written; use \"text_end\")",
+        ));
+    }
     v.range(defaults.max_concurrent, 1, u32::MAX, &at("maxConcurrent"))?;
     check_heartbeat(v, refs, defaults.heartbeat.as_ref(), &at("heartbeat"))?;
     check_memory_layer(v, defaults.memory_search.as_ref(), &at("memorySearch"))?;

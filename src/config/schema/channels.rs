@@ -71,16 +71,12 @@ pub struct StreamingConfig {
     pub chunk_mode: Option<ChunkMode>,
     pub preview: Option<StreamingPreview>,
     pub block: Option<StreamingBlock>,
-    /// Slack's native streaming API.
-    pub native_transport: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StreamingPreview {
     pub chunk: Option<BlockStreamingChunk>,
-    /// Show tool activity in the preview (default true).
-    pub tool_progress: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -186,9 +186,7 @@ pub struct DiscordDmConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct DiscordGuildConfig {
-    pub slug: Option<String>,
     pub require_mention: Option<bool>,
-    pub ignore_other_mentions: Option<bool>,
     /// Users allowed in this guild.
     #[serde(deserialize_with = "cde::opt_id_list")]
     pub users: Option<Vec<String>>,
@@ -205,7 +203,6 @@ pub struct DiscordGuildChannelConfig {
     /// `false`: the channel is not on the guild's allowlist.
     pub allow: Option<bool>,
     pub require_mention: Option<bool>,
-    pub ignore_other_mentions: Option<bool>,
     #[serde(deserialize_with = "cde::opt_id_list")]
     pub users: Option<Vec<String>>,
     #[serde(deserialize_with = "cde::opt_id_list")]

@@ -131,14 +131,6 @@ impl InboundDebounceConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OwnerDisplay {
-    #[default]
-    Raw,
-    Hash,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct CommandsConfig {
@@ -163,8 +155,6 @@ pub struct CommandsConfig {
     /// Owners, by channel-native id.
     #[serde(deserialize_with = "cde::id_list")]
     pub owner_allow_from: Vec<String>,
-    pub owner_display: OwnerDisplay,
-    pub owner_display_secret: Option<String>,
     /// Channel ("*" for all) → senders allowed to use commands; when set, a
     /// command from anyone else is dropped (read by `channels::commands`).
     #[serde(deserialize_with = "cde::id_list_map")]
@@ -184,8 +174,6 @@ impl Default for CommandsConfig {
             restart: true,
             use_access_groups: true,
             owner_allow_from: Vec::new(),
-            owner_display: OwnerDisplay::Raw,
-            owner_display_secret: None,
             allow_from: BTreeMap::new(),
         }
     }

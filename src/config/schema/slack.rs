@@ -42,7 +42,6 @@ channel_accounts! {
         mode: SlackMode,
         bot_token: String,
         app_token: String,
-        user_token: String,
         /// Web API root (pincer's key; OpenClaw has none), default
         /// `https://slack.com/api`: proxies and test servers.
         api_url: String,
@@ -67,9 +66,7 @@ channel_accounts! {
         streaming: StreamingConfig,
         media_max_mb: f64,
         reply_to_mode: ReplyToMode,
-        thread: SlackThreadConfig,
         ack_reaction: String,
-        typing_reaction: String,
     }
 }
 
@@ -171,22 +168,6 @@ pub struct SlackChannelConfig {
     pub users: Option<Vec<String>>,
     pub skills: Option<Vec<String>>,
     pub system_prompt: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SlackHistoryScope {
-    Thread,
-    Channel,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct SlackThreadConfig {
-    pub history_scope: Option<SlackHistoryScope>,
-    pub inherit_parent: Option<bool>,
-    pub initial_history_limit: Option<u32>,
-    pub require_explicit_mention: Option<bool>,
 }
 
 #[cfg(test)]
