@@ -655,3 +655,20 @@ fn channel_and_commands_keys_pincer_lacks_are_unsupported_not_unknown() {
     );
     parse("{ agents: { defaults: { blockStreamingBreak: 'text_end' } } }").expect("text_end");
 }
+
+#[test]
+fn a_mention_pattern_that_is_no_regex_is_refused_with_its_index() {
+    let message = error("{ messages: { groupChat: { mentionPatterns: ['ok', '(unclosed'] } } }");
+    assert!(
+        message.contains("messages.groupChat.mentionPatterns[1]")
+            && message.contains("not a valid regular expression"),
+        "{message}"
+    );
+    let message =
+        error("{ agents: { list: [ { id: 'a', groupChat: { mentionPatterns: ['a{99999}{99999}'] } } ] } }");
+    assert!(
+        message.contains("agents.list[0].groupChat.mentionPatterns[0]"),
+        "{message}"
+    );
+    parse("{ messages: { groupChat: { mentionPatterns: ['\\\\bclawd?\\\\b'] } } }").expect("valid");
+}

@@ -64,10 +64,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)
-    (
-        "mention_patterns",
-        "messages.groupChat.mentionPatterns (requireMention)",
-    ),
     ("default_to", "channels' defaultTo"),
     ("dm_history_limit", "channels' dmHistoryLimit"),
     ("dms", "channels' dms"),

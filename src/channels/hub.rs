@@ -28,6 +28,7 @@ use crate::agent::{AgentRuntime, SubagentRegistry, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::schema::common::ReplyToMode;
 use crate::config::Config;
 use crate::pipeline::commands::CommandInvocation;
+use crate::pipeline::mentions::MentionPatterns;
 use crate::pipeline::{debounce_key, Decision, Inbound, InboundPipeline, TypingGuard};
 use crate::queue::{CommandQueue, EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::routing::{Route, Router};
@@ -113,7 +114,13 @@ pub struct ChannelHub {
     /// Per session, the completion of its last queued command.
     command_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
     next_command: AtomicU64,
+    /// Compiled mention patterns per agent of one config version (bounded by
+    /// the config's agents; dropped when the config changes).
+    mentions: Mutex<(Weak<Config>, MentionCache)>,
 }
+
+/// Compiled mention patterns by agent id.
+type MentionCache = HashMap<String, Arc<MentionPatterns>>;
 
 /// The run timeout from `agents.defaults.timeoutSeconds`.
 pub fn run_timeout_ms(config: &Config) -> u64 {
@@ -142,6 +149,7 @@ impl ChannelHub {
             failures: Mutex::new(VecDeque::new()),
             command_tails: Mutex::new(HashMap::new()),
             next_command: AtomicU64::new(0),
+            mentions: Mutex::new((Weak::new(), HashMap::new())),
         })
     }
 
@@ -156,6 +164,24 @@ impl ChannelHub {
     }
 
     /// Rebuilds the routing tables when the config was swapped.
+    /// The mention patterns of `agent_id` under `config`, compiled once per
+    /// config version.
+    fn mention_patterns(&self, config: &Arc<Config>, agent_id: &str) -> Arc<MentionPatterns> {
+        let mut cache = self.mentions.lock();
+        if !cache
+            .0
+            .upgrade()
+            .is_some_and(|seen| Arc::ptr_eq(&seen, config))
+        {
+            *cache = (Arc::downgrade(config), HashMap::new());
+        }
+        cache
+            .1
+            .entry(agent_id.to_string())
+            .or_insert_with(|| Arc::new(MentionPatterns::for_agent(config, agent_id)))
+            .clone()
+    }
+
     fn refresh_router(&self, config: &Arc<Config>) {
         let mut routed = self.routed.lock();
         if routed
@@ -358,7 +384,7 @@ impl ChannelHub {
 
     async fn handle_event(
         self: Arc<Self>,
-        event: InboundEvent,
+        mut event: InboundEvent,
         inbox: Vec<String>,
         replay: bool,
     ) -> Result<(), InboundError> {
@@ -382,6 +408,15 @@ impl ChannelHub {
         let (mut broadcast, _strategy) = self.router.resolve_all(&event.route);
         broadcast.retain(|r| r.session_key != route.session_key);
         let sender_id = event.message.sender_id.clone();
+        // `mentionPatterns`: text naming the bot counts as a mention in a group.
+        if is_group
+            && !event.bot_mentioned
+            && self
+                .mention_patterns(&config, &route.agent_id)
+                .matches(&event.message.body)
+        {
+            event.bot_mentioned = true;
+        }
         let mentioned =
             event.bot_mentioned || event.message.mentioned || event.message.is_reply_to_bot;
         let message_id = event.message.message_id.clone();

@@ -19,6 +19,11 @@ const THINKING_LEVELS: [&str; 7] = [
 
 pub(crate) fn check_agents(v: &Validator, config: &Config) -> Check {
     let refs = ModelRefs::new(config);
+    check_mention_patterns(
+        v,
+        &config.messages.group_chat,
+        "messages.groupChat.mentionPatterns",
+    )?;
     check_defaults(v, &refs, &config.agents.defaults)?;
     check_list(v, &refs, &config.agents.list)
 }
@@ -130,6 +135,41 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
                 check_exec(v, exec, &at("tools.exec"))?;
             }
         }
+        if let Some(group_chat) = &agent.group_chat {
+            check_mention_patterns(v, group_chat, &at("groupChat.mentionPatterns"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Mention patterns must compile as regular expressions within the size
+/// limit (upstream drops a bad pattern with a warning; pincer refuses it, so
+/// a gate the user relies on is never silently missing).
+fn check_mention_patterns(v: &Validator, group_chat: &GroupChatConfig, path: &str) -> Check {
+    let Some(patterns) = &group_chat.mention_patterns else {
+        return Ok(());
+    };
+    v.ensure(
+        patterns.len() <= common::MAX_MENTION_PATTERNS,
+        path,
+        format!(
+            "at most {} patterns, got {}",
+            common::MAX_MENTION_PATTERNS,
+            patterns.len()
+        ),
+    )?;
+    for (i, pattern) in patterns.iter().enumerate() {
+        regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .size_limit(common::MAX_MENTION_PATTERN_BYTES)
+            .build()
+            .map_err(|e| {
+                let reason = e.to_string().lines().last().unwrap_or_default().to_string();
+                v.fail(
+                    format!("{path}[{i}]"),
+                    format!("{pattern:?} is not a valid regular expression: {reason}"),
+                )
+            })?;
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ pub mod context;
 pub mod debounce;
 pub mod dedupe;
 pub mod echo;
+pub mod mentions;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

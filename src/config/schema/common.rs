@@ -112,11 +112,19 @@ pub struct HumanDelayConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct GroupChatConfig {
-    /// Regex patterns that count as mentioning the bot.
-    pub mention_patterns: Vec<String>,
+    /// Regex patterns (case-insensitive) that count as mentioning the bot
+    /// in a group; an agent's list, when set, replaces the global one.
+    pub mention_patterns: Option<Vec<String>>,
     /// Group messages kept as context.
     pub history_limit: Option<u32>,
 }
+
+/// Compiled size allowed for one mention pattern (the regex crate's
+/// `size_limit`): a pattern past it is refused, so a hostile or careless
+/// pattern cannot take unbounded memory.
+pub const MAX_MENTION_PATTERN_BYTES: usize = 256 * 1024;
+/// Most mention patterns one list may hold.
+pub const MAX_MENTION_PATTERNS: usize = 64;
 
 /// Per-DM overrides keyed by sender id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
