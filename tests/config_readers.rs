@@ -68,7 +68,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     ("dm_history_limit", "channels' dmHistoryLimit"),
     ("dms", "channels' dms"),
     // owned by issue 14 sessions (session.*)
-    ("high_water_bytes", "session.maintenance"),
     (
         "typing_interval_seconds",
         "session.typingIntervalSeconds (and agents.defaults')",

@@ -1,7 +1,8 @@
 //! Store maintenance, after OpenClaw's session maintenance: keeps the store bounded on a small board.
 //!
 //! In order: prune sessions not updated within `prune_after_ms`, cap the rest to `max_entries` (oldest first),
-//! then, when `max_disk_bytes` is set and the live pages exceed it, remove the oldest sessions until they fit.
+//! then, when `max_disk_bytes` is set and the live pages exceed it, remove the oldest sessions until they fit under
+//! `high_water_bytes` (80% of the budget unless configured, as upstream).
 //! A removed session takes its transcript with it (unless another session still uses that session id). Then
 //! expired dedupe entries and pairing requests older than `PAIR_REQUEST_TTL_MS` are dropped. Work is done in
 //! small committed transactions, so a gateway write never waits long and a full map can still shrink. In warn mode
@@ -37,6 +38,10 @@ pub struct MaintenancePolicy {
     pub prune_after_ms: u64,
     pub max_entries: usize,
     pub max_disk_bytes: Option<u64>,
+    /// Once over `max_disk_bytes`, sessions go until used bytes are at most
+    /// this (`session.maintenance.highWaterBytes`, 80% of the budget by
+    /// default); `None`: down to the budget itself.
+    pub high_water_bytes: Option<u64>,
     /// Remove what the limits exceed (`enforce`); when false (`warn`) only report it.
     pub enforce: bool,
 }
@@ -47,6 +52,7 @@ impl Default for MaintenancePolicy {
             prune_after_ms: DEFAULT_PRUNE_AFTER_MS,
             max_entries: DEFAULT_MAX_SESSION_ENTRIES,
             max_disk_bytes: None,
+            high_water_bytes: None,
             enforce: true,
         }
     }
@@ -59,6 +65,7 @@ impl MaintenancePolicy {
             prune_after_ms: maintenance.prune_after_ms(),
             max_entries: maintenance.max_entries as usize,
             max_disk_bytes: maintenance.max_disk_bytes(),
+            high_water_bytes: maintenance.high_water_bytes(),
             enforce: maintenance.enforces(),
         }
     }
@@ -191,7 +198,10 @@ impl Store {
             report.transcripts_removed += transcripts;
         }
         if let Some(limit_bytes) = policy.max_disk_bytes {
-            let (removed, transcripts) = self.evict_for_disk(&live, limit_bytes)?;
+            let target_bytes = policy
+                .high_water_bytes
+                .map_or(limit_bytes, |high| high.min(limit_bytes));
+            let (removed, transcripts) = self.evict_for_disk(&live, limit_bytes, target_bytes)?;
             report.disk_evicted_sessions = removed;
             report.transcripts_removed += transcripts;
         }
@@ -238,22 +248,29 @@ impl Store {
         &self,
         live: &[Candidate],
         limit_bytes: u64,
+        target_bytes: u64,
     ) -> Result<(usize, usize), StoreError> {
         let mut next = 0;
         let mut totals = (0, 0);
+        let used = self
+            .env
+            .read("maintain", |txn, dbs| env::used_bytes(&self.env, txn, dbs))?;
+        if used <= limit_bytes {
+            return Ok(totals);
+        }
         loop {
             let (consumed, sessions, transcripts, still_over) =
                 self.env.delete("maintain", |txn, dbs| {
                     let mut cursor = next;
                     let mut removed = (0, 0);
-                    let mut over = env::used_bytes(&self.env, txn, dbs)? > limit_bytes;
+                    let mut over = env::used_bytes(&self.env, txn, dbs)? > target_bytes;
                     while over && cursor < live.len() && cursor - next < DISK_EVICTIONS_PER_TXN {
                         if let Some(transcripts) = remove_unchanged(txn, dbs, &live[cursor])? {
                             removed.0 += 1;
                             removed.1 += transcripts;
                         }
                         cursor += 1;
-                        over = env::used_bytes(&self.env, txn, dbs)? > limit_bytes;
+                        over = env::used_bytes(&self.env, txn, dbs)? > target_bytes;
                     }
                     Ok((cursor - next, removed.0, removed.1, over))
                 })?;
@@ -262,7 +279,7 @@ impl Store {
             totals.1 += transcripts;
             if !still_over || next >= live.len() {
                 if still_over {
-                    log::warn!("store maintenance: no sessions left to remove, used bytes still over {limit_bytes}");
+                    log::warn!("store maintenance: no sessions left to remove, used bytes still over {target_bytes}");
                 }
                 return Ok(totals);
             }
@@ -375,6 +392,7 @@ mod tests {
             prune_after_ms: 0,
             max_entries: 0,
             max_disk_bytes: None,
+            high_water_bytes: None,
             enforce: true,
         }
     }
@@ -572,6 +590,56 @@ mod tests {
         assert_eq!(remaining, newest);
     }
 
+    fn twenty_sessions(store: &Store) -> u64 {
+        for i in 0..20u64 {
+            add_session(
+                store,
+                &format!("k{i:02}"),
+                &format!("s{i:02}"),
+                NOW_MS - (100 - i),
+                4,
+                2_000,
+            );
+        }
+        store.stats().expect("stats").used_bytes
+    }
+
+    #[test]
+    fn over_budget_cleanup_shrinks_to_the_high_water_mark() {
+        let (_dir, store) = temp_store();
+        let before = twenty_sessions(&store);
+        let config = SessionMaintenance {
+            max_disk_bytes: Some(format!("{}b", before * 9 / 10)),
+            high_water_bytes: Some(format!("{}b", before / 2)),
+            ..SessionMaintenance::default()
+        };
+        let policy = MaintenancePolicy::from_config(&config);
+        assert_eq!(policy.high_water_bytes, Some(before / 2));
+        let report = store.maintain(&policy, NOW_MS).expect("maintain");
+        let after = store.stats().expect("stats").used_bytes;
+        assert!(
+            after <= before / 2,
+            "used {after} bytes, high water {}",
+            before / 2
+        );
+        // Down to the budget alone would have removed only about a tenth.
+        assert!(report.disk_evicted_sessions >= 8, "{report:?}");
+    }
+
+    #[test]
+    fn under_budget_nothing_goes_even_above_the_high_water_mark() {
+        let (_dir, store) = temp_store();
+        let before = twenty_sessions(&store);
+        let policy = MaintenancePolicy {
+            max_disk_bytes: Some(before * 2),
+            high_water_bytes: Some(before / 2),
+            ..keep_all()
+        };
+        let report = store.maintain(&policy, NOW_MS).expect("maintain");
+        assert_eq!(report.disk_evicted_sessions, 0, "{report:?}");
+        assert_eq!(keys(&store).len(), 20);
+    }
+
     #[test]
     fn a_store_full_at_its_cap_accepts_writes_again_after_maintenance() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -664,6 +732,7 @@ mod tests {
             prune_after_ms: 1,
             max_entries: 1,
             max_disk_bytes: Some(1),
+            high_water_bytes: None,
             enforce: true,
         };
         let report = store.maintain(&policy, NOW_MS).expect("maintain");
