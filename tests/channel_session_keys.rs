@@ -1,11 +1,12 @@
 //! Channel and session keys of the message path, through the hub harness
 //! (a recording channel as `telegram`, the real pipeline, queue, agent turn
 //! against the fake OpenAI server, and reply path):
-//! `messages.groupChat.mentionPatterns` (and an agent's own list).
+//! `messages.groupChat.mentionPatterns` (and an agent's own list),
+//! `dmHistoryLimit` and `dms.<peer>.historyLimit`.
 
 mod support;
 
-use support::hub_harness::{group, queue_idle, reply, sent_count, start, WAIT};
+use support::hub_harness::{dm, group, queue_idle, reply, sent_count, start, Hub, WAIT};
 use support::recording_channel::{Abilities, Outbound};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,4 +61,66 @@ async fn an_agents_own_mention_patterns_replace_the_global_ones() {
         .await;
     let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
     assert_eq!(hub.fake.requests().len(), 1, "{log:?}");
+}
+
+/// The user messages of model request `index`.
+fn user_messages(hub: &Hub, index: usize) -> Vec<String> {
+    let request = &hub.fake.requests()[index];
+    request.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+/// Sends three DMs from `sender`, each answered before the next.
+async fn three_turns(hub: &Hub, sender: &str, already_sent: usize) {
+    for turn in 1..=3 {
+        hub.fake.push_reply(reply(&format!("answer {turn}")));
+        hub.channel
+            .inject(dm(
+                sender,
+                &format!("{sender}-{turn}"),
+                &format!("question {turn}"),
+            ))
+            .await;
+        hub.channel
+            .wait_for(WAIT, |l| sent_count(l) == already_sent + turn)
+            .await;
+        queue_idle(hub).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dm_history_keeps_the_last_user_turns_the_channel_or_the_peer_allows() {
+    let hub = start(
+        r#"allowFrom: ["42", "43", "44"], streaming: "off", dmHistoryLimit: 2,
+           dms: { "43": { historyLimit: 1 } }"#,
+        r#"session: { dmScope: "per-channel-peer" }"#,
+        Abilities::default(),
+    )
+    .await;
+    three_turns(&hub, "42", 0).await;
+    let third = user_messages(&hub, 2);
+    assert_eq!(third.len(), 2, "{third:?}");
+    assert!(third[0].contains("question 2") && third[1].contains("question 3"));
+
+    three_turns(&hub, "43", 3).await;
+    let third = user_messages(&hub, 5);
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert!(third[0].contains("question 3"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_dm_history_limit_the_whole_dm_history_is_sent() {
+    let hub = start(
+        r#"allowFrom: ["42"], streaming: "off""#,
+        r#"session: { dmScope: "per-channel-peer" }"#,
+        Abilities::default(),
+    )
+    .await;
+    three_turns(&hub, "42", 0).await;
+    assert_eq!(user_messages(&hub, 2).len(), 3);
 }

@@ -65,8 +65,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)
     ("default_to", "channels' defaultTo"),
-    ("dm_history_limit", "channels' dmHistoryLimit"),
-    ("dms", "channels' dms"),
     // owned by issue 14 sessions (session.*)
     (
         "typing_interval_seconds",

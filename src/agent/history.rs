@@ -1,6 +1,8 @@
 //! The prompt's history: the stored transcript of a session turned into
 //! provider messages (system prompt with the latest compaction summary, then
 //! the newest entries that fit the budget, with tool rounds kept paired).
+//! A direct-message session keeps only its last `dmHistoryLimit` user turns
+//! (the channel's, or `dms.<peer>.historyLimit` for that peer), as upstream.
 
 use crate::store::TranscriptEntry;
 
@@ -26,11 +28,15 @@ pub struct PromptHistory {
 /// message included, as it is already recorded).
 pub fn prompt_messages(
     env: &TurnEnv,
+    session_key: &str,
     session_id: &str,
     system_prompt: &str,
     window: context::ContextWindow,
 ) -> Result<PromptHistory, crate::store::StoreError> {
-    let stored = compaction::load_history(&env.store, session_id)?;
+    let mut stored = compaction::load_history(&env.store, session_id)?;
+    if let Some(limit) = dm_history_limit(&env.config, session_key) {
+        keep_last_user_turns(&mut stored.entries, limit);
+    }
     let last_call_ms = stored
         .entries
         .iter()
@@ -63,6 +69,81 @@ Older messages of this session were compacted into this summary:
         messages,
         last_call_ms,
     })
+}
+
+/// The DM history limit of a direct session key
+/// (`agent:<id>:<channel>:direct:<peer>`, or with the account before
+/// `direct`): `dms.<peer>.historyLimit` of the channel account, else its
+/// `dmHistoryLimit`. `None` (no limit) for other keys, for 0, and for
+/// keys that name no channel (`per-peer` and `main` scopes), as upstream.
+pub fn dm_history_limit(config: &crate::config::Config, session_key: &str) -> Option<usize> {
+    let parts: Vec<&str> = session_key.split(':').collect();
+    let rest = match parts.as_slice() {
+        ["agent", _agent, rest @ ..] => rest,
+        _ => return None,
+    };
+    let (channel, account, peer) = match rest {
+        [channel, kind, peer @ ..] if is_direct(kind) => (*channel, "default", peer),
+        [channel, account, kind, peer @ ..] if is_direct(kind) => (*channel, *account, peer),
+        _ => return None,
+    };
+    let peer = peer.join(":");
+    let peer = without_thread_suffix(&peer);
+    let channels = &config.channels;
+    let (limit, dms) = match channel {
+        "telegram" => channels
+            .telegram
+            .as_ref()
+            .and_then(|c| c.account(account))
+            .map(|a| (a.dm_history_limit, a.dms))?,
+        "discord" => channels
+            .discord
+            .as_ref()
+            .and_then(|c| c.account(account))
+            .map(|a| (a.dm_history_limit, a.dms))?,
+        "slack" => channels
+            .slack
+            .as_ref()
+            .and_then(|c| c.account(account))
+            .map(|a| (a.dm_history_limit, a.dms))?,
+        _ => return None,
+    };
+    let own = dms
+        .as_ref()
+        .and_then(|dms| dms.get(peer))
+        .and_then(|dm| dm.history_limit);
+    own.or(limit)
+        .filter(|limit| *limit > 0)
+        .map(|limit| limit as usize)
+}
+
+fn is_direct(kind: &str) -> bool {
+    kind.eq_ignore_ascii_case("direct") || kind.eq_ignore_ascii_case("dm")
+}
+
+/// `peer:thread:12` / `peer:topic:12` → `peer` (per-DM settings are by peer).
+fn without_thread_suffix(peer: &str) -> &str {
+    for marker in [":thread:", ":topic:"] {
+        if let Some((base, id)) = peer.rsplit_once(marker) {
+            if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                return base;
+            }
+        }
+    }
+    peer
+}
+
+/// Drops everything before the `limit`-th user entry from the end, so the
+/// history holds the last `limit` user turns with what followed them.
+fn keep_last_user_turns<T>(entries: &mut Vec<(T, TranscriptEntry)>, limit: usize) {
+    let start = entries
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, (_, e))| e.role == "user")
+        .nth(limit.saturating_sub(1))
+        .map_or(0, |(i, _)| i);
+    entries.drain(..start);
 }
 
 /// The newest transcript entries that fit the character budget, oldest first.
@@ -158,6 +239,39 @@ fn pair_tool_calls(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dm_history_limit_follows_the_key_account_and_peer() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { discord: { token: "d", dmHistoryLimit: 5, dms: { "7": { historyLimit: 2 } },
+                 accounts: { work: { token: "w", dmHistoryLimit: 9 } } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let limit = |key: &str| dm_history_limit(&config, key);
+        assert_eq!(limit("agent:main:discord:direct:1"), Some(5));
+        assert_eq!(limit("agent:main:discord:direct:7"), Some(2));
+        assert_eq!(limit("agent:main:discord:direct:7:thread:33"), Some(2));
+        assert_eq!(limit("agent:main:discord:work:direct:1"), Some(9));
+        assert_eq!(limit("agent:main:discord:group:1"), None);
+        assert_eq!(limit("agent:main:direct:1"), None);
+        assert_eq!(limit("agent:main:main"), None);
+        assert_eq!(limit("agent:main:telegram:direct:1"), None);
+    }
+
+    #[test]
+    fn keeping_user_turns_keeps_what_followed_them() {
+        let mut entries: Vec<(u64, TranscriptEntry)> =
+            ["user", "assistant", "user", "tool", "assistant", "user"]
+                .iter()
+                .enumerate()
+                .map(|(i, role)| (i as u64, entry(role, "x", None)))
+                .collect();
+        keep_last_user_turns(&mut entries, 2);
+        assert_eq!(entries.first().map(|(i, _)| *i), Some(2));
+        keep_last_user_turns(&mut entries, 5);
+        assert_eq!(entries.len(), 4);
+    }
 
     fn entry(role: &str, text: &str, extra: Option<serde_json::Value>) -> TranscriptEntry {
         TranscriptEntry {

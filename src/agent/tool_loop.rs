@@ -233,6 +233,7 @@ async fn compact_and_rebuild(
     let rebuilt = input.env.store.run_blocking(|| {
         prompt_messages(
             input.env,
+            &input.spec.session_key,
             input.session_id,
             &input.system_prompt,
             input.window,

@@ -247,8 +247,14 @@ fn start_turn(
         allowed_tools,
     );
     let system_prompt = system_prompt(env, spec, &model_ref, &allowed_tools, first_run);
-    let history = prompt_messages(env, &session.session_id, &system_prompt, window)
-        .map_err(|e| failed(format!("session store: {e}")))?;
+    let history = prompt_messages(
+        env,
+        &spec.session_key,
+        &session.session_id,
+        &system_prompt,
+        window,
+    )
+    .map_err(|e| failed(format!("session store: {e}")))?;
     Ok(TurnStart {
         session,
         models,
