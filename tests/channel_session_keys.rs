@@ -2,10 +2,12 @@
 //! (a recording channel as `telegram`, the real pipeline, queue, agent turn
 //! against the fake OpenAI server, and reply path):
 //! `messages.groupChat.mentionPatterns` (and an agent's own list),
-//! `dmHistoryLimit` and `dms.<peer>.historyLimit`.
+//! `dmHistoryLimit` and `dms.<peer>.historyLimit`, `typingMode` and
+//! `typingIntervalSeconds`.
 
 mod support;
 
+use support::fake_openai::FakeReply;
 use support::hub_harness::{dm, group, queue_idle, reply, sent_count, start, Hub, WAIT};
 use support::recording_channel::{Abilities, Outbound};
 
@@ -123,4 +125,64 @@ async fn without_a_dm_history_limit_the_whole_dm_history_is_sent() {
     .await;
     three_turns(&hub, "42", 0).await;
     assert_eq!(user_messages(&hub, 2).len(), 3);
+}
+
+fn typing_count(log: &[Outbound]) -> usize {
+    log.iter()
+        .filter(|o| matches!(o, Outbound::Typing { .. }))
+        .count()
+}
+
+/// An answer that takes about three seconds to stream.
+fn slow_reply() -> FakeReply {
+    FakeReply::Text {
+        chunks: vec!["slow ".into(), "but ".into(), "sure".into()],
+        delay_ms: 1_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_mode_never_shows_no_typing_indicator() {
+    let hub = start(
+        r#"allowFrom: ["42"], streaming: "off""#,
+        r#"session: { typingMode: "never" }"#,
+        Abilities::default(),
+    )
+    .await;
+    hub.fake.push_reply(reply("Quietly."));
+    hub.channel.inject(dm("42", "1", "hi")).await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
+    queue_idle(&hub).await;
+    assert_eq!(typing_count(&log), 0, "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_is_refreshed_every_typing_interval() {
+    // agents.defaults' interval, the session's mode (instant).
+    let hub = start(
+        r#"allowFrom: ["42"], streaming: "off""#,
+        r#"agents: { defaults: { model: { primary: "fake/gpt-test" }, typingIntervalSeconds: 1 } },
+           session: { typingMode: "instant" }"#,
+        Abilities::default(),
+    )
+    .await;
+    hub.fake.push_reply(slow_reply());
+    hub.channel.inject(dm("42", "1", "take your time")).await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
+    // Three seconds of streaming at one refresh a second; the default 6 s gives one.
+    assert!(typing_count(&log) >= 2, "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_typing_interval_is_six_seconds() {
+    let hub = start(
+        r#"allowFrom: ["42"], streaming: "off""#,
+        "",
+        Abilities::default(),
+    )
+    .await;
+    hub.fake.push_reply(slow_reply());
+    hub.channel.inject(dm("42", "1", "take your time")).await;
+    let log = hub.channel.wait_for(WAIT, |l| sent_count(l) == 1).await;
+    assert_eq!(typing_count(&log), 1, "{log:?}");
 }

@@ -672,3 +672,27 @@ fn a_mention_pattern_that_is_no_regex_is_refused_with_its_index() {
     );
     parse("{ messages: { groupChat: { mentionPatterns: ['\\\\bclawd?\\\\b'] } } }").expect("valid");
 }
+
+#[test]
+fn typing_modes_started_by_deltas_are_refused_and_the_interval_is_checked() {
+    for (config, path) in [
+        (
+            "{ session: { typingMode: 'message' } }",
+            "session.typingMode",
+        ),
+        (
+            "{ agents: { defaults: { typingMode: 'thinking' } } }",
+            "agents.defaults.typingMode",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.contains(path) && message.contains("is not supported by pincer"),
+            "{config}: {message}"
+        );
+    }
+    assert!(error("{ session: { typingIntervalSeconds: 0 } }")
+        .contains("session.typingIntervalSeconds"));
+    parse("{ session: { typingMode: 'never', typingIntervalSeconds: 3 }, agents: { defaults: { typingMode: 'instant' } } }")
+        .expect("never and instant");
+}

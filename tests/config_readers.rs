@@ -65,12 +65,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)
     ("default_to", "channels' defaultTo"),
-    // owned by issue 14 sessions (session.*)
-    (
-        "typing_interval_seconds",
-        "session.typingIntervalSeconds (and agents.defaults')",
-    ),
-    ("typing_mode", "session.typingMode (and agents.defaults')"),
 ];
 
 /// Unread fields of the register helper's own area that are not done yet:

@@ -258,7 +258,16 @@ impl ChannelHub {
         // The run's messages quote the inbound one as replyToMode says.
         target.reply_to_message_id = None;
         let quote = Arc::new(ReplyQuote::new(settings.reply_to_mode, message_id));
-        let typing = ChannelTyping::for_target(adapter.clone(), target.clone())
+        let typing = settings
+            .typing
+            .then(|| {
+                ChannelTyping::for_target(
+                    adapter.clone(),
+                    target.clone(),
+                    settings.typing_interval_ms,
+                )
+            })
+            .flatten()
             .map(|typing| TypingGuard::start(Arc::new(typing)));
         let run_id = super::inbox::run_id_for(&route.channel, &route.session_key, &inbox);
         let origin = TurnOrigin {

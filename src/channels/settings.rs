@@ -13,7 +13,7 @@
 use crate::config::schema::channels::{StreamingConfig, StreamingMode};
 use crate::config::schema::common::{
     BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, DmPolicy, GroupPolicy,
-    HumanDelayConfig, ReplyToMode,
+    HumanDelayConfig, ReplyToMode, TypingMode, DEFAULT_TYPING_INTERVAL_SECONDS,
 };
 use crate::config::schema::messages::AckReactionScope;
 use crate::config::Config;
@@ -63,6 +63,11 @@ pub struct ChannelSettings {
     /// (`historyLimit` of the account, else `messages.groupChat.historyLimit`,
     /// else 50; 0 disables).
     pub group_history_limit: usize,
+    /// Whether the typing indicator shows at all (`typingMode` of the
+    /// session, else of agents.defaults: anything but `never`).
+    pub typing: bool,
+    /// How often "typing…" is re-sent (`typingIntervalSeconds`, 6 s).
+    pub typing_interval_ms: u64,
 }
 
 /// Upstream's default group history length.
@@ -109,6 +114,14 @@ impl ChannelSettings {
                 .group_chat
                 .history_limit
                 .map_or(DEFAULT_GROUP_HISTORY_LIMIT, |l| l as usize),
+            typing: config.session.typing_mode.or(defaults.typing_mode) != Some(TypingMode::Never),
+            typing_interval_ms: u64::from(
+                config
+                    .session
+                    .typing_interval_seconds
+                    .or(defaults.typing_interval_seconds)
+                    .unwrap_or(DEFAULT_TYPING_INTERVAL_SECONDS),
+            ) * 1000,
         };
         match channel {
             "telegram" => settings.apply_telegram(config, account_id),

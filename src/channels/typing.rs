@@ -1,5 +1,5 @@
 //! The typing indicator through an adapter's `Typing` capability: started
-//! when a message is queued, repeated every `TYPING_REFRESH_MS` (platforms
+//! when a message is queued, repeated every `typingIntervalSeconds` (platforms
 //! show "typing…" for a few seconds only), stopped when the first block of
 //! the reply is sent or the run ends (the pipeline's `TypingGuard` drives
 //! `stop_typing`), and never kept up longer than `TYPING_MAX_MS`.
@@ -15,8 +15,6 @@ use crate::pipeline::TypingIndicator;
 
 use super::{Channel, OutboundTarget};
 
-/// How often "typing…" is re-sent while a reply is being prepared.
-pub const TYPING_REFRESH_MS: u64 = 4_000;
 /// The longest a typing indicator is kept up for one message.
 pub const TYPING_MAX_MS: u64 = 120_000;
 
@@ -24,16 +22,22 @@ pub const TYPING_MAX_MS: u64 = 120_000;
 pub struct ChannelTyping {
     channel: Arc<dyn Channel>,
     target: OutboundTarget,
+    interval_ms: u64,
     stop: CancellationToken,
 }
 
 impl ChannelTyping {
     /// `None` when the adapter has no typing capability.
-    pub fn for_target(channel: Arc<dyn Channel>, target: OutboundTarget) -> Option<ChannelTyping> {
+    pub fn for_target(
+        channel: Arc<dyn Channel>,
+        target: OutboundTarget,
+        interval_ms: u64,
+    ) -> Option<ChannelTyping> {
         channel.typing()?;
         Some(ChannelTyping {
             channel,
             target,
+            interval_ms: interval_ms.max(1),
             stop: CancellationToken::new(),
         })
     }
@@ -47,6 +51,7 @@ impl TypingIndicator for ChannelTyping {
         let channel = self.channel.clone();
         let target = self.target.clone();
         let stop = self.stop.clone();
+        let interval = Duration::from_millis(self.interval_ms);
         runtime.spawn(async move {
             let deadline = tokio::time::Instant::now() + Duration::from_millis(TYPING_MAX_MS);
             while !stop.is_cancelled() && tokio::time::Instant::now() < deadline {
@@ -57,7 +62,7 @@ impl TypingIndicator for ChannelTyping {
                 }
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_millis(TYPING_REFRESH_MS)) => {}
+                    _ = tokio::time::sleep(interval) => {}
                 }
             }
         });

@@ -271,7 +271,41 @@ fn check_models(v: &Validator, models: &ModelsConfig) -> Check {
     Ok(())
 }
 
+/// `typingMode` `thinking` and `message` (typing started by the first
+/// reasoning or text delta) are not implemented: pincer shows typing from
+/// the moment the message is queued (`instant`) or never.
+pub(crate) fn check_typing(
+    v: &Validator,
+    mode: Option<TypingMode>,
+    interval_seconds: Option<u32>,
+    at: &str,
+) -> Check {
+    let value = match mode {
+        Some(TypingMode::Thinking) => Some("\"thinking\""),
+        Some(TypingMode::Message) => Some("\"message\""),
+        _ => None,
+    };
+    if let Some(value) = value {
+        return Err(v.fail(
+            format!("{at}.typingMode"),
+            format!("{value} is not supported by pincer (typing starts when the message is queued; use \"instant\" or \"never\")"),
+        ));
+    }
+    v.range(
+        interval_seconds,
+        1,
+        MAX_TYPING_INTERVAL_SECONDS,
+        &format!("{at}.typingIntervalSeconds"),
+    )
+}
+
 fn check_session(v: &Validator, session: &SessionConfig) -> Check {
+    check_typing(
+        v,
+        session.typing_mode,
+        session.typing_interval_seconds,
+        "session",
+    )?;
     v.one_of(
         session.scope.as_deref(),
         &["per-sender", "global"],

@@ -41,6 +41,12 @@ fn check_defaults(v: &Validator, refs: &ModelRefs, defaults: &AgentDefaults) -> 
         &["off", "on"],
         &at("blockStreamingDefault"),
     )?;
+    super::validate::check_typing(
+        v,
+        defaults.typing_mode,
+        defaults.typing_interval_seconds,
+        "agents.defaults",
+    )?;
     let breaks = ["text_end", "message_end"];
     v.one_of(
         defaults.block_streaming_break.as_deref(),

@@ -55,6 +55,11 @@ pub enum ChunkMode {
     Newline,
 }
 
+/// Default refresh of the typing indicator (upstream's 6 s).
+pub const DEFAULT_TYPING_INTERVAL_SECONDS: u32 = 6;
+/// Longest refresh interval accepted.
+pub const MAX_TYPING_INTERVAL_SECONDS: u32 = 3_600;
+
 /// When the typing indicator starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
