@@ -64,7 +64,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     // owned by issue 14 channel-gating (channels/: groups, guilds, users,
     // roles, requireMention, replyToMode, streaming, and the other keys of
     // the channel schemas)
-    ("default_to", "channels' defaultTo"),
 ];
 
 /// Unread fields of the register helper's own area that are not done yet:

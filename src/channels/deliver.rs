@@ -23,6 +23,7 @@ use super::stream::ReplyRoute;
 use super::turns::TurnOrigin;
 use super::{OutboundTarget, TextFormat};
 use crate::agent::{AnnounceError, LastRoute, SessionIndex};
+use crate::config::Config;
 use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
 use crate::store::{Store, StoreError};
 
@@ -57,6 +58,21 @@ impl ChannelDestination {
         })
     }
 
+    /// `channel` + `to`; with no `to`, the channel account's `defaultTo`
+    /// (upstream's fallback when a delivery names a channel and no
+    /// recipient).
+    pub fn with_default_to(
+        config: &Config,
+        channel: Option<&str>,
+        to: Option<&str>,
+        account_id: Option<&str>,
+    ) -> Option<ChannelDestination> {
+        ChannelDestination::new(channel, to, account_id).or_else(|| {
+            let to = default_to(config, channel?.trim(), account_id)?;
+            ChannelDestination::new(channel, Some(&to), account_id)
+        })
+    }
+
     /// The session's last chat route, when it has one.
     pub fn last_route_of(store: &Store, session_key: &str) -> Option<ChannelDestination> {
         let entry = store.session(session_key).ok().flatten()?;
@@ -77,6 +93,38 @@ impl ChannelDestination {
             reply_to_message_id: None,
         }
     }
+}
+
+/// `channels.<channel>.defaultTo` of the account (the default account when
+/// none is named), when set.
+pub fn default_to(config: &Config, channel: &str, account_id: Option<&str>) -> Option<String> {
+    let account = account_id.filter(|a| !a.is_empty()).unwrap_or("default");
+    let channels = &config.channels;
+    let to = match channel {
+        "telegram" => {
+            channels
+                .telegram
+                .as_ref()
+                .and_then(|c| c.account(account))?
+                .default_to
+        }
+        "discord" => {
+            channels
+                .discord
+                .as_ref()
+                .and_then(|c| c.account(account))?
+                .default_to
+        }
+        "slack" => {
+            channels
+                .slack
+                .as_ref()
+                .and_then(|c| c.account(account))?
+                .default_to
+        }
+        _ => None,
+    };
+    to.filter(|to| !to.trim().is_empty())
 }
 
 /// Remembers where a session's conversation lives, for later deliveries
@@ -215,6 +263,27 @@ pub fn enqueue_announcement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delivery_without_recipient_goes_to_the_accounts_default_to() {
+        let config = crate::config::parse_str(
+            r#"{ channels: { telegram: { botToken: "t", defaultTo: "42",
+                   accounts: { work: { botToken: "w", defaultTo: "-100" }, bare: { botToken: "b", defaultTo: "" } } },
+                 discord: { token: "d" } } }"#,
+            "test",
+        )
+        .expect("config");
+        let to = |channel: &str, to: Option<&str>, account: Option<&str>| {
+            ChannelDestination::with_default_to(&config, Some(channel), to, account).map(|d| d.to)
+        };
+        assert_eq!(to("telegram", None, None).as_deref(), Some("42"));
+        assert_eq!(to("telegram", None, Some("work")).as_deref(), Some("-100"));
+        // An account inherits the channel's defaultTo unless it sets its own.
+        assert_eq!(to("telegram", Some("7"), None).as_deref(), Some("7"));
+        assert_eq!(to("discord", None, None), None);
+        assert_eq!(to("webchat", None, None), None);
+        assert_eq!(default_to(&config, "telegram", Some("bare")), None);
+    }
 
     #[test]
     fn a_destination_needs_a_chat_channel_and_a_recipient() {

@@ -125,7 +125,8 @@ fn announce_result(state: &Arc<GatewayState>, config: &Config, job: &CronJob, en
 }
 
 /// The chat a job's result goes to: its own `channel` + `to`, or, with a channel but no recipient, the
-/// session's last route on that channel (`channel: "last"` or none: the last route whatever it is).
+/// session's last route on that channel, else the channel's `defaultTo` (`channel: "last"` or none: the last
+/// route whatever it is).
 fn announce_destination(
     state: &GatewayState,
     session_key: &str,
@@ -138,10 +139,12 @@ fn announce_destination(
     if let Some(destination) = ChannelDestination::new(channel, delivery.to.as_deref(), None) {
         return Some(destination);
     }
-    let last = ChannelDestination::last_route_of(&state.services.store, session_key)?;
-    match channel {
-        Some(channel) if channel != last.channel => None,
-        _ => Some(last),
+    let last = ChannelDestination::last_route_of(&state.services.store, session_key);
+    match (channel, last) {
+        (Some(channel), Some(last)) if channel == last.channel => Some(last),
+        (None, Some(last)) => Some(last),
+        // A channel without a recipient or a matching last route: its `defaultTo`.
+        _ => ChannelDestination::with_default_to(&state.config(), channel, None, None),
     }
 }
 

@@ -102,7 +102,8 @@ impl HeartbeatHost for GatewayHeartbeatHost {
 /// it to its chat target when it has one.
 pub fn deliver_heartbeat(state: &Arc<GatewayState>, delivery: &HeartbeatDelivery) {
     let target = &delivery.target;
-    let destination = ChannelDestination::new(
+    let destination = ChannelDestination::with_default_to(
+        &state.config(),
         target.channel.as_deref(),
         target.to.as_deref(),
         target.account_id.as_deref(),
