@@ -696,3 +696,14 @@ fn typing_modes_started_by_deltas_are_refused_and_the_interval_is_checked() {
     parse("{ session: { typingMode: 'never', typingIntervalSeconds: 3 }, agents: { defaults: { typingMode: 'instant' } } }")
         .expect("never and instant");
 }
+
+#[test]
+fn send_policy_rules_in_the_config_are_unsupported_not_unknown() {
+    let message = error(
+        "{ session: { sendPolicy: { rules: [ { action: 'deny', match: { channel: 'discord', chatType: 'group' } } ], default: 'allow' } } }",
+    );
+    assert!(
+        message.starts_with("pincer.json5: session.sendPolicy is not supported by pincer"),
+        "{message}"
+    );
+}

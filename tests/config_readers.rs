@@ -61,9 +61,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
     ("background_ms", "tools.exec"),
     ("notify_on_exit", "tools.exec"),
     ("notify_on_exit_empty_success", "tools.exec"),
-    // owned by issue 14 channel-gating (channels/: groups, guilds, users,
-    // roles, requireMention, replyToMode, streaming, and the other keys of
-    // the channel schemas)
 ];
 
 /// Unread fields of the register helper's own area that are not done yet:

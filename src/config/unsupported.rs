@@ -124,6 +124,9 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     // session
     "session.store",
     "session.maintenance.rotateBytes",
+    // config rules (channel/chatType/keyPrefix, default); the per-session
+    // override set by `sessions.patch` is honoured
+    "session.sendPolicy",
     // messages and tools
     "messages.tts",
     "tools.media",
