@@ -2,7 +2,8 @@
 //! ONNX Runtime, loaded dynamically with `ort` from a shared library path (an error, never a panic or a
 //! download, when it is missing), tokenized with the model's own `tokenizer.json`: by the compact
 //! `wordpiece` tokenizer when the file describes a BERT WordPiece one (a few hundred KB instead of the
-//! `tokenizers` crate's ~10 MiB), else by `tokenizers` (e.g. a multilingual SentencePiece model).
+//! `tokenizers` crate's ~10 MiB), else by `tokenizers` (e.g. a multilingual SentencePiece model) when pincer
+//! is built with the non-default `hf-tokenizers` feature; without it such a file is refused with a clear error.
 //!
 //! Owns the model's lifecycle and its memory: loaded on first `embed`, dropped by a small reaper thread once
 //! idle for `idle_unload`, reloaded on the next call. The session is built for small boards, measured with
@@ -30,7 +31,7 @@ use super::embedder::{
     model_shape, EmbedError, Embedder, EmbedderSettings, DEFAULT_MAX_SEQUENCE_TOKENS,
     SPECIAL_TOKENS_PER_INPUT,
 };
-use super::wordpiece::WordPieceTokenizer;
+use super::wordpiece::{WordPieceError, WordPieceTokenizer};
 use crate::system::mapped_files::{self, Advice};
 
 /// Shortest and longest wait of the idle reaper between checks.
@@ -91,9 +92,10 @@ struct Encoded {
 }
 
 /// The model's tokenizer, never padding or truncating: the compact WordPiece one when `tokenizer.json`
-/// describes exactly what it implements, else the `tokenizers` crate's.
+/// describes exactly what it implements, else the `tokenizers` crate's (`hf-tokenizers` feature).
 pub(crate) enum ModelTokenizer {
     WordPiece(WordPieceTokenizer),
+    #[cfg(feature = "hf-tokenizers")]
     Hugging(Box<tokenizers::Tokenizer>),
 }
 
@@ -105,14 +107,39 @@ impl ModelTokenizer {
             Ok(wordpiece) => return Ok(ModelTokenizer::WordPiece(wordpiece)),
             Err(refused) => refused,
         };
+        Self::load_other(path, &bytes, &refused)
+    }
+
+    /// A `tokenizer.json` the compact WordPiece tokenizer refused, read by the `tokenizers` crate.
+    #[cfg(feature = "hf-tokenizers")]
+    fn load_other(
+        path: &Path,
+        bytes: &[u8],
+        refused: &WordPieceError,
+    ) -> Result<ModelTokenizer, String> {
         log::info!(
             "memory: {} read by the tokenizers crate ({refused})",
             path.display()
         );
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| e.to_string())?;
         tokenizer.with_padding(None);
         tokenizer.with_truncation(None).map_err(|e| e.to_string())?;
         Ok(ModelTokenizer::Hugging(Box::new(tokenizer)))
+    }
+
+    /// Without the `tokenizers` crate, a `tokenizer.json` the compact WordPiece tokenizer refused is an error
+    /// naming the file, why it was refused and the feature that reads it.
+    #[cfg(not(feature = "hf-tokenizers"))]
+    fn load_other(
+        path: &Path,
+        _bytes: &[u8],
+        refused: &WordPieceError,
+    ) -> Result<ModelTokenizer, String> {
+        Err(format!(
+            "{} is not a BERT WordPiece tokenizer ({refused}); this pincer reads only those: \
+             build it with the `hf-tokenizers` feature to read other tokenizer.json files",
+            path.display()
+        ))
     }
 
     /// Token ids and type ids of `text`, with the special tokens when `add_special_tokens`.
@@ -127,6 +154,7 @@ impl ModelTokenizer {
                 let type_ids = vec![0; ids.len()];
                 Ok(Encoded { ids, type_ids })
             }
+            #[cfg(feature = "hf-tokenizers")]
             ModelTokenizer::Hugging(tokenizer) => {
                 let encoding = tokenizer
                     .encode(text, add_special_tokens)
@@ -144,6 +172,7 @@ impl ModelTokenizer {
     fn count(&self, text: &str) -> usize {
         match self {
             ModelTokenizer::WordPiece(wordpiece) => wordpiece.encode(text, false).len(),
+            #[cfg(feature = "hf-tokenizers")]
             ModelTokenizer::Hugging(tokenizer) => tokenizer
                 .encode(text, false)
                 .map_or(text.len(), |encoding| encoding.len()),
@@ -577,17 +606,38 @@ mod tests {
         assert_eq!(tokenizer.count("Hello world"), 2);
     }
 
+    /// A tokenizer.json the compact WordPiece tokenizer does not implement (a WordLevel model).
+    const WORD_LEVEL_TOKENIZER_JSON: &str = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#;
+
+    #[cfg(feature = "hf-tokenizers")]
     #[test]
     fn another_tokenizer_json_stays_with_the_tokenizers_crate() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("tokenizer.json");
-        let word_level = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
-            "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
-            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#;
-        std::fs::write(&path, word_level).expect("write");
+        std::fs::write(&path, WORD_LEVEL_TOKENIZER_JSON).expect("write");
         let tokenizer = ModelTokenizer::load(&path).expect("WordLevel tokenizer");
         assert!(matches!(tokenizer, ModelTokenizer::Hugging(_)));
         let encoded = tokenizer.encode("hello there world", true).expect("encode");
         assert_eq!(encoded.ids, vec![1, 0, 2]);
+    }
+
+    #[cfg(not(feature = "hf-tokenizers"))]
+    #[test]
+    fn another_tokenizer_json_is_refused_naming_the_feature() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("tokenizer.json");
+        std::fs::write(&path, WORD_LEVEL_TOKENIZER_JSON).expect("write");
+        let error = match ModelTokenizer::load(&path) {
+            Ok(_) => panic!("a WordLevel tokenizer.json must be refused without hf-tokenizers"),
+            Err(error) => error,
+        };
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(
+            error.contains("not what the compact WordPiece tokenizer implements"),
+            "{error}"
+        );
+        assert!(error.contains("`hf-tokenizers` feature"), "{error}");
     }
 }
