@@ -165,7 +165,7 @@ fn check_mention_patterns(v: &Validator, group_chat: &GroupChatConfig, path: &st
         ),
     )?;
     for (i, pattern) in patterns.iter().enumerate() {
-        regex::RegexBuilder::new(pattern)
+        regex_lite::RegexBuilder::new(pattern)
             .case_insensitive(true)
             .size_limit(common::MAX_MENTION_PATTERN_BYTES)
             .build()

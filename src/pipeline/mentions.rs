@@ -8,7 +8,7 @@
 //! This file compiles and matches; it must not decide whether a message
 //! is answered (`access.rs` does, with the result).
 
-use regex::{Regex, RegexBuilder};
+use regex_lite::{Regex, RegexBuilder};
 
 use crate::config::schema::common::{MAX_MENTION_PATTERNS, MAX_MENTION_PATTERN_BYTES};
 use crate::config::Config;
