@@ -77,7 +77,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
 /// unsupported table (`src/config/unsupported.rs`). Issue 14.
 const NOT_DONE_YET: &[(&str, &str)] = &[
     ("agent_dir", "agents.list[].agentDir"),
-    ("auth_header", "models.providers.*.authHeader"),
     ("cache_read", "models.providers.*.models[].cost.cacheRead"),
     ("cache_write", "models.providers.*.models[].cost.cacheWrite"),
     ("remote", "gateway.remote and memorySearch.remote"),

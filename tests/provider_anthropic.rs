@@ -115,3 +115,29 @@ async fn messages_requests_ask_for_a_stream() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].body["stream"], true);
 }
+
+/// `models.providers.*.authHeader: true`: the key goes out as
+/// `Authorization: Bearer`, not `x-api-key` (for proxies that forward only
+/// the Authorization header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_header_sends_the_key_as_authorization_bearer() {
+    let fake = FakeAnthropic::start().await;
+    fake.push_reply(AnthropicReply::Text(vec!["hi".into()]));
+    let harness = LoopHarness::new(json!({
+        "models": {"providers": {"anthropic": {
+            "baseUrl": fake.base_url(), "api": "anthropic-messages", "apiKey": "sk-ant-1",
+            "authHeader": true,
+            "models": [{"id": "claude-test", "contextWindow": 200000, "maxTokens": 2048}]}}},
+        "agents": {"defaults": {"model": {"primary": "anthropic/claude-test"}}}
+    }));
+    let cancel = CancellationToken::new();
+    let (result, _) = harness.run(&harness.models(), "hello", &cancel).await;
+    assert_eq!(done_text(&result), "hi");
+    let requests = fake.requests();
+    assert_eq!(requests[0].headers["authorization"], "Bearer sk-ant-1");
+    assert!(
+        !requests[0].headers.contains_key("x-api-key"),
+        "{:?}",
+        requests[0].headers
+    );
+}

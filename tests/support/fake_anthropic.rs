@@ -6,7 +6,8 @@
 //! text). Loopback only; never used by product code.
 //!
 //! It checks each request as Anthropic does before any scripted reply is
-//! used: a non-empty `x-api-key` (else 401 `authentication_error`), a known
+//! used: a non-empty `x-api-key`, or an `Authorization: Bearer` token as the
+//! API also takes (else 401 `authentication_error`), a known
 //! `anthropic-version`, and a body with `model`, `max_tokens` ≥ 1 and
 //! `messages` of `user` / `assistant` turns (consecutive same-role turns
 //! merged, as the API does) whose content is a non-empty string or
@@ -82,11 +83,16 @@ fn refuse(request: &RecordedRequest) -> Option<Answer> {
     if request.method != "POST" || request.path != "/v1/messages" {
         return Some(error_answer(404, "not_found_error", "Not found", None));
     }
-    if request
+    let api_key = request
         .headers
         .get("x-api-key")
-        .is_none_or(|k| k.trim().is_empty())
-    {
+        .is_some_and(|k| !k.trim().is_empty());
+    let bearer = request
+        .headers
+        .get("authorization")
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| !t.trim().is_empty());
+    if !api_key && !bearer {
         return Some(error_answer(
             401,
             "authentication_error",

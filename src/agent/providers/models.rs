@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, ModelApi, ModelProviderConfig};
 
-use super::anthropic::AnthropicProvider;
+use super::anthropic::{AnthropicProvider, KeyHeader};
 use super::ollama::OllamaProvider;
 use super::openai::OpenAiCompatProvider;
 use super::provider::Provider;
@@ -193,7 +193,14 @@ fn auth_profiles(
         .chain(extra)
         .map(|(id, key)| AuthProfile {
             id,
-            build: provider_builder(api, &config.base_url, key, headers.clone(), http.clone()),
+            build: provider_builder(
+                api,
+                &config.base_url,
+                key,
+                headers.clone(),
+                http.clone(),
+                config.auth_header.unwrap_or(false),
+            ),
         })
         .collect()
 }
@@ -204,13 +211,22 @@ fn provider_builder(
     key: Option<String>,
     headers: BTreeMap<String, String>,
     http: reqwest::Client,
+    auth_header: bool,
 ) -> ProviderBuilder {
     let base_url = base_url.to_string();
+    // OpenAI-compatible and Ollama servers take the key as `Authorization:
+    // Bearer` already; `authHeader` changes only Anthropic's `x-api-key`.
+    let key_header = if auth_header {
+        KeyHeader::AuthorizationBearer
+    } else {
+        KeyHeader::ApiKey
+    };
     Arc::new(move |thinking: ThinkingLevel| -> Arc<dyn Provider> {
         let (key, headers, http) = (key.clone(), headers.clone(), http.clone());
         match api {
             ModelApi::AnthropicMessages => Arc::new(
-                AnthropicProvider::new(&base_url, key, headers, http).with_thinking(thinking),
+                AnthropicProvider::with_key_header(&base_url, key, headers, http, key_header)
+                    .with_thinking(thinking),
             ),
             ModelApi::Ollama => {
                 Arc::new(OllamaProvider::new(&base_url, key, headers, http).with_thinking(thinking))

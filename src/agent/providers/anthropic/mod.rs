@@ -48,6 +48,17 @@ impl AnthropicProvider {
         headers: BTreeMap<String, String>,
         http: reqwest::Client,
     ) -> Self {
+        Self::with_key_header(base_url, api_key, headers, http, KeyHeader::ApiKey)
+    }
+
+    /// As `new`, the key sent as `key_header` says (`models.providers.*.authHeader`).
+    pub fn with_key_header(
+        base_url: &str,
+        api_key: Option<String>,
+        headers: BTreeMap<String, String>,
+        http: reqwest::Client,
+        key_header: KeyHeader,
+    ) -> Self {
         let base = base_url.trim_end_matches('/');
         let endpoint = if base.ends_with("/v1") {
             format!("{base}/messages")
@@ -56,7 +67,7 @@ impl AnthropicProvider {
         };
         AnthropicProvider {
             endpoint,
-            headers: build_headers(api_key.as_deref(), &headers),
+            headers: build_headers(api_key.as_deref(), key_header, &headers),
             http,
             idle_timeout: Duration::from_millis(STREAM_IDLE_TIMEOUT_MS),
             thinking: ThinkingLevel::Off,
@@ -157,8 +168,17 @@ impl Provider for AnthropicProvider {
     }
 }
 
+/// Where the key goes: Anthropic's own `x-api-key`, or `Authorization:
+/// Bearer` for proxies that forward only that (`authHeader: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    ApiKey,
+    AuthorizationBearer,
+}
+
 fn build_headers(
     api_key: Option<&str>,
+    key_header: KeyHeader,
     configured: &BTreeMap<String, String>,
 ) -> Result<HeaderMap, String> {
     let mut base = HeaderMap::new();
@@ -168,9 +188,14 @@ fn build_headers(
         HeaderValue::from_static(ANTHROPIC_VERSION),
     );
     if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-        let value = HeaderValue::from_str(key)
+        let (name, text) = match key_header {
+            KeyHeader::ApiKey => ("x-api-key", key.to_string()),
+            KeyHeader::AuthorizationBearer => ("authorization", format!("Bearer {key}")),
+        };
+        let mut value = HeaderValue::from_str(&text)
             .map_err(|_| "the API key is not a valid HTTP header value".to_string())?;
-        base.insert("x-api-key", value);
+        value.set_sensitive(true);
+        base.insert(name, value);
     }
     http::configured_headers(base, configured)
 }
