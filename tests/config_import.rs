@@ -246,6 +246,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "logging.consoleStyle",
         "agents.list[0].identity",
         "gateway.controlUi",
+        "models.providers.openrouter.models[0].cost",
     ] {
         assert!(
             paths.contains(&expected),
@@ -308,7 +309,8 @@ fn known_keys_are_carried_over_unchanged() {
         pincer::config::parse_json5(OPENCLAW_CONFIG, "openclaw.json").expect("source parses");
     for pointer in [
         "/meta",
-        "/models/providers/openrouter/models",
+        "/models/providers/openrouter/models/0/id",
+        "/models/providers/openrouter/models/0/contextWindow",
         "/agents/defaults/model",
         "/agents/defaults/heartbeat",
         "/agents/defaults/sandbox/docker/network",

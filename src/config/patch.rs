@@ -74,7 +74,7 @@ fn diff(old: &Value, new: &Value, prefix: String, out: &mut Vec<String>) {
 
 /// Prefixes under `gateway` that hot-apply (or need nothing) despite the
 /// rest of `gateway` requiring a restart.
-const GATEWAY_HOT_PREFIXES: [&str; 2] = ["gateway.reload", "gateway.remote"];
+const GATEWAY_HOT_PREFIXES: [&str; 1] = ["gateway.reload"];
 /// Sections whose change always needs a restart.
 /// `logging.level` is applied once at start-up; `discovery` is advertised
 /// once, when the gateway starts (as upstream).
@@ -134,7 +134,6 @@ mod tests {
         let mut new = Config::default();
         new.gateway.port = 19001;
         new.gateway.reload.debounce_ms = 50;
-        new.gateway.remote = Some(Default::default());
         new.agents.defaults.timeout_seconds = Some(30);
         let changed = changed_paths(&old, &new);
         assert!(

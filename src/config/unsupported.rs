@@ -172,6 +172,24 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "gateway.auth.trustedProxy",
     "gateway.trustedProxies",
     "gateway.allowRealIpFallback",
+    // issue 14 settings review (2026-11-25): keys of features pincer lacks
+    // per-agent state directories (auth profiles, models.json): pincer keeps
+    // credentials in the config and state in its store
+    "agents.list[].agentDir",
+    // client-side settings of OpenClaw's CLI and apps: pincer runs the gateway
+    "gateway.remote",
+    // retired upstream; the web chat is part of the gateway
+    "channels.webchat",
+    // remote embedding providers: pincer embeds locally (ONNX) or by keyword
+    "memory.search.remote",
+    "agents.defaults.memorySearch.remote",
+    // only API keys are sent (x-api-key or Authorization, see authHeader)
+    "models.providers.*.auth",
+    // no usage cost figures are computed
+    "models.providers.*.models[].cost",
+    // no web_search tool; web_fetch extracts text without Readability
+    "tools.web.search",
+    "tools.web.fetch.readability",
 ];
 
 /// Whether `path` (as an error prints it: `agents.list[0].identity`,
@@ -283,5 +301,22 @@ mod tests {
         );
         assert!(is_unsupported("agents.list[2].imageModel"));
         assert!(is_unsupported("agents.list[2].runtime"));
+    }
+
+    #[test]
+    fn keys_of_features_pincer_lacks_are_unsupported() {
+        for path in [
+            "gateway.remote",
+            "channels.webchat",
+            "agents.list[0].agentDir",
+            "agents.list[1].memorySearch.remote",
+            "memory.search.remote",
+            "models.providers.openrouter.auth",
+            "models.providers.openrouter.models[0].cost",
+            "tools.web.search",
+            "tools.web.fetch.readability",
+        ] {
+            assert!(is_unsupported(path), "{path}");
+        }
     }
 }

@@ -194,13 +194,6 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         u64::MAX,
         "gateway.http.endpoints.chatCompletions.maxBodyBytes",
     )?;
-    if let Some(url) = gateway.remote.as_ref().and_then(|r| r.url.as_deref()) {
-        v.ensure(
-            url.starts_with("ws://") || url.starts_with("wss://"),
-            "gateway.remote.url",
-            format!("must be a ws:// or wss:// URL, got {url:?}"),
-        )?;
-    }
     v.range(
         gateway.webchat.chat_history_max_chars,
         1,
@@ -246,11 +239,6 @@ fn check_models(v: &Validator, models: &ModelsConfig) -> Check {
             !provider.base_url.trim().is_empty(),
             format!("{path}.baseUrl"),
             "is required",
-        )?;
-        v.one_of(
-            provider.auth.as_deref(),
-            &["api-key", "aws-sdk", "oauth", "token"],
-            &format!("{path}.auth"),
         )?;
         for (i, model) in provider.models.iter().enumerate() {
             let model_path = format!("{path}.models[{i}]");

@@ -171,7 +171,6 @@ pub struct AgentEntry {
     pub default: bool,
     pub name: Option<String>,
     pub workspace: Option<PathBuf>,
-    pub agent_dir: Option<PathBuf>,
     pub model: Option<AgentModelConfig>,
     pub thinking_default: Option<String>,
     pub skills: Option<Vec<String>>,

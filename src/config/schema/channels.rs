@@ -26,7 +26,6 @@ pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub discord: Option<DiscordConfig>,
     pub slack: Option<SlackConfig>,
-    pub webchat: Option<WebchatConfig>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -34,19 +33,6 @@ pub struct ChannelsConfig {
 pub struct ChannelDefaults {
     /// Group policy for channels that set none.
     pub group_policy: Option<GroupPolicy>,
-}
-
-/// The built-in web chat (served by the gateway).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct WebchatConfig {
-    pub enabled: bool,
-}
-
-impl Default for WebchatConfig {
-    fn default() -> Self {
-        WebchatConfig { enabled: true }
-    }
 }
 
 /// Live preview of a reply while it streams. The default differs per

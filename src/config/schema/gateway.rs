@@ -1,5 +1,5 @@
 //! The `gateway` section: port, bind policy, auth, TLS, Tailscale, reload,
-//! HTTP endpoints, Control UI and remote-gateway settings.
+//! HTTP endpoints and web chat settings.
 //!
 //! Key names and defaults follow OpenClaw's `GatewayConfig`
 //! (`src/config/types.gateway.ts`, `zod-schema.ts`). Cross-field rules
@@ -41,7 +41,6 @@ pub struct GatewayConfig {
     pub http: GatewayHttpConfig,
     /// Allow/deny overrides for `POST /tools/invoke`.
     pub tools: GatewayToolsConfig,
-    pub remote: Option<RemoteConfig>,
     pub webchat: GatewayWebchatConfig,
 }
 
@@ -58,7 +57,6 @@ impl Default for GatewayConfig {
             reload: ReloadConfig::default(),
             http: GatewayHttpConfig::default(),
             tools: GatewayToolsConfig::default(),
-            remote: None,
             webchat: GatewayWebchatConfig::default(),
         }
     }
@@ -245,28 +243,6 @@ pub struct GatewayToolsConfig {
     pub allow: Vec<String>,
     /// Tools to add to the default HTTP deny list.
     pub deny: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteTransport {
-    Ssh,
-    Direct,
-}
-
-/// Where clients find a gateway running elsewhere (`gateway.mode: remote`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct RemoteConfig {
-    /// `ws://` or `wss://` URL of the remote gateway.
-    pub url: Option<String>,
-    pub transport: Option<RemoteTransport>,
-    pub token: Option<String>,
-    pub password: Option<String>,
-    /// Expected SHA-256 fingerprint of the remote TLS certificate.
-    pub tls_fingerprint: Option<String>,
-    pub ssh_target: Option<String>,
-    pub ssh_identity: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

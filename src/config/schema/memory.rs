@@ -58,7 +58,6 @@ pub struct MemorySearchConfig {
     pub experimental: Option<MemoryExperimental>,
     /// Embedding provider ("auto", "local", "openai", "ollama", …).
     pub provider: Option<String>,
-    pub remote: Option<MemoryRemote>,
     /// Provider to fall back to when embeddings fail ("none" disables).
     pub fallback: Option<String>,
     pub model: Option<String>,
@@ -73,14 +72,6 @@ pub struct MemorySearchConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MemoryExperimental {
     pub session_memory: Option<bool>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct MemoryRemote {
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub headers: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

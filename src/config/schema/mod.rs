@@ -27,7 +27,7 @@ pub use automation::*;
 pub use bindings::*;
 pub use channels::{
     ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig, StreamingMode,
-    StreamingPreview, WebchatConfig, DEFAULT_ACCOUNT_ID,
+    StreamingPreview, DEFAULT_ACCOUNT_ID,
 };
 pub use common::*;
 pub use cron::*;

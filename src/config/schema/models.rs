@@ -37,8 +37,6 @@ pub struct ModelProviderConfig {
     /// Required: the provider's API root.
     pub base_url: String,
     pub api_key: Option<String>,
-    /// "api-key" | "aws-sdk" | "oauth" | "token".
-    pub auth: Option<String>,
     pub api: Option<ModelApi>,
     /// Extra request headers (values are secrets).
     pub headers: BTreeMap<String, String>,
@@ -81,18 +79,7 @@ pub struct ModelDefinition {
     pub reasoning: Option<bool>,
     /// "text" and/or "image".
     pub input: Vec<String>,
-    pub cost: Option<ModelCost>,
     pub headers: BTreeMap<String, String>,
-}
-
-/// Price per million tokens, for usage reports.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct ModelCost {
-    pub input: Option<f64>,
-    pub output: Option<f64>,
-    pub cache_read: Option<f64>,
-    pub cache_write: Option<f64>,
 }
 
 #[cfg(test)]

@@ -54,19 +54,7 @@ pub struct AgentToolsConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct WebToolsConfig {
-    pub search: Option<WebSearchConfig>,
     pub fetch: WebFetchConfig,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct WebSearchConfig {
-    pub enabled: Option<bool>,
-    pub provider: Option<String>,
-    pub api_key: Option<String>,
-    pub max_results: Option<u32>,
-    pub timeout_seconds: Option<u32>,
-    pub cache_ttl_minutes: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,8 +68,6 @@ pub struct WebFetchConfig {
     pub cache_ttl_minutes: Option<f64>,
     pub max_redirects: u32,
     pub user_agent: Option<String>,
-    /// Extract the main content (default true).
-    pub readability: bool,
 }
 
 impl Default for WebFetchConfig {
@@ -95,7 +81,6 @@ impl Default for WebFetchConfig {
             cache_ttl_minutes: None,
             max_redirects: DEFAULT_WEB_FETCH_MAX_REDIRECTS,
             user_agent: None,
-            readability: true,
         }
     }
 }
@@ -226,7 +211,6 @@ mod tests {
         assert_eq!(tools.profile, Some(ToolProfile::Coding));
         assert_eq!(tools.exec.effective_security(), ExecSecurity::Allowlist);
         assert_eq!(tools.web.fetch.max_chars, Some(20000));
-        assert!(tools.web.fetch.readability);
         assert_eq!(tools.sessions.visibility, SessionsVisibility::OwnSession);
         assert_eq!(tools.sandbox.tools.allow, vec!["exec".to_string()]);
     }
