@@ -76,8 +76,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
 /// each is to be implemented with a behavioural test or moved to the
 /// unsupported table (`src/config/unsupported.rs`). Issue 14.
 const NOT_DONE_YET: &[(&str, &str)] = &[
-    ("chat_history_max_chars", "gateway.webchat"),
-    ("webchat", "gateway.webchat"),
     ("by_provider", "tools.byProvider"),
     ("cache_ttl_minutes", "tools.web.*.cacheTtlMinutes"),
     ("fs", "tools.fs"),

@@ -278,6 +278,24 @@ async fn chat_history_max_chars_truncates_long_messages() {
 }
 
 #[tokio::test]
+async fn chat_history_max_chars_from_the_config_is_the_default_a_request_overrides() {
+    let fake = FakeOpenAi::start().await;
+    let config = config_with_provider(&fake.base_url()).replacen(
+        '{',
+        r#"{ gateway: { webchat: { chatHistoryMaxChars: 4 } },"#,
+        1,
+    );
+    let gateway = super::start_with(&config);
+    let mut client = admin(&gateway, 10).await;
+    let long = "abcdefghijklmnopqrstuvwxyz";
+    run_agent(&mut client, "main", long).await;
+    let capped = history(&mut client, json!({"sessionKey": "main"})).await;
+    assert_eq!(capped[0].1, "abcd…", "{capped:?}");
+    let wider = history(&mut client, json!({"sessionKey": "main", "maxChars": 10})).await;
+    assert_eq!(wider[0].1, "abcdefghij…", "{wider:?}");
+}
+
+#[tokio::test]
 async fn agent_wait_reports_ok_for_a_finished_run_and_timeout_for_an_unknown_one() {
     let fake = FakeOpenAi::start().await;
     let gateway = start(&fake);

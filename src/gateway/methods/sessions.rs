@@ -269,7 +269,11 @@ pub fn history(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
     let limit = p
         .opt_u64("limit", 1, MAX_HISTORY_LIMIT)?
         .unwrap_or(DEFAULT_HISTORY_LIMIT) as usize;
-    let max_chars = p.opt_u64("maxChars", 1, 500_000)?.map(|v| v as usize);
+    // A request's `maxChars` beats `gateway.webchat.chatHistoryMaxChars`.
+    let max_chars = p
+        .opt_u64("maxChars", 1, 500_000)?
+        .or(config.gateway.webchat.chat_history_max_chars.map(u64::from))
+        .map(|v| v as usize);
     let Some(entry) = state.services.store.session(&key).map_err(store_error)? else {
         return Ok(
             json!({"sessionKey": key, "sessionId": null, "messages": [], "thinkingLevel": null}),
