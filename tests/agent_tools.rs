@@ -274,3 +274,33 @@ async fn tools_invoke_over_http_runs_allowed_tools_and_blocks_exec() {
         .expect("403");
     assert_eq!(exec.status(), 403, "exec is on the HTTP deny list");
 }
+
+/// `tools.byProvider`: the policy for the run's `provider/model` (or its
+/// provider) narrows what the model is offered; other providers' entries
+/// do not apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_provider_policy_narrows_the_tools_offered_to_that_model() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["ok".into()],
+        delay_ms: 0,
+    });
+    let config = config_with_provider(&fake.base_url()).replacen(
+        '{',
+        r#"{ tools: { byProvider: { "fake/gpt-test": { deny: ["web_fetch"] }, other: { deny: ["read"] } } },"#,
+        1,
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let mut client = connect(&gateway, 41).await;
+    let (res, _) = run(&mut client, "by-provider-1", "hello").await;
+    assert_eq!(res["ok"], true, "{res}");
+    let requests = fake.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(!offered.contains(&"web_fetch"), "{offered:?}");
+    assert!(offered.contains(&"read"), "{offered:?}");
+}

@@ -76,7 +76,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
 /// each is to be implemented with a behavioural test or moved to the
 /// unsupported table (`src/config/unsupported.rs`). Issue 14.
 const NOT_DONE_YET: &[(&str, &str)] = &[
-    ("by_provider", "tools.byProvider"),
     ("cache_ttl_minutes", "tools.web.*.cacheTtlMinutes"),
     ("fs", "tools.fs"),
     ("workspace_only", "tools.fs.workspaceOnly"),
@@ -169,10 +168,6 @@ const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
     ("WebFetchConfig.enabled", "tools.web.fetch.enabled"),
     ("WebFetchConfig.max_chars", "tools.web.fetch.maxChars"),
     ("WebFetchConfig.user_agent", "tools.web.fetch.userAgent"),
-    ("ToolPolicy.profile", "tools.byProvider.*.profile"),
-    ("ToolPolicy.allow", "tools.byProvider.*.allow"),
-    ("ToolPolicy.also_allow", "tools.byProvider.*.alsoAllow"),
-    ("ToolPolicy.deny", "tools.byProvider.*.deny"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

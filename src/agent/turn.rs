@@ -238,7 +238,15 @@ fn start_turn(
         &env.config,
         session.spawn_depth.unwrap_or(0),
         super::subagents::max_spawn_depth(&env.config),
-        crate::tools::policy::allowed_tools(&env.config, &spec.agent_id, &env.tools.names()),
+        crate::tools::policy::allowed_tools(
+            &env.config,
+            &spec.agent_id,
+            Some(crate::tools::policy::RunModel {
+                provider: &primary.provider_id,
+                model: &primary.model_id,
+            }),
+            &env.tools.names(),
+        ),
     );
     let allowed_tools = crate::tools::sandbox_workspace::restrict_tools(
         &env.config,

@@ -358,7 +358,8 @@ async fn tools_invoke(
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| config.agents.default_agent_id());
-    if !crate::tools::policy::allowed_tools(&config, &agent_id, &[tool])
+    // No model runs here: `byProvider` has nothing to match.
+    if !crate::tools::policy::allowed_tools(&config, &agent_id, None, &[tool])
         .iter()
         .any(|t| t == tool)
     {

@@ -1,10 +1,12 @@
 //! Tool policy: which tools a run may see, in upstream's order — profile,
-//! then the global allow / alsoAllow / deny, then the agent's. Deny wins;
-//! `group:<name>` expands to a tool group and `*` matches everything.
+//! then the global allow / alsoAllow / deny, then `tools.byProvider` for the
+//! run's model, then the agent's, then the agent's `byProvider`. A deny of
+//! any layer wins over an alsoAllow of a later one; `group:<name>` expands
+//! to a tool group and `*` matches everything.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::{Config, ToolProfile};
+use crate::config::{Config, ToolPolicy, ToolProfile};
 
 /// Tool groups as upstream names them.
 pub fn group(name: &str) -> &'static [&'static str] {
@@ -85,20 +87,55 @@ fn apply(available: &[&str], current: BTreeSet<String>, layer: &Layer<'_>) -> BT
     set
 }
 
-/// The tools `agent_id` may use, out of `available`.
-pub fn allowed_tools(config: &Config, agent_id: &str, available: &[&str]) -> Vec<String> {
+impl<'a> Layer<'a> {
+    fn of(policy: &'a ToolPolicy) -> Layer<'a> {
+        Layer {
+            profile: policy.profile,
+            allow: &policy.allow,
+            also_allow: &policy.also_allow,
+            deny: &policy.deny,
+        }
+    }
+}
+
+/// The model a run uses, for `byProvider` (`provider` id and `model` id).
+#[derive(Debug, Clone, Copy)]
+pub struct RunModel<'a> {
+    pub provider: &'a str,
+    pub model: &'a str,
+}
+
+/// The `byProvider` entry for `model`: `provider/model` first, else the
+/// provider id (keys compared without case, as upstream does).
+fn by_provider<'a>(
+    map: &'a BTreeMap<String, ToolPolicy>,
+    model: Option<RunModel<'_>>,
+) -> Option<&'a ToolPolicy> {
+    let model = model?;
+    let full = format!("{}/{}", model.provider, model.model);
+    let find = |wanted: &str| {
+        map.iter()
+            .find(|(key, _)| key.trim().eq_ignore_ascii_case(wanted))
+            .map(|(_, policy)| policy)
+    };
+    find(&full).or_else(|| find(model.provider))
+}
+
+/// The tools `agent_id` may use with `model`, out of `available`.
+pub fn allowed_tools(
+    config: &Config,
+    agent_id: &str,
+    model: Option<RunModel<'_>>,
+    available: &[&str],
+) -> Vec<String> {
     let tools = &config.tools;
-    let mut set: BTreeSet<String> = available.iter().map(|t| t.to_string()).collect();
-    set = apply(
-        available,
-        set,
-        &Layer {
-            profile: tools.profile,
-            allow: &tools.allow,
-            also_allow: &tools.also_allow,
-            deny: &tools.deny,
-        },
-    );
+    let mut layers = vec![Layer {
+        profile: tools.profile,
+        allow: &tools.allow,
+        also_allow: &tools.also_allow,
+        deny: &tools.deny,
+    }];
+    layers.extend(by_provider(&tools.by_provider, model).map(Layer::of));
     let agent_tools = config
         .agents
         .list
@@ -106,17 +143,23 @@ pub fn allowed_tools(config: &Config, agent_id: &str, available: &[&str]) -> Vec
         .find(|a| a.id == agent_id)
         .and_then(|a| a.tools.as_ref());
     if let Some(agent) = agent_tools {
-        set = apply(
-            available,
-            set,
-            &Layer {
-                profile: agent.profile,
-                allow: &agent.allow,
-                also_allow: &agent.also_allow,
-                deny: &agent.deny,
-            },
-        );
+        layers.push(Layer {
+            profile: agent.profile,
+            allow: &agent.allow,
+            also_allow: &agent.also_allow,
+            deny: &agent.deny,
+        });
+        layers.extend(by_provider(&agent.by_provider, model).map(Layer::of));
     }
+    let mut set: BTreeSet<String> = available.iter().map(|t| t.to_string()).collect();
+    for layer in &layers {
+        set = apply(available, set, layer);
+    }
+    set.retain(|t| {
+        !layers
+            .iter()
+            .any(|layer| layer.deny.iter().any(|p| matches(p, t)))
+    });
     set.into_iter().collect()
 }
 
@@ -191,11 +234,11 @@ mod tests {
     #[test]
     fn full_is_everything_and_minimal_is_status_only() {
         let config = Config::default();
-        assert_eq!(allowed_tools(&config, "main", ALL).len(), ALL.len());
+        assert_eq!(allowed_tools(&config, "main", None, ALL).len(), ALL.len());
         let mut config = Config::default();
         config.tools.profile = Some(ToolProfile::Minimal);
         assert_eq!(
-            allowed_tools(&config, "main", ALL),
+            allowed_tools(&config, "main", None, ALL),
             vec!["session_status".to_string()]
         );
     }
@@ -239,13 +282,62 @@ mod tests {
         );
     }
 
+    fn model<'a>(provider: &'a str, model: &'a str) -> Option<RunModel<'a>> {
+        Some(RunModel { provider, model })
+    }
+
+    #[test]
+    fn by_provider_narrows_for_that_provider_and_the_model_entry_wins() {
+        let config: Config = serde_json::from_value(serde_json::json!({"tools": {
+            "byProvider": {
+                "ollama": {"profile": "minimal"},
+                "OpenAI/gpt-mini": {"deny": ["exec"]},
+                "openai": {"deny": ["read"]},
+            },
+            "deny": ["write"],
+        }}))
+        .expect("config");
+        let all = allowed_tools(&config, "main", None, ALL);
+        assert!(all.contains(&"exec".to_string()) && all.contains(&"read".to_string()));
+        assert_eq!(
+            allowed_tools(&config, "main", model("ollama", "qwen3:4b"), ALL),
+            vec!["session_status".to_string()]
+        );
+        let mini = allowed_tools(&config, "main", model("openai", "gpt-mini"), ALL);
+        assert!(!mini.contains(&"exec".to_string()), "{mini:?}");
+        assert!(
+            mini.contains(&"read".to_string()),
+            "the model entry, not the provider's"
+        );
+        let other = allowed_tools(&config, "main", model("openai", "gpt-5"), ALL);
+        assert!(!other.contains(&"read".to_string()) && other.contains(&"exec".to_string()));
+        assert!(!other.contains(&"write".to_string()));
+    }
+
+    #[test]
+    fn an_agent_by_provider_applies_and_a_later_also_allow_cannot_undo_a_deny() {
+        let config: Config = serde_json::from_value(serde_json::json!({
+            "tools": {"deny": ["exec"]},
+            "agents": {"list": [{"id": "ops", "tools": {
+                "alsoAllow": ["exec"],
+                "byProvider": {"anthropic": {"deny": ["web_fetch"]}},
+            }}]},
+        }))
+        .expect("config");
+        let ops = allowed_tools(&config, "ops", model("anthropic", "claude"), ALL);
+        assert!(!ops.contains(&"exec".to_string()), "{ops:?}");
+        assert!(!ops.contains(&"web_fetch".to_string()), "{ops:?}");
+        let main = allowed_tools(&config, "main", model("anthropic", "claude"), ALL);
+        assert!(main.contains(&"web_fetch".to_string()));
+    }
+
     #[test]
     fn deny_wins_and_groups_expand() {
         let mut config = Config::default();
         config.tools.profile = Some(ToolProfile::Coding);
         config.tools.also_allow = vec!["web_fetch".into()];
         config.tools.deny = vec!["group:runtime".into(), "write".into()];
-        let tools = allowed_tools(&config, "main", ALL);
+        let tools = allowed_tools(&config, "main", None, ALL);
         assert!(tools.contains(&"web_fetch".to_string()));
         assert!(tools.contains(&"read".to_string()));
         assert!(!tools.contains(&"exec".to_string()));
