@@ -67,3 +67,34 @@ async fn job_added_over_the_protocol_runs_and_survives_kill_9() {
     let bad = client.call("cron.add", json!({"name": "x"})).await;
     assert_eq!(bad["ok"], false, "{bad}");
 }
+
+/// `cron.status` reports what the cron service runs with: the config's
+/// `cron.enabled` at start, and the new value once a reload applied it.
+#[tokio::test]
+async fn cron_status_reports_enabled_as_the_service_runs_it_after_a_reload() {
+    let fake = FakeOpenAi::start().await;
+    let with_cron = |enabled: bool| {
+        config_with_provider(&fake.base_url()).replacen(
+            '{',
+            &format!("{{ cron: {{ enabled: {enabled} }},"),
+            1,
+        )
+    };
+    let args = ["--port", "0", "--token", TOKEN];
+    let gateway = GatewayProcess::start(&with_cron(false), &args);
+    let mut client = admin(&gateway).await;
+    let status = client.call("cron.status", json!({})).await;
+    assert_eq!(status["payload"]["enabled"], false, "{status}");
+
+    std::fs::write(gateway.config_path(), with_cron(true)).expect("rewrite config");
+    let mut enabled = Value::Null;
+    for _ in 0..100 {
+        let status = client.call("cron.status", json!({})).await;
+        enabled = status["payload"]["enabled"].clone();
+        if enabled == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(enabled, true, "the reload reached the cron service");
+}

@@ -354,3 +354,26 @@ async fn due_jobs_run_at_most_cron_lane_at_once() {
         );
     }
 }
+
+/// A reload that turns `cron.enabled` off stops due jobs from being
+/// claimed (and `options()` says so); turning it back on runs them.
+#[tokio::test]
+async fn disabling_cron_stops_due_runs_until_it_is_enabled_again() {
+    let rig = rig(0);
+    rig.service.add(&every_job("mail", 60_000)).expect("add");
+    let off = CronOptions {
+        enabled: false,
+        run_log_keep: 2_000,
+    };
+    rig.service.apply_options(off.clone());
+    assert_eq!(rig.service.options(), off);
+    rig.clock.set(60_000);
+    assert!(rig.service.run_due().await.expect("tick").is_empty());
+    assert!(ran(&rig).is_empty());
+    rig.service.apply_options(CronOptions {
+        enabled: true,
+        ..off
+    });
+    assert_eq!(rig.service.run_due().await.expect("tick").len(), 1);
+    assert_eq!(ran(&rig), ["mail"]);
+}

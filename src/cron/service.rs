@@ -68,8 +68,8 @@ fn job_event(action: &str, job: &CronJob) -> Value {
     })
 }
 
-/// Service settings (from the `cron` config section).
-#[derive(Debug, Clone)]
+/// Service settings (from the `cron` config section), replaced on reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronOptions {
     pub enabled: bool,
     pub run_log_keep: usize,
@@ -80,7 +80,9 @@ pub struct CronService {
     store: Store,
     clock: Arc<dyn CronClock>,
     runner: Arc<dyn JobRunner>,
-    options: CronOptions,
+    /// What the service runs with now: `cron.status` reports it and the
+    /// timer obeys it (a reload swaps it through `apply_options`).
+    options: parking_lot::RwLock<CronOptions>,
     /// The gateway's lanes: a job runs in a cron-lane slot (`cron.maxConcurrentRuns`).
     lanes: Arc<LaneGate>,
     wake: Notify,
@@ -115,7 +117,7 @@ impl CronService {
             store,
             clock,
             runner,
-            options,
+            options: parking_lot::RwLock::new(options),
             lanes,
             wake: Notify::new(),
         })
@@ -125,8 +127,23 @@ impl CronService {
         self.clock.now_ms()
     }
 
-    pub fn options(&self) -> &CronOptions {
-        &self.options
+    /// The settings the service runs with now.
+    pub fn options(&self) -> CronOptions {
+        self.options.read().clone()
+    }
+
+    /// Takes new settings (a config reload): turning `enabled` off stops
+    /// due runs from being claimed, turning it on wakes the timer.
+    pub fn apply_options(&self, options: CronOptions) {
+        let changed = {
+            let mut current = self.options.write();
+            let changed = *current != options;
+            *current = options;
+            changed
+        };
+        if changed {
+            self.wake.notify_one();
+        }
     }
 
     /// Every job, sorted by next run (jobs without one last); disabled jobs only when asked.
@@ -294,7 +311,7 @@ impl CronService {
 
     /// Claims every due job (and clears stuck runs); the caller runs them with `execute`.
     pub fn claim_due(&self) -> Result<Vec<CronJob>, CronError> {
-        if !self.options.enabled {
+        if !self.options.read().enabled {
             return Ok(Vec::new());
         }
         let now = self.now_ms();
@@ -426,7 +443,7 @@ impl CronService {
                 &updated.id,
                 started,
                 &entry.to_string(),
-                self.options.run_log_keep,
+                self.options.read().run_log_keep,
             )
         })?;
         let mut event = entry.clone();

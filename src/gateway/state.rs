@@ -174,6 +174,9 @@ impl GatewayState {
         let lanes = crate::queue::LaneLimits::resolve(&self.limits, &config);
         self.services.runs.gate().resize(lanes);
         self.services
+            .cron
+            .apply_options(super::methods::cron::options(&config));
+        self.services
             .memory
             .apply(&config, &self.shutdown, &self.tasks);
         let changed = crate::config::changed_paths(&previous, &config);
