@@ -77,8 +77,6 @@ const OWNED_ELSEWHERE: &[(&str, &str)] = &[
 /// unsupported table (`src/config/unsupported.rs`). Issue 14.
 const NOT_DONE_YET: &[(&str, &str)] = &[
     ("cache_ttl_minutes", "tools.web.*.cacheTtlMinutes"),
-    ("fs", "tools.fs"),
-    ("workspace_only", "tools.fs.workspaceOnly"),
     ("sync_interval_minutes", "memorySearch.sync.intervalMinutes"),
     ("sync_on_search", "memorySearch.sync.onSearch"),
     ("sync_on_session_start", "memorySearch.sync.onSessionStart"),

@@ -35,6 +35,54 @@ pub fn write_atomic(target: &std::path::Path, content: &[u8]) -> std::io::Result
     std::fs::rename(&tmp, target)
 }
 
+/// Whether a path is opened to read or to change.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// Whether `tools.fs.workspaceOnly` (the agent's block, else the global one)
+/// leaves this session's file tools free to reach host paths: only when it
+/// is `false` and no sandbox mode confines the session (a sandboxed session
+/// sees what its sandbox mounts, as upstream's does).
+pub(crate) fn reaches_host(ctx: &ToolContext) -> bool {
+    let config = &ctx.config;
+    let agent = config.agents.list.iter().find(|a| a.id == ctx.agent_id);
+    let workspace_only = agent
+        .and_then(|a| a.tools.as_ref())
+        .and_then(|t| t.fs.as_ref())
+        .and_then(|fs| fs.workspace_only)
+        .unwrap_or_else(|| config.tools.fs.effective_workspace_only());
+    if workspace_only {
+        return false;
+    }
+    let mode_set = agent
+        .and_then(|a| a.sandbox.as_ref())
+        .and_then(|s| s.mode)
+        .or(config.agents.defaults.sandbox.as_ref().and_then(|s| s.mode))
+        .is_some();
+    let scope = sandbox_workspace::session_scope(config, &ctx.agent_id, &ctx.session_key);
+    !(mode_set && super::exec::policy_for(config, &ctx.agent_id).confines(scope))
+}
+
+/// The file a tool opens: confined to what the session's workspace view
+/// allows, or anywhere on the host under `workspaceOnly: false`.
+pub(crate) fn file_path(
+    ctx: &ToolContext,
+    path: &str,
+    access: Access,
+) -> Result<std::path::PathBuf, ToolError> {
+    if reaches_host(ctx) {
+        return super::workspace::resolve_host(&ctx.workspace, path);
+    }
+    let view = sandbox_workspace::for_context(ctx)?;
+    match access {
+        Access::Read => view.resolve_read(path),
+        Access::Write => view.resolve_write(path),
+    }
+}
+
 pub struct ReadTool;
 
 impl Tool for ReadTool {
@@ -57,7 +105,7 @@ impl Tool for ReadTool {
             let limit = arg_u64(&args, "limit")?
                 .unwrap_or(DEFAULT_READ_LINES)
                 .max(1);
-            let full = sandbox_workspace::for_context(ctx)?.resolve_read(path)?;
+            let full = file_path(ctx, path, Access::Read)?;
             let file = std::fs::File::open(&full).map_err(|e| io_error(path, e))?;
             let mut out = String::new();
             let mut shown = 0u64;
@@ -112,7 +160,7 @@ impl Tool for WriteTool {
                     "content is over {MAX_WRITE_BYTES} bytes"
                 )));
             }
-            let full = sandbox_workspace::for_context(ctx)?.resolve_write(path)?;
+            let full = file_path(ctx, path, Access::Write)?;
             write_atomic(&full, content.as_bytes()).map_err(|e| io_error(path, e))?;
             Ok(ToolOutput::text(format!(
                 "wrote {} bytes to {path}",
@@ -145,7 +193,7 @@ impl Tool for EditTool {
                     "oldText must not be empty".into(),
                 ));
             }
-            let full = sandbox_workspace::for_context(ctx)?.resolve_write(path)?;
+            let full = file_path(ctx, path, Access::Write)?;
             let text = std::fs::read_to_string(&full).map_err(|e| io_error(path, e))?;
             match text.matches(old).count() {
                 0 => {

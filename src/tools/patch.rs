@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::fs::write_atomic;
-use super::sandbox_workspace;
 use super::{arg_str, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 /// Largest patch text accepted.
@@ -176,8 +175,7 @@ impl Tool for ApplyPatchTool {
             if text.len() > MAX_PATCH_BYTES {
                 return Err(bad(format!("over {MAX_PATCH_BYTES} bytes")));
             }
-            let view = sandbox_workspace::for_context(ctx)?;
-            let resolve = |path: &str| view.resolve_write(path);
+            let resolve = |path: &str| super::fs::file_path(ctx, path, super::fs::Access::Write);
             let mut writes = Vec::new();
             let mut summary = Vec::new();
             for op in parse(text)? {

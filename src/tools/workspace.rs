@@ -74,6 +74,32 @@ pub fn resolve(workspace: &Path, requested: &str) -> Result<PathBuf, ToolError> 
     Ok(real)
 }
 
+/// Resolves `requested` without confinement (`tools.fs.workspaceOnly:
+/// false`): a relative path is taken from the workspace root, an absolute
+/// one as it is, `..` folded lexically.
+pub fn resolve_host(workspace: &Path, requested: &str) -> Result<PathBuf, ToolError> {
+    if requested.trim().is_empty() {
+        return Err(ToolError::InvalidArguments("path is empty".into()));
+    }
+    if requested.contains('\0') {
+        return Err(ToolError::InvalidArguments(
+            "path contains a NUL byte".into(),
+        ));
+    }
+    let joined = workspace.join(requested);
+    let mut normal = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    Ok(normal)
+}
+
 fn outside(requested: &str) -> ToolError {
     ToolError::Denied(format!(
         "path {requested:?} is outside the workspace; file tools only work inside it"

@@ -358,7 +358,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("tools.exec.pathPrepend", "Directories prepended to PATH, absolute, as the command sees them."),
     ("tools.exec.security", "Exec policy: deny, allowlist or full."),
     ("tools.exec.timeoutSec", "Default seconds before a command is killed (a call's timeout overrides)."),
-    ("tools.fs.workspaceOnly", "Confine file tools to the agent workspace."),
+    ("tools.fs.workspaceOnly", "Confine file tools to the agent workspace (pincer's default true; false lets unsandboxed sessions reach host paths)."),
     ("tools.loopDetection.criticalThreshold", "Repeats after which a looping tool call is blocked."),
     ("tools.loopDetection.enabled", "Detect tool-call loops."),
     ("tools.loopDetection.historySize", "Tool calls remembered for loop detection."),

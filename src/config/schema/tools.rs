@@ -150,8 +150,17 @@ impl ExecToolConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct FsToolsConfig {
-    /// Confine file tools to the agent workspace.
-    pub workspace_only: bool,
+    /// Confine file tools to the agent workspace. Upstream's default is
+    /// false; pincer's is true (see `effective_workspace_only`).
+    pub workspace_only: Option<bool>,
+}
+
+impl FsToolsConfig {
+    /// Unset means confined: an appliance's file tools stay in the
+    /// workspace unless the config says `workspaceOnly: false`.
+    pub fn effective_workspace_only(&self) -> bool {
+        self.workspace_only.unwrap_or(true)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
