@@ -92,7 +92,6 @@ const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
         "read by the reload watcher itself (src/config/reload.rs), on purpose",
     ),
     // found 2026-11-25 by the reach check; channel-gating's area
-    ("SlackAccountConfig.thread", "channels.slack.thread"),
     (
         "SlackChannelConfig.skills",
         "channels.slack.channels.*.skills",
@@ -137,8 +136,6 @@ const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
     ("DmConfig.history_limit", "channels.*.dms.*.historyLimit"),
     // exec-security's area (tools.exec, tools.elevated, sandbox)
     ("ExecToolConfig.host", "tools.exec.host"),
-    ("ElevatedConfig.enabled", "tools.elevated.enabled"),
-    ("ElevatedConfig.allow_from", "tools.elevated.allowFrom"),
     ("ToolsConfig.sandbox", "tools.sandbox.tools"),
     (
         "AgentToolsConfig.sandbox",
