@@ -89,6 +89,9 @@ pub fn build(parts: StateParts) -> Arc<GatewayState> {
             cron: Some(Arc::new(launcher::GatewayCron {
                 state: state.clone(),
             })),
+            exec_exits: Some(Arc::new(launcher::GatewayExecExits {
+                state: state.clone(),
+            })),
             sessions: Arc::new(session_runner::GatewaySessionRunner::new(state.clone())),
             messenger: Some(Arc::new(methods::send::GatewayMessenger::new(
                 state.clone(),

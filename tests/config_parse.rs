@@ -511,9 +511,14 @@ fn exec_and_sandbox_limits_outside_what_pincer_sets_are_refused() {
         error("{ tools: { exec: { timeoutSec: 0 } } }"),
         "pincer.json5: tools.exec.timeoutSec: must be between 1 and 86400, got 0"
     );
+    assert!(
+        error("{ tools: { exec: { backgroundMs: 0 } } }").starts_with(
+            "pincer.json5: tools.exec.backgroundMs: must be a positive number of milliseconds"
+        )
+    );
     assert!(error("{ agents: { list: [ { id: 'a', tools: { exec: { pathPrepend: ['~/bin'] } } } ] } }")
         .starts_with("pincer.json5: agents.list[0].tools.exec.pathPrepend[0]: \"~/bin\" must be an absolute directory"));
-    parse("{ tools: { exec: { timeoutSec: 60, pathPrepend: ['/opt/x/bin'] } }, \
+    parse("{ tools: { exec: { timeoutSec: 60, backgroundMs: 500000, pathPrepend: ['/opt/x/bin'] } }, \
              agents: { defaults: { sandbox: { docker: { cpus: 1.5, ulimits: { nofile: 1024, nproc: { soft: 32, hard: 32 } } } } } } }")
         .expect("limits pincer sets");
 }

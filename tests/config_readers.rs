@@ -66,10 +66,6 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
 /// when its owner's change lands. Names are shared across structs, so one
 /// entry can excuse a field of the same name elsewhere: keep this short.
 const OWNED_ELSEWHERE: &[(&str, &str)] = &[
-    // owned by issue 14 exec-security (tools.exec, sandbox, gateway.auth)
-    ("background_ms", "tools.exec"),
-    ("notify_on_exit", "tools.exec"),
-    ("notify_on_exit_empty_success", "tools.exec"),
 ];
 
 /// Unread fields of the register helper's own area that are not done yet:

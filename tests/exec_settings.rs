@@ -2,7 +2,10 @@
 //! agent calls it: `timeoutSec` (the default time before a command is killed), `pathPrepend`
 //! (directories in front of `PATH`), `docker.ulimits` (the rlimits of those names) and
 //! `docker.cpus` (the run's cgroup CPU quota: refused, naming the cgroup, where no delegated
-//! cgroup exists), `cleanupMs` (how long a finished background run stays for `process`).
+//! cgroup exists), `cleanupMs` (how long a finished background run stays for `process`),
+//! `backgroundMs` (a foreground command still running after it continues in the background),
+//! `notifyOnExit` (a backgrounded run's exit is announced as a system event) and
+//! `notifyOnExitEmptySuccess` (a silent success is announced too).
 //!
 //! Timeout, PATH and rlimits apply to every run, sandboxed or not, so those tests run with
 //! `sandbox.mode: "off"` on any host; the `cpus` test needs the sandbox and reports a skip
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use pincer::sandbox::Layer;
 use pincer::store::{Store, StoreOptions};
 use pincer::tools::exec::ExecTool;
-use pincer::tools::process::ProcessTool;
+use pincer::tools::process::{ExecExitNotifier, ProcessTool};
 use pincer::tools::{Tool, ToolContext, ToolOutput};
 use sandbox_support::{capabilities, confined_modes, report};
 use serde_json::{json, Value};
@@ -187,5 +190,239 @@ async fn cleanup_ms_forgets_finished_background_runs() {
         log.is_err(),
         "the run was kept past cleanupMs: {:?}",
         log.map(|o| o.text)
+    );
+}
+
+/// Records the exec-exit events, as the gateway's heartbeat queue would receive them.
+#[derive(Default)]
+struct Recorder(parking_lot::Mutex<Vec<(String, String)>>);
+
+impl ExecExitNotifier for Recorder {
+    fn exec_exited(&self, session_key: &str, text: &str) {
+        self.0
+            .lock()
+            .push((session_key.to_owned(), text.to_owned()));
+    }
+}
+
+impl Recorder {
+    fn events(&self) -> Vec<(String, String)> {
+        self.0.lock().clone()
+    }
+
+    /// Waits (up to 10 s) for `count` events.
+    async fn wait_for(&self, count: usize) -> Vec<(String, String)> {
+        for _ in 0..200 {
+            if self.events().len() >= count {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        self.events()
+    }
+}
+
+/// `setup` with a recorder as the exec-exit notifier.
+fn setup_notified(config: &str) -> (Setup, Arc<Recorder>) {
+    let mut s = setup(config);
+    let recorder = Arc::new(Recorder::default());
+    s.ctx.services.exec_exits = Some(recorder.clone());
+    (s, recorder)
+}
+
+fn session_id(out: &ToolOutput) -> String {
+    out.details.as_ref().expect("details")["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned()
+}
+
+/// Waits for a background run to end (through `process poll`); its output since the last poll.
+async fn poll_to_end(ctx: &ToolContext, id: &str) -> ToolOutput {
+    ProcessTool
+        .execute(
+            json!({"action": "poll", "sessionId": id, "timeout": 20_000}),
+            ctx,
+        )
+        .await
+        .expect("poll")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_ms_is_how_long_a_foreground_command_runs_before_it_yields() {
+    let s = setup(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } } }, tools: { exec: { backgroundMs: 300 } } }",
+    );
+    let started = std::time::Instant::now();
+    let out = exec(
+        &s.ctx,
+        json!({"command": "echo first-part; sleep 3; echo second-part"}),
+    )
+    .await
+    .expect("exec ran");
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2_500),
+        "the call waited for the command: {:?}",
+        started.elapsed()
+    );
+    assert!(out.text.contains("Command still running"), "{}", out.text);
+    let details = out.details.clone().expect("details");
+    assert_eq!(details["status"], "running", "{details}");
+    assert!(
+        details["tail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("first-part"),
+        "{details}"
+    );
+    let id = session_id(&out);
+    assert!(out.text.contains(&id), "{}", out.text);
+    // The command went on in the background: all its output, from the start, through `process`.
+    let polled = poll_to_end(&s.ctx, &id).await;
+    assert!(
+        polled.text.contains("first-part") && polled.text.contains("second-part"),
+        "{}",
+        polled.text
+    );
+    assert_eq!(polled.details.expect("details")["exitCode"], 0);
+    // A command ending within the window answers in full, as before.
+    let out = exec(&s.ctx, json!({"command": "echo quick-one"}))
+        .await
+        .expect("exec ran");
+    assert!(out.text.contains("quick-one"), "{}", out.text);
+    assert!(out.text.contains("[exit code 0]"), "{}", out.text);
+    // The call's yieldMs wins over the setting.
+    let out = exec(
+        &s.ctx,
+        json!({"command": "sleep 1; echo waited-for", "yieldMs": 20_000}),
+    )
+    .await
+    .expect("exec ran");
+    assert!(out.text.contains("waited-for"), "{}", out.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_background_ms_wins_over_the_global_one() {
+    let s = setup(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } }, \
+             list: [ { id: 'main', tools: { exec: { backgroundMs: 200 } } } ] }, \
+           tools: { exec: { backgroundMs: 60000 } } }",
+    );
+    let out = exec(&s.ctx, json!({"command": "sleep 3"}))
+        .await
+        .expect("exec ran");
+    assert!(out.text.contains("Command still running"), "{}", out.text);
+    let killed = ProcessTool
+        .execute(
+            json!({"action": "kill", "sessionId": session_id(&out)}),
+            &s.ctx,
+        )
+        .await
+        .expect("kill");
+    assert!(killed.text.contains("killed"), "{}", killed.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_on_exit_announces_a_backgrounded_runs_exit_to_its_session() {
+    let (s, recorder) = setup_notified(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } } }, tools: { exec: { backgroundMs: 200 } } }",
+    );
+    // On by default: a yielded foreground command, and an explicit background one that fails.
+    let yielded = exec(
+        &s.ctx,
+        json!({"command": "sleep 1; echo   yielded   output"}),
+    )
+    .await
+    .expect("exec ran");
+    let yielded_id = session_id(&yielded);
+    let failed = exec(
+        &s.ctx,
+        json!({"command": "echo no-such-thing; exit 127", "background": true}),
+    )
+    .await
+    .expect("started");
+    let failed_id = session_id(&failed);
+    let events = recorder.wait_for(2).await;
+    let key = s.ctx.session_key.clone();
+    assert!(
+        events.contains(&(
+            key.clone(),
+            format!("Exec completed ({yielded_id}, code 0) :: yielded output")
+        )),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&(
+            key,
+            format!("Exec failed ({failed_id}, code 127) :: no-such-thing")
+        )),
+        "{events:?}"
+    );
+    // A run the agent kills is not announced, nor a foreground command that ended in its window.
+    let killed = exec(&s.ctx, json!({"command": "sleep 30", "background": true}))
+        .await
+        .expect("started");
+    ProcessTool
+        .execute(
+            json!({"action": "kill", "sessionId": session_id(&killed)}),
+            &s.ctx,
+        )
+        .await
+        .expect("kill");
+    exec(&s.ctx, json!({"command": "echo in-the-window"}))
+        .await
+        .expect("exec ran");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(recorder.events().len(), 2, "{:?}", recorder.events());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_on_exit_false_keeps_background_exits_quiet() {
+    let (s, recorder) = setup_notified(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } }, \
+             list: [ { id: 'main', tools: { exec: { notifyOnExit: false } } } ] } }",
+    );
+    let out = exec(
+        &s.ctx,
+        json!({"command": "echo would-be-announced", "background": true}),
+    )
+    .await
+    .expect("started");
+    let polled = poll_to_end(&s.ctx, &session_id(&out)).await;
+    assert!(
+        polled.text.contains("would-be-announced"),
+        "{}",
+        polled.text
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(recorder.events().is_empty(), "{:?}", recorder.events());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_on_exit_empty_success_announces_silent_successes_too() {
+    // Off by default: a successful exit without output is not announced...
+    let (s, recorder) = setup_notified("{ agents: { defaults: { sandbox: { mode: 'off' } } } }");
+    let out = exec(&s.ctx, json!({"command": "true", "background": true}))
+        .await
+        .expect("started");
+    poll_to_end(&s.ctx, &session_id(&out)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(recorder.events().is_empty(), "{:?}", recorder.events());
+    // ...and with the key on it is, without an output part.
+    let (s, recorder) = setup_notified(
+        "{ agents: { defaults: { sandbox: { mode: 'off' } } }, \
+           tools: { exec: { notifyOnExitEmptySuccess: true } } }",
+    );
+    let out = exec(&s.ctx, json!({"command": "true", "background": true}))
+        .await
+        .expect("started");
+    let id = session_id(&out);
+    let events = recorder.wait_for(1).await;
+    assert_eq!(
+        events,
+        vec![(
+            s.ctx.session_key.clone(),
+            format!("Exec completed ({id}, code 0)")
+        )]
     );
 }

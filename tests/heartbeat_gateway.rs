@@ -4,7 +4,8 @@
 //! `heartbeat` event report what happened; `set-heartbeats` pauses the interval. An acknowledged heartbeat
 //! leaves the main transcript and its `updatedAt` as they were; `isolatedSession` keeps heartbeats out of
 //! the main session altogether; `lightContext` gives the heartbeat only HEARTBEAT.md of the bootstrap files;
-//! `includeReasoning` delivers the model's reasoning as its own message.
+//! `includeReasoning` delivers the model's reasoning as its own message. A background `exec` run's exit
+//! (`tools.exec.notifyOnExit`) is queued as a system event and runs a heartbeat at once.
 
 mod support;
 
@@ -321,5 +322,37 @@ async fn include_reasoning_delivers_the_reasoning_before_the_reply() {
             "Water the basil today."
         ],
         "{chats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_execs_exit_runs_a_heartbeat_with_the_event() {
+    let fake = FakeOpenAi::start().await;
+    let (_gateway, mut client) = start_with_heartbeat(&fake, "{}").await;
+    let args = json!({"command": "sleep 1; echo notify-wired", "background": true});
+    fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![("c1".into(), "exec".into(), args.to_string())],
+    });
+    fake.push_reply(text("started it"));
+    let sent = json!({"sessionKey": "main", "message": "run it", "idempotencyKey": "bg-exit"});
+    assert_eq!(client.call("chat.send", sent).await["ok"], true);
+    // No wake from anyone: the run's exit alone brings the heartbeat, with the event in its prompt.
+    let (event, _) = tokio::time::timeout(Duration::from_secs(30), next_heartbeat(&mut client))
+        .await
+        .expect("no heartbeat followed the run's exit");
+    assert_ne!(event["status"], "skipped", "{event}");
+    let requests = fake.requests();
+    let heartbeat = requests
+        .iter()
+        .find(|r| {
+            r.body
+                .to_string()
+                .contains("System events since the last heartbeat")
+        })
+        .expect("a heartbeat request");
+    let body = heartbeat.body.to_string();
+    assert!(
+        body.contains("Exec completed (bg") && body.contains("code 0) :: notify-wired"),
+        "{body}"
     );
 }

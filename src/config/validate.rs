@@ -431,10 +431,16 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
     Ok(())
 }
 
-/// `timeoutSec` of at least a second (a day at most) and `pathPrepend` directories as `PATH`
-/// can hold them.
+/// `timeoutSec` of at least a second (a day at most), a positive `backgroundMs` (as upstream's
+/// schema; the exec tool keeps the window within 10 ms..120 s) and `pathPrepend` directories as
+/// `PATH` can hold them.
 pub(crate) fn check_exec(v: &Validator, exec: &ExecToolConfig, path: &str) -> Check {
     v.range(exec.timeout_sec, 1, 86_400, &format!("{path}.timeoutSec"))?;
+    v.ensure(
+        exec.background_ms != Some(0),
+        format!("{path}.backgroundMs"),
+        "must be a positive number of milliseconds (the exec tool waits 10 ms at least and 120000 ms at most before a command continues in the background)".to_owned(),
+    )?;
     v.range(
         exec.cleanup_ms,
         1,

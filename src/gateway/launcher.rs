@@ -156,6 +156,24 @@ impl crate::tools::cron::CronAccess for GatewayCron {
     }
 }
 
+/// Where backgrounded `exec` runs announce their exit (`tools.exec.notifyOnExit`): the line is
+/// queued as a system event for the next heartbeat and a heartbeat is asked for at once, as
+/// upstream does. pincer keeps one system-event queue, which the heartbeat delivers to the
+/// heartbeat agents' sessions; the run's own session key is logged with it.
+pub struct GatewayExecExits {
+    pub state: Weak<GatewayState>,
+}
+
+impl crate::tools::process::ExecExitNotifier for GatewayExecExits {
+    fn exec_exited(&self, session_key: &str, text: &str) {
+        let Some(state) = self.state.upgrade() else {
+            return;
+        };
+        log::info!("exec: background run of {session_key} ended: {text}");
+        state.services.heartbeat.wake(true, Some(text));
+    }
+}
+
 /// Restart recovery of the sub-agent registry, in the background once the gateway is ready.
 pub fn reconcile_subagents(state: &Arc<GatewayState>) {
     let registry = state.services.subagents.clone();

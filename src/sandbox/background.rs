@@ -168,6 +168,13 @@ impl BackgroundRun {
         self.kill.cancel();
     }
 
+    /// Waits, however long it takes, until the run has ended; returns how it ended.
+    pub async fn finished(&self) -> RunState {
+        let mut state = self.state.clone();
+        let _ = state.wait_for(|s| *s != RunState::Running).await;
+        self.state()
+    }
+
     /// Waits until the run has ended (or `limit` passed) and returns the state then.
     pub async fn wait(&self, limit: Duration) -> RunState {
         let mut state = self.state.clone();

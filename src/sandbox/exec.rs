@@ -142,7 +142,8 @@ impl ExecOutcome {
     }
 }
 
-fn validate_command(command: &str) -> Result<(), SandboxError> {
+/// Refuses empty, oversized or NUL-carrying command text (before anything starts).
+pub fn validate_command(command: &str) -> Result<(), SandboxError> {
     let invalid = |reason: String| SandboxError::InvalidRequest {
         field: "command",
         reason,
@@ -162,20 +163,29 @@ fn validate_command(command: &str) -> Result<(), SandboxError> {
     Ok(())
 }
 
+impl ExecRequest {
+    /// The sandbox spec running this command as `/bin/sh -c <command>` (not validated: see
+    /// [`validate_command`]).
+    pub fn into_spec(self) -> SandboxSpec {
+        SandboxSpec {
+            argv: vec![SHELL.to_owned(), "-c".to_owned(), self.command],
+            workspace: self.workspace,
+            read_only_workspace: self.read_only_workspace,
+            workdir: self.workdir,
+            env: self.env,
+            timeout: self.timeout,
+            session: self.session,
+            policy: self.policy,
+        }
+    }
+}
+
 /// Runs a shell command in the sandbox.
 pub async fn run_command(request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
     validate_command(&request.command)?;
-    let spec = SandboxSpec {
-        argv: vec![SHELL.to_owned(), "-c".to_owned(), request.command],
-        workspace: request.workspace,
-        read_only_workspace: request.read_only_workspace,
-        workdir: request.workdir,
-        env: request.env,
-        timeout: request.timeout,
-        session: request.session,
-        policy: request.policy,
-    };
-    run(spec).await.map(ExecOutcome::from_outcome)
+    run(request.into_spec())
+        .await
+        .map(ExecOutcome::from_outcome)
 }
 
 #[cfg(test)]

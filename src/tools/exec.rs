@@ -5,21 +5,38 @@
 //! Before anything runs, the exec approval policy (`tools.exec.ask`,
 //! `security`, `allowlist`) decides: run, refuse, or wait for an operator's
 //! decision through the context's approval gate.
+//!
+//! A foreground command that is still running after its yield window (`yieldMs`, else
+//! `tools.exec.backgroundMs`, else 10 s; kept within 10 ms..120 s, as upstream) is not waited
+//! for: it becomes a background run in the process registry and the tool answers "still
+//! running" with its id, as upstream's exec does. Backgrounded runs announce their exit when
+//! `tools.exec.notifyOnExit` is on (see `process.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::sandbox::exec::{run_command, ExecRequest};
-use crate::sandbox::SandboxPolicy;
+use crate::sandbox::exec::{validate_command, ExecRequest};
+use crate::sandbox::{BackgroundRun, RunState, SandboxPolicy, Termination};
 
 use super::approval::{
     ApprovalDecision, ApprovalError, ApprovalRequest, ExecApprovalPolicy, ExecGate,
     DEFAULT_EXEC_APPROVAL_TIMEOUT_MS,
 };
+use super::process::ExitNotice;
 use super::{
     arg_str, arg_u64, sandbox_workspace, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
 };
+
+/// How long a foreground command runs before it yields, unless `tools.exec.backgroundMs` or
+/// the call's `yieldMs` says otherwise (upstream's default).
+pub const DEFAULT_BACKGROUND_MS: u64 = 10_000;
+/// The yield window is kept within these bounds (upstream's).
+pub const MIN_BACKGROUND_MS: u64 = 10;
+pub const MAX_BACKGROUND_MS: u64 = 120_000;
+/// Characters of output so far a "still running" answer carries in its details.
+const YIELD_TAIL_CHARS: usize = 2_000;
 
 /// The sandbox policy for an agent: its own `sandbox` block, else
 /// `agents.defaults.sandbox`, else pincer's default (everything confined),
@@ -163,12 +180,13 @@ impl Tool for ExecTool {
         "exec"
     }
     fn description(&self) -> &'static str {
-        "Run a shell command (/bin/sh -c) in the workspace, inside the sandbox. Optional workdir and timeout (seconds); background=true returns a sessionId for the process tool."
+        "Run a shell command (/bin/sh -c) in the workspace, inside the sandbox. Optional workdir and timeout (seconds); background=true returns a sessionId for the process tool at once, and a command still running after yieldMs (default 10000) continues in the background the same way."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
             "command": {"type": "string"}, "workdir": {"type": "string"},
             "timeout": {"type": "integer", "minimum": 1},
+            "yieldMs": {"type": "integer", "minimum": 0},
             "background": {"type": "boolean"}}, "required": ["command"]})
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
@@ -189,34 +207,194 @@ impl Tool for ExecTool {
             if args.get("background").and_then(Value::as_bool) == Some(true) {
                 return start_background(ctx, request).await;
             }
-            let outcome = tokio::select! {
-                outcome = run_command(request) => outcome.map_err(|e| ToolError::Denied(format!("exec refused: {e}")))?,
-                _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            };
-            let text = format!("{}\n[{}]", outcome.render(), outcome.status_line());
-            Ok(ToolOutput {
-                text,
-                details: Some(
-                    json!({"exitCode": outcome.exit_code, "timedOut": outcome.timed_out}),
-                ),
-            })
+            let window = yield_window(&args, ctx)?;
+            run_foreground(ctx, request, window).await
         })
     }
+}
+
+/// The call's `yieldMs`, else the agent's `backgroundMs`, else the default; within bounds.
+fn yield_window(args: &Value, ctx: &ToolContext) -> Result<Duration, ToolError> {
+    let ms = arg_u64(args, "yieldMs")?
+        .or_else(|| exec_settings(&ctx.config, &ctx.agent_id).pick(|e| e.background_ms))
+        .unwrap_or(DEFAULT_BACKGROUND_MS)
+        .clamp(MIN_BACKGROUND_MS, MAX_BACKGROUND_MS);
+    Ok(Duration::from_millis(ms))
+}
+
+/// How long a finished background run of this agent is kept (`tools.exec.cleanupMs`).
+fn keep_finished(ctx: &ToolContext) -> Duration {
+    Duration::from_millis(
+        exec_settings(&ctx.config, &ctx.agent_id)
+            .pick(|e| e.cleanup_ms)
+            .unwrap_or(super::process::DEFAULT_CLEANUP_MS),
+    )
+}
+
+/// The exit announcement for this agent's backgrounded runs: `notifyOnExit` (default on) with
+/// a notifier to reach, and `notifyOnExitEmptySuccess` (default off).
+fn exit_notice(ctx: &ToolContext) -> Option<ExitNotice> {
+    let settings = exec_settings(&ctx.config, &ctx.agent_id);
+    if !settings.pick(|e| e.notify_on_exit).unwrap_or(true) {
+        return None;
+    }
+    Some(ExitNotice {
+        notifier: ctx.services.exec_exits.clone()?,
+        empty_success: settings
+            .pick(|e| e.notify_on_exit_empty_success)
+            .unwrap_or(false),
+    })
+}
+
+fn refused(error: impl std::fmt::Display) -> ToolError {
+    ToolError::Denied(format!("exec refused: {error}"))
+}
+
+/// Runs the command, waiting up to `window` for it to end; past that it continues as a
+/// background run (unless the session is at its cap of them: then it is waited for to the end,
+/// and the answer says why).
+async fn run_foreground(
+    ctx: &ToolContext,
+    request: ExecRequest,
+    window: Duration,
+) -> Result<ToolOutput, ToolError> {
+    validate_command(&request.command).map_err(refused)?;
+    let command = request.command.clone();
+    let run = Arc::new(
+        crate::sandbox::spawn(request.into_spec())
+            .await
+            .map_err(refused)?,
+    );
+    // A foreground command reads end-of-input, as from /dev/null.
+    let _ = run.write_stdin(b"", true).await;
+    let state = tokio::select! {
+        state = run.wait(window) => state,
+        () = ctx.cancel.cancelled() => {
+            run.kill();
+            return Err(ToolError::Cancelled);
+        }
+    };
+    let mut note = None;
+    let run = if state == RunState::Running {
+        let tail = output_tail(&run.read_output(0).text);
+        let adopted = ctx
+            .services
+            .processes
+            .adopt(
+                &ctx.session_key,
+                command,
+                run,
+                keep_finished(ctx),
+                exit_notice(ctx),
+            )
+            .await;
+        match adopted {
+            Ok(id) => return Ok(still_running(&id, tail)),
+            Err((error, run)) => {
+                note = Some(format!(
+                    "[still running after {} ms but not backgrounded: {error}]",
+                    window.as_millis()
+                ));
+                run
+            }
+        }
+    } else {
+        run
+    };
+    let state = tokio::select! {
+        state = run.finished() => state,
+        () = ctx.cancel.cancelled() => {
+            run.kill();
+            return Err(ToolError::Cancelled);
+        }
+    };
+    finished_output(&run, state, note)
+}
+
+/// The last [`YIELD_TAIL_CHARS`] characters of `text`.
+fn output_tail(text: &str) -> String {
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(YIELD_TAIL_CHARS - 1)
+        .map_or(0, |(at, _)| at);
+    text[start..].to_owned()
+}
+
+/// Upstream's answer for a command that yielded: its id for the `process` tool, and the tail
+/// of its output so far in the details (`poll` reads all of it from the start).
+fn still_running(id: &str, tail: String) -> ToolOutput {
+    ToolOutput {
+        text: format!(
+            "Command still running (session {id}). Use process (list/poll/log/write/kill/clear/remove) for follow-up."
+        ),
+        details: Some(json!({"status": "running", "sessionId": id, "tail": tail})),
+    }
+}
+
+/// A finished foreground run: its output (stdout and stderr as they came), then how it ended.
+fn finished_output(
+    run: &BackgroundRun,
+    state: RunState,
+    note: Option<String>,
+) -> Result<ToolOutput, ToolError> {
+    let (status, exit_code, timed_out) = match state {
+        RunState::Ended(Termination::Exited(code)) => {
+            (format!("exit code {code}"), Some(code), false)
+        }
+        RunState::Ended(Termination::Signaled(signal)) => {
+            (format!("killed by signal {signal}"), None, false)
+        }
+        RunState::Ended(Termination::TimedOut) => (
+            format!(
+                "timed out after {:.1} s; the process tree was killed",
+                run.elapsed().as_secs_f64()
+            ),
+            None,
+            true,
+        ),
+        RunState::Running | RunState::Failed => {
+            return Err(ToolError::Failed(
+                "exec: supervising the command failed; its process tree was killed".to_owned(),
+            ))
+        }
+    };
+    let slice = run.read_output(0);
+    let mut text = String::new();
+    if slice.missed_bytes > 0 {
+        text.push_str(&format!(
+            "[… {} bytes of output dropped between the first and last part …]\n",
+            slice.missed_bytes
+        ));
+    }
+    text.push_str(&slice.text);
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if let Some(note) = note {
+        text.push_str(&note);
+        text.push('\n');
+    }
+    text.push_str(&format!("[{status}]"));
+    Ok(ToolOutput {
+        text,
+        details: Some(json!({"exitCode": exit_code, "timedOut": timed_out})),
+    })
 }
 
 async fn start_background(
     ctx: &ToolContext,
     request: ExecRequest,
 ) -> Result<ToolOutput, ToolError> {
-    let keep_finished = Duration::from_millis(
-        exec_settings(&ctx.config, &ctx.agent_id)
-            .pick(|e| e.cleanup_ms)
-            .unwrap_or(super::process::DEFAULT_CLEANUP_MS),
-    );
     let id = ctx
         .services
         .processes
-        .start(&ctx.session_key, request, keep_finished)
+        .start(
+            &ctx.session_key,
+            request,
+            keep_finished(ctx),
+            exit_notice(ctx),
+        )
         .await
         .map_err(|e| ToolError::Denied(e.to_string()))?;
     Ok(ToolOutput {

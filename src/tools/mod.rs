@@ -79,6 +79,9 @@ pub struct ToolServices {
     pub subagents: Option<Arc<dyn subagent_control::SubagentControl>>,
     /// The cron service (`cron`); absent outside a gateway.
     pub cron: Option<Arc<dyn cron::CronAccess>>,
+    /// Where backgrounded `exec` runs announce their exit (`tools.exec.notifyOnExit`): the
+    /// gateway's heartbeat queue; absent outside a gateway.
+    pub exec_exits: Option<Arc<dyn process::ExecExitNotifier>>,
     /// Outbound chat delivery for the `message` tool (the gateway's channels).
     pub messenger: Option<Arc<dyn message::Messenger>>,
     /// Per-agent memory search (`memory_search`, `memory_get`).
@@ -99,6 +102,7 @@ impl Default for ToolServices {
             sessions: Arc::new(sessions_send::NoSessionRunner),
             subagents: None,
             cron: None,
+            exec_exits: None,
             messenger: None,
             memory: None,
             sandbox_root: std::env::temp_dir().join("pincer-sandboxes"),

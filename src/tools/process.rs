@@ -6,8 +6,15 @@
 //! (running or finished; the oldest finished one makes room), sees only its own, and loses all
 //! of them, killed, when it is reset or deleted or the gateway stops. This file must not spawn
 //! processes and must not keep output beyond each run's caps.
+//!
+//! A run that ends on its own while backgrounded (`background: true`, or a foreground `exec`
+//! that outlived `tools.exec.backgroundMs`) is announced through an [`ExecExitNotifier`] when
+//! `tools.exec.notifyOnExit` is on (upstream's exec-exit system event): one line naming the run,
+//! how it ended and the tail of its output. A run the agent killed or removed, or that a reset
+//! or shutdown killed, is not announced.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::sandbox::exec::ExecRequest;
-use crate::sandbox::{BackgroundRun, RunState, SandboxError, SandboxSpec, Termination};
+use crate::sandbox::{BackgroundRun, RunState, SandboxError, Termination};
 
 use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
@@ -26,8 +33,25 @@ pub const MAX_POLL_WAIT_MS: u64 = 30_000;
 /// How long a finished run is kept for `poll` and `log` unless `tools.exec.cleanupMs` says
 /// otherwise (upstream's default, 30 minutes).
 pub const DEFAULT_CLEANUP_MS: u64 = 30 * 60_000;
-/// The shell background commands run with.
-const SHELL: &str = "/bin/sh";
+/// Characters of output tail an exit notice looks at (upstream's figure).
+pub const NOTIFY_TAIL_CHARS: usize = 400;
+/// Longest output snippet in an exit notice, whitespace collapsed (upstream's figure).
+pub const NOTIFY_SNIPPET_CHARS: usize = 180;
+
+/// Where the exec-exit system event goes: the gateway queues it for the heartbeat and asks for
+/// a heartbeat at once (a port: the heartbeat lives above the tools).
+pub trait ExecExitNotifier: Send + Sync {
+    /// A backgrounded run of `session_key` ended; `text` is the event line.
+    fn exec_exited(&self, session_key: &str, text: &str);
+}
+
+/// How a backgrounded run announces its exit (`tools.exec.notifyOnExit` on).
+#[derive(Clone)]
+pub struct ExitNotice {
+    pub notifier: Arc<dyn ExecExitNotifier>,
+    /// `tools.exec.notifyOnExitEmptySuccess`: announce a successful exit with no output too.
+    pub empty_success: bool,
+}
 
 /// Why a background action failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +75,8 @@ struct Entry {
     serial: u64,
     /// How long the run is kept once it has ended (`tools.exec.cleanupMs`).
     keep_finished: Duration,
+    /// Cleared when the run is killed or forgotten on purpose: its exit is then not announced.
+    announce: Arc<AtomicBool>,
 }
 
 impl Entry {
@@ -58,6 +84,12 @@ impl Entry {
         self.run
             .ended_ago()
             .is_some_and(|ago| ago >= self.keep_finished)
+    }
+
+    /// Kills the run without announcing its exit.
+    fn kill_quietly(&self) {
+        self.announce.store(false, Ordering::Release);
+        self.run.kill();
     }
 }
 
@@ -85,45 +117,81 @@ pub struct ProcessSummary {
 
 impl ProcessRegistry {
     /// Starts `request` in the background for `session_key`; returns the run's id. Once ended,
-    /// the run is forgotten after `keep_finished`.
+    /// the run is forgotten after `keep_finished`; `notice` announces its exit.
     pub async fn start(
         &self,
         session_key: &str,
         request: ExecRequest,
         keep_finished: Duration,
+        notice: Option<ExitNotice>,
     ) -> Result<String, ProcessError> {
         let mut serial = self.starting.lock().await;
         self.make_room(session_key)?;
+        crate::sandbox::exec::validate_command(&request.command)?;
         let command = request.command.clone();
-        let spec = SandboxSpec {
-            argv: vec![SHELL.to_owned(), "-c".to_owned(), request.command],
-            workspace: request.workspace,
-            read_only_workspace: request.read_only_workspace,
-            workdir: request.workdir,
-            env: request.env,
-            timeout: request.timeout,
-            session: request.session,
-            policy: request.policy,
-        };
-        let run = crate::sandbox::spawn(spec).await?;
+        let run = Arc::new(crate::sandbox::spawn(request.into_spec()).await?);
         *serial += 1;
+        let serial = *serial;
+        let id = self.insert(session_key, command, run, serial, keep_finished, notice);
+        Ok(id)
+    }
+
+    /// Takes over a run `exec` started in the foreground and that outlived its yield window
+    /// (`tools.exec.backgroundMs`): from now on it is a background run of `session_key`, its
+    /// output readable from the start. Errs (handing the run back) when the session is at its cap.
+    pub async fn adopt(
+        &self,
+        session_key: &str,
+        command: String,
+        run: Arc<BackgroundRun>,
+        keep_finished: Duration,
+        notice: Option<ExitNotice>,
+    ) -> Result<String, (ProcessError, Arc<BackgroundRun>)> {
+        let mut serial = self.starting.lock().await;
+        if let Err(error) = self.make_room(session_key) {
+            return Err((error, run));
+        }
+        *serial += 1;
+        let serial = *serial;
+        Ok(self.insert(session_key, command, run, serial, keep_finished, notice))
+    }
+
+    fn insert(
+        &self,
+        session_key: &str,
+        command: String,
+        run: Arc<BackgroundRun>,
+        serial: u64,
+        keep_finished: Duration,
+        notice: Option<ExitNotice>,
+    ) -> String {
         let id = format!(
-            "bg{}-{}",
-            *serial,
+            "bg{serial}-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         );
+        let announce = Arc::new(AtomicBool::new(notice.is_some()));
+        if let Some(notice) = notice {
+            tokio::spawn(announce_exit(
+                run.clone(),
+                id.clone(),
+                session_key.to_owned(),
+                announce.clone(),
+                notice,
+            ));
+        }
         self.runs.lock().insert(
             id.clone(),
             Entry {
                 session_key: session_key.to_owned(),
                 command,
-                run: Arc::new(run),
+                run,
                 polled: 0,
-                serial: *serial,
+                serial,
                 keep_finished,
+                announce,
             },
         );
-        Ok(id)
+        id
     }
 
     /// Drops the session's oldest finished run when it is at the cap; errs when all are running.
@@ -228,6 +296,7 @@ impl ProcessRegistry {
     /// Kills the run's process tree and waits briefly for it to end.
     pub async fn kill(&self, session_key: &str, id: &str) -> Result<RunState, ProcessError> {
         let run = self.run(session_key, id)?;
+        self.silence(id);
         run.kill();
         Ok(run.wait(Duration::from_secs(5)).await)
     }
@@ -235,9 +304,17 @@ impl ProcessRegistry {
     /// Kills (if needed) and forgets the run.
     pub fn remove(&self, session_key: &str, id: &str) -> Result<(), ProcessError> {
         let run = self.run(session_key, id)?;
+        self.silence(id);
         run.kill();
         self.runs.lock().remove(id);
         Ok(())
+    }
+
+    /// The run's exit will not be announced (the agent or the gateway ended it on purpose).
+    fn silence(&self, id: &str) {
+        if let Some(entry) = self.runs.lock().get(id) {
+            entry.announce.store(false, Ordering::Release);
+        }
     }
 
     /// Forgets the session's finished runs; returns how many.
@@ -255,7 +332,7 @@ impl ProcessRegistry {
         runs.retain(|_, e| {
             let own = e.session_key == session_key;
             if own {
-                e.run.kill();
+                e.kill_quietly();
             }
             !own
         });
@@ -269,11 +346,11 @@ impl ProcessRegistry {
         let running: Vec<Arc<BackgroundRun>> = runs
             .into_values()
             .filter(|e| e.run.state() == RunState::Running)
-            .map(|e| e.run)
+            .map(|e| {
+                e.kill_quietly();
+                e.run
+            })
             .collect();
-        for run in &running {
-            run.kill();
-        }
         let deadline = tokio::time::Instant::now() + limit;
         for run in &running {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -281,6 +358,70 @@ impl ProcessRegistry {
         }
         running.len()
     }
+}
+
+/// Waits for a backgrounded run to end and announces it, unless it was silenced meanwhile or
+/// it succeeded without output and `empty_success` is off (upstream's rule: "completed" is a
+/// normal exit other than 126/127, whatever the code; anything else "failed").
+async fn announce_exit(
+    run: Arc<BackgroundRun>,
+    id: String,
+    session_key: String,
+    announce: Arc<AtomicBool>,
+    notice: ExitNotice,
+) {
+    let state = run.finished().await;
+    if !announce.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(text) = exit_notice_text(&id, state, &run.read_output(0).text, notice.empty_success)
+    {
+        notice.notifier.exec_exited(&session_key, &text);
+    }
+}
+
+/// The exec-exit event line, or `None` when a silent success is not announced.
+pub fn exit_notice_text(
+    id: &str,
+    state: RunState,
+    output: &str,
+    empty_success: bool,
+) -> Option<String> {
+    let (completed, label) = match state {
+        RunState::Running => return None,
+        RunState::Ended(Termination::Exited(code)) => {
+            (code != 126 && code != 127, format!("code {code}"))
+        }
+        RunState::Ended(Termination::Signaled(signal)) => (false, format!("signal {signal}")),
+        RunState::Ended(Termination::TimedOut) => (false, "timed out".to_owned()),
+        RunState::Failed => (false, "supervision failed".to_owned()),
+    };
+    let tail_start = output
+        .char_indices()
+        .rev()
+        .nth(NOTIFY_TAIL_CHARS - 1)
+        .map_or(0, |(at, _)| at);
+    let collapsed = output[tail_start..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let snippet = if collapsed.chars().count() > NOTIFY_SNIPPET_CHARS {
+        let kept: String = collapsed.chars().take(NOTIFY_SNIPPET_CHARS - 1).collect();
+        format!("{kept}…")
+    } else {
+        collapsed
+    };
+    if completed && snippet.is_empty() && !empty_success {
+        return None;
+    }
+    // Upstream shows the first 8 characters of its word-pair ids; pincer's ids are as short and
+    // the agent polls them in full, so the whole id is shown.
+    let status = if completed { "completed" } else { "failed" };
+    Some(if snippet.is_empty() {
+        format!("Exec {status} ({id}, {label})")
+    } else {
+        format!("Exec {status} ({id}, {label}) :: {snippet}")
+    })
 }
 
 /// One word for a run's state.
@@ -425,5 +566,55 @@ fn list_output(list: Vec<ProcessSummary>) -> ToolOutput {
     ToolOutput {
         text: lines.join("\n"),
         details: Some(json!({"sessions": details})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DONE: RunState = RunState::Ended(Termination::Exited(0));
+
+    #[test]
+    fn an_exit_notice_carries_the_collapsed_tail_of_the_output() {
+        let text = exit_notice_text("bg1-abc", DONE, "  one\n\ttwo  \n", false);
+        assert_eq!(
+            text.as_deref(),
+            Some("Exec completed (bg1-abc, code 0) :: one two")
+        );
+        let long = format!("{}END", "x".repeat(1_000));
+        let text = exit_notice_text("bg1-abc", DONE, &long, false).expect("notice");
+        let snippet = text.split(" :: ").nth(1).expect("snippet");
+        assert_eq!(snippet.chars().count(), NOTIFY_SNIPPET_CHARS);
+        assert!(snippet.ends_with('…'), "{snippet}");
+        // Only the last NOTIFY_TAIL_CHARS characters are looked at.
+        let text =
+            exit_notice_text("bg1-abc", DONE, &format!("HEAD{long}"), false).expect("notice");
+        assert!(!text.contains("HEAD"), "{text}");
+    }
+
+    #[test]
+    fn silent_successes_are_announced_only_when_asked_and_failures_always() {
+        assert_eq!(exit_notice_text("bg1", DONE, " \n", false), None);
+        assert_eq!(
+            exit_notice_text("bg1", DONE, "", true).as_deref(),
+            Some("Exec completed (bg1, code 0)")
+        );
+        let not_found = RunState::Ended(Termination::Exited(127));
+        assert_eq!(
+            exit_notice_text("bg1", not_found, "", false).as_deref(),
+            Some("Exec failed (bg1, code 127)")
+        );
+        let killed = RunState::Ended(Termination::Signaled(9));
+        assert_eq!(
+            exit_notice_text("bg1", killed, "", false).as_deref(),
+            Some("Exec failed (bg1, signal 9)")
+        );
+        let timed_out = RunState::Ended(Termination::TimedOut);
+        assert_eq!(
+            exit_notice_text("bg1", timed_out, "x", false).as_deref(),
+            Some("Exec failed (bg1, timed out) :: x")
+        );
+        assert_eq!(exit_notice_text("bg1", RunState::Running, "x", true), None);
     }
 }
