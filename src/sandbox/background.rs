@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,6 +126,8 @@ pub struct BackgroundRun {
     started: Instant,
     /// When the run ended (set just before the state changes).
     ended_at: Arc<Mutex<Option<Instant>>>,
+    /// The run's cgroup OOM killer acted (set just before the state changes).
+    oom_killed: Arc<AtomicBool>,
 }
 
 impl BackgroundRun {
@@ -156,6 +159,11 @@ impl BackgroundRun {
     /// Time since the run started.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Whether the cgroup's OOM killer acted (known once the run has ended).
+    pub fn oom_killed(&self) -> bool {
+        self.oom_killed.load(Ordering::Acquire)
     }
 
     /// Time since the run ended (`None` while it runs).
@@ -239,8 +247,11 @@ async fn start(prepared: Prepared) -> Result<BackgroundRun, SandboxError> {
     };
     let ended_at = Arc::new(Mutex::new(None));
     let mark_end = ended_at.clone();
+    let oom_killed = Arc::new(AtomicBool::new(false));
+    let mark_oom = oom_killed.clone();
     tokio::spawn(async move {
-        let ended = supervision.supervise(child).await;
+        let (ended, oom) = supervision.supervise(child).await;
+        mark_oom.store(oom, Ordering::Release);
         *mark_end.lock() = Some(Instant::now());
         let _ = state_tx.send(ended);
     });
@@ -251,6 +262,7 @@ async fn start(prepared: Prepared) -> Result<BackgroundRun, SandboxError> {
         state,
         started,
         ended_at,
+        oom_killed,
     })
 }
 
@@ -282,7 +294,8 @@ struct Supervision {
 }
 
 impl Supervision {
-    async fn supervise(mut self, mut child: tokio::process::Child) -> RunState {
+    /// How the run ended, and whether the cgroup's OOM killer acted.
+    async fn supervise(mut self, mut child: tokio::process::Child) -> (RunState, bool) {
         let waited = tokio::select! {
             waited = runner::wait_with_backstop(&mut child, &self.prepared) => waited,
             () = self.kill.cancelled() => {
@@ -302,10 +315,12 @@ impl Supervision {
         }
         let report = self.report.collect();
         drop(self.prepared.run_tmp.take());
-        if let Some(cgroup) = self.prepared.cgroup.take() {
-            cgroup.finish();
-        }
-        match waited {
+        let oom = self
+            .prepared
+            .cgroup
+            .take()
+            .is_some_and(|cgroup| cgroup.finish());
+        let state = match waited {
             Ok((status, backstop_fired)) => {
                 RunState::Ended(runner::termination(&report, backstop_fired, status))
             }
@@ -313,7 +328,8 @@ impl Supervision {
                 log::warn!("background run supervision failed: {error}");
                 RunState::Failed
             }
-        }
+        };
+        (state, oom)
     }
 }
 

@@ -359,6 +359,11 @@ fn finished_output(
             ))
         }
     };
+    let status = if run.oom_killed() {
+        format!("{status} (memory limit reached)")
+    } else {
+        status
+    };
     let slice = run.read_output(0);
     let mut text = String::new();
     if slice.missed_bytes > 0 {
