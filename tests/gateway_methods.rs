@@ -22,6 +22,8 @@ mod pairing;
 mod sessions;
 #[path = "gateway_methods/shutdown.rs"]
 mod shutdown;
+#[path = "gateway_methods/views.rs"]
+mod views;
 
 use std::time::Duration;
 

@@ -250,6 +250,10 @@ async fn forward(
         pending: None,
     };
     let mut flush_at: Option<tokio::time::Instant> = None;
+    if !quiet {
+        let user = json!({"role": "user", "content": [{"type": "text", "text": spec.message}], "timestamp": now_ms()});
+        broadcast_session_message(&state, &spec, user);
+    }
     loop {
         let event = tokio::select! {
             event = rx.recv() => event,
@@ -343,12 +347,33 @@ async fn forward(
                 if !quiet {
                     let reasoning = reasoning_block.as_deref();
                     broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
+                    if !outcome.text.is_empty() {
+                        broadcast_session_message(&state, &spec, chat_message(&outcome.text));
+                    }
                 }
                 break;
             }
         }
     }
     reasoning_block
+}
+
+/// A `session.message` event: one message of a session's transcript, as
+/// upstream sends it to the Control UI's open conversation.
+fn broadcast_session_message(state: &GatewayState, spec: &TurnSpec, message: Value) {
+    let payload = json!({
+        "sessionKey": spec.session_key, "agentId": spec.agent_id,
+        "runId": spec.run_id, "message": message,
+    });
+    state.clients.broadcast(
+        "session.message",
+        &payload,
+        BroadcastOptions {
+            drop_if_slow: true,
+            scope: Some(scopes::READ),
+            state_version: None,
+        },
+    );
 }
 
 fn chat_message(text: &str) -> Value {

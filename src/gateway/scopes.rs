@@ -49,6 +49,20 @@ const READ_METHODS: &[&str] = &[
     "commands.list",
     "memory.status",
     "memory.search",
+    "chat.startup",
+    "sessions.subscribe",
+    "sessions.messages.subscribe",
+    "sessions.messages.unsubscribe",
+    "sessions.describe",
+    "sessions.branches.list",
+    "sessions.observer.visibility",
+    "sessions.companion.state",
+    "models.authStatus",
+    "tasks.list",
+    "progressCard.get",
+    "talk.catalog",
+    "chat.metadata",
+    "plugins.list",
 ];
 
 const WRITE_METHODS: &[&str] = &[
@@ -60,6 +74,7 @@ const WRITE_METHODS: &[&str] = &[
     "chat.send",
     "chat.abort",
     "node.invoke",
+    "question.list",
 ];
 
 const PAIRING_METHODS: &[&str] = &[
@@ -77,6 +92,7 @@ const PAIRING_METHODS: &[&str] = &[
     "node.pair.reject",
     "node.pair.verify",
     "node.rename",
+    "channels.pairing.list",
 ];
 
 const APPROVAL_METHODS: &[&str] = &[
@@ -85,6 +101,9 @@ const APPROVAL_METHODS: &[&str] = &[
     "exec.approval.resolve",
     "exec.approval.list",
     "exec.approval.get",
+    "plugin.approval.list",
+    "openclaw.approval.list",
+    "approval.history",
 ];
 
 /// Methods only a `node` role may call.

@@ -54,7 +54,8 @@ async fn agents_list_without_configured_agents_shows_main_as_default() {
     assert_eq!(res["payload"]["defaultId"], "main", "{res}");
     assert_eq!(
         res["payload"]["agents"],
-        json!([{"id": "main", "name": null, "default": true}])
+        json!([{"id": "main", "name": null, "default": true,
+                "model": {"primary": "fake/gpt-test", "fallbacks": []}}])
     );
 }
 

@@ -33,6 +33,14 @@ pub fn session_scope(config: &Config) -> &str {
     config.session.scope.as_deref().unwrap_or("per-sender")
 }
 
+/// The agent's model as upstream lists it (`{primary, fallbacks}`), or null.
+fn agent_model(config: &Config, agent_id: &str) -> Value {
+    match config.agents.model_for(agent_id) {
+        Some(model) => json!({"primary": model.primary(), "fallbacks": model.fallbacks()}),
+        None => Value::Null,
+    }
+}
+
 /// `agents.list`: the configured agents, the default one, and the session
 /// settings they share (`session.mainKey`, `session.scope`).
 pub fn agents(state: &GatewayState) -> Result<Value, ErrorShape> {
@@ -42,10 +50,11 @@ pub fn agents(state: &GatewayState) -> Result<Value, ErrorShape> {
         .agents
         .list
         .iter()
-        .map(|a| json!({"id": a.id, "name": a.name, "default": a.id == default_id}))
+        .map(|a| json!({"id": a.id, "name": a.name, "default": a.id == default_id, "model": agent_model(&config, &a.id)}))
         .collect();
     if agents.is_empty() {
-        agents.push(json!({"id": default_id, "name": null, "default": true}));
+        let model = agent_model(&config, &default_id);
+        agents.push(json!({"id": default_id, "name": null, "default": true, "model": model}));
     }
     Ok(json!({
         "defaultId": default_id,

@@ -17,6 +17,7 @@ pub mod pairing;
 pub mod params;
 pub mod send;
 pub mod sessions;
+pub mod views;
 
 use std::sync::Arc;
 
@@ -76,6 +77,27 @@ pub const METHODS: &[&str] = &[
     "wake",
     "last-heartbeat",
     "set-heartbeats",
+    "chat.startup",
+    "sessions.subscribe",
+    "sessions.messages.subscribe",
+    "sessions.messages.unsubscribe",
+    "sessions.describe",
+    "agent.identity.get",
+    "models.authStatus",
+    "update.status",
+    "plugin.approval.list",
+    "openclaw.approval.list",
+    "question.list",
+    "tasks.list",
+    "progressCard.get",
+    "sessions.branches.list",
+    "sessions.observer.visibility",
+    "sessions.companion.state",
+    "talk.catalog",
+    "chat.metadata",
+    "plugins.list",
+    "approval.history",
+    "channels.pairing.list",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -93,6 +115,7 @@ pub const EVENTS: &[&str] = &[
     "device.pair.resolved",
     "exec.approval.requested",
     "exec.approval.resolved",
+    "session.message",
 ];
 
 /// What a handler produced.
@@ -245,6 +268,17 @@ fn dispatch_sync(
         "wake" => heartbeat::wake(state, &params).into(),
         "last-heartbeat" => heartbeat::last(state).into(),
         "set-heartbeats" => heartbeat::set(state, &params).into(),
-        other => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+        "chat.startup" => views::chat_startup(state, &params).into(),
+        "sessions.subscribe" => views::sessions_subscribe(state, &params).into(),
+        "sessions.messages.subscribe" => views::messages_subscribe(state, &params).into(),
+        "sessions.messages.unsubscribe" => views::messages_unsubscribe(state, &params).into(),
+        "sessions.describe" => views::sessions_describe(state, &params).into(),
+        "agent.identity.get" => views::agent_identity(state, &params).into(),
+        "models.authStatus" => views::models_auth_status(state).into(),
+        "update.status" => Reply::Ok(views::update_status()),
+        other => match views::absent_feature(other) {
+            Some(answer) => answer.into(),
+            None => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),
+        },
     }
 }
