@@ -215,3 +215,118 @@ async fn features_pincer_lacks_answer_empty_or_unavailable() {
         assert_eq!(res["error"]["code"], "UNAVAILABLE", "{method}: {res}");
     }
 }
+
+/// A cron job that runs hourly, as `cron.add` takes one.
+fn cron_job(name: &str) -> Value {
+    json!({
+        "name": name,
+        "schedule": {"kind": "every", "everyMs": 3_600_000},
+        "sessionTarget": "isolated",
+        "payload": {"kind": "agentTurn", "message": format!("run {name}")},
+    })
+}
+
+#[tokio::test]
+async fn cron_list_and_runs_answer_in_pages_as_the_automations_view_reads_them() {
+    let fake = FakeOpenAi::start().await;
+    let gateway = start(&fake);
+    let mut client = admin(&gateway, 46).await;
+    let mut ids = Vec::new();
+    for name in ["alpha", "beta", "gamma"] {
+        let res = client.call("cron.add", cron_job(name)).await;
+        ids.push(res["payload"]["id"].as_str().expect("id").to_string());
+    }
+    let res = client
+        .call(
+            "cron.update",
+            json!({"id": ids[2], "patch": {"enabled": false}}),
+        )
+        .await;
+    assert_eq!(res["ok"], true, "{res}");
+
+    let res = client
+        .call(
+            "cron.list",
+            json!({"includeDisabled": true, "limit": 2, "offset": 0}),
+        )
+        .await;
+    let first = &res["payload"];
+    assert_eq!(first["jobs"].as_array().map(Vec::len), Some(2), "{res}");
+    assert_eq!(
+        (first["total"].clone(), first["offset"].clone()),
+        (json!(3), json!(0))
+    );
+    assert_eq!(
+        (first["hasMore"].clone(), first["nextOffset"].clone()),
+        (json!(true), json!(2))
+    );
+    let revision = first["snapshotRevision"]
+        .as_str()
+        .expect("revision")
+        .to_string();
+    let res = client
+        .call(
+            "cron.list",
+            json!({"includeDisabled": true, "limit": 2, "offset": 2}),
+        )
+        .await;
+    assert_eq!(res["payload"]["jobs"][0]["name"], "gamma", "{res}");
+    assert_eq!(res["payload"]["nextOffset"], Value::Null);
+    assert_eq!(res["payload"]["hasMore"], false);
+
+    let enabled = client
+        .call("cron.list", json!({"enabled": "enabled"}))
+        .await;
+    assert_eq!(enabled["payload"]["total"], 2, "{enabled}");
+    let disabled = client
+        .call("cron.list", json!({"enabled": "disabled"}))
+        .await;
+    assert_eq!(
+        disabled["payload"]["jobs"][0]["name"], "gamma",
+        "{disabled}"
+    );
+    let found = client.call("cron.list", json!({"query": "BET"})).await;
+    assert_eq!(found["payload"]["total"], 1, "{found}");
+    let bad = client.call("cron.list", json!({"enabled": "maybe"})).await;
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("enabled"),
+        "{bad}"
+    );
+
+    // Running a job changes it, and with it the revision.
+    let res = client.call("cron.run", json!({"id": ids[0]})).await;
+    assert_eq!(res["payload"]["ran"], true, "{res}");
+    let mut runs = Value::Null;
+    for _ in 0..100 {
+        runs = client.call("cron.runs", json!({"limit": 10})).await;
+        if runs["payload"]["total"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        runs["payload"]["total"], 1,
+        "every job's runs, no id needed: {runs}"
+    );
+    assert_eq!(
+        runs["payload"]["entries"][0]["jobId"],
+        ids[0].as_str(),
+        "{runs}"
+    );
+    assert_eq!(runs["payload"]["hasMore"], false);
+    let res = client
+        .call("cron.list", json!({"includeDisabled": true, "limit": 2}))
+        .await;
+    assert_ne!(res["payload"]["snapshotRevision"], json!(revision), "{res}");
+    let res = client.call("cron.runs", json!({"scope": "job"})).await;
+    assert!(
+        res["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("id is required"),
+        "{res}"
+    );
+}

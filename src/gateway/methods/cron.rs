@@ -266,11 +266,7 @@ pub fn handle(
     let service = &state.services.cron;
     let p = Params::new(method, params)?;
     match method {
-        "cron.list" => {
-            let include = p.opt_bool("includeDisabled")?.unwrap_or(false);
-            let jobs = service.list(include).map_err(cron_error)?;
-            Ok(json!({"jobs": jobs.iter().map(to_value).collect::<Vec<_>>()}))
-        }
+        "cron.list" => list_page(service, &p),
         "cron.status" => Ok(json!({
             "enabled": service.options().enabled,
             "storePath": state.store_path(),
@@ -296,14 +292,7 @@ pub fn handle(
             Ok(json!({"ok": true, "removed": removed}))
         }
         "cron.run" => run(state, service, &p),
-        "cron.runs" => {
-            let id = job_id(&p, method)?;
-            let limit = p
-                .opt_u64("limit", 1, MAX_RUNS_LIMIT)?
-                .unwrap_or(DEFAULT_RUNS_LIMIT);
-            let entries = service.runs(id, limit as usize).map_err(cron_error)?;
-            Ok(json!({"entries": entries}))
-        }
+        "cron.runs" => runs_page(service, &p),
         other => Err(ErrorShape::invalid(format!("unknown method: {other}"))),
     }
 }
@@ -334,4 +323,120 @@ fn run(
         }
     });
     Ok(json!({"ok": true, "ran": true}))
+}
+
+/// Largest `cron.list` page.
+const MAX_LIST_LIMIT: u64 = 200;
+
+/// A page of items as upstream pages its cron inventory and run history:
+/// `total` before paging, the `offset` used (clamped to `total`), and
+/// `nextOffset` (null on the last page).
+fn page(items: Vec<Value>, offset: u64, limit: u64, field: &str) -> Value {
+    let total = items.len();
+    let offset = (offset as usize).min(total);
+    let page: Vec<Value> = items
+        .into_iter()
+        .skip(offset)
+        .take(limit as usize)
+        .collect();
+    let next = offset + page.len();
+    let next_offset = (next < total).then_some(next);
+    json!({
+        field: page, "total": total, "offset": offset, "limit": limit,
+        "hasMore": next_offset.is_some(), "nextOffset": next_offset,
+    })
+}
+
+/// `cron.list`: the jobs (enabled only unless `includeDisabled`), filtered by
+/// `enabled` ("all", "enabled", "disabled") and `query` (in the name or
+/// description), one page at a time; `snapshotRevision` changes whenever
+/// any listed job does.
+fn list_page(service: &Arc<CronService>, p: &Params<'_>) -> Result<Value, ErrorShape> {
+    let enabled = p.opt_str("enabled")?;
+    if let Some(other) = enabled.filter(|e| !matches!(*e, "all" | "enabled" | "disabled")) {
+        return Err(ErrorShape::invalid(format!(
+            "invalid cron.list params: enabled {other:?} must be \"all\", \"enabled\" or \"disabled\""
+        )));
+    }
+    let include = p.opt_bool("includeDisabled")?.unwrap_or(false) || enabled.is_some();
+    let query = p.opt_str("query")?.map(str::to_lowercase);
+    let offset = p.opt_u64("offset", 0, u64::MAX)?.unwrap_or(0);
+    let limit = p
+        .opt_u64("limit", 1, MAX_LIST_LIMIT)?
+        .unwrap_or(MAX_LIST_LIMIT);
+    let jobs: Vec<Value> = service
+        .list(include)
+        .map_err(cron_error)?
+        .iter()
+        .filter(|job| match enabled {
+            Some("enabled") => job.enabled,
+            Some("disabled") => !job.enabled,
+            _ => true,
+        })
+        .filter(|job| {
+            query.as_ref().is_none_or(|q| {
+                job.name.to_lowercase().contains(q)
+                    || job
+                        .description
+                        .as_ref()
+                        .is_some_and(|d| d.to_lowercase().contains(q))
+            })
+        })
+        .map(to_value)
+        .collect();
+    let revision = revision_of(&jobs);
+    let mut answer = page(jobs, offset, limit, "jobs");
+    answer["snapshotRevision"] = json!(revision);
+    Ok(answer)
+}
+
+/// A short digest (FNV-1a) of the listed jobs' JSON.
+fn revision_of(jobs: &[Value]) -> String {
+    let text = serde_json::to_string(jobs).unwrap_or_default();
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// `cron.runs`: one job's run log (`id`/`jobId`, scope `job`) or every job's
+/// (scope `all`, the default without an id), newest first, one page at a time.
+fn runs_page(service: &Arc<CronService>, p: &Params<'_>) -> Result<Value, ErrorShape> {
+    let id = p
+        .opt_str("id")?
+        .or(p.opt_str("jobId")?)
+        .filter(|id| !id.trim().is_empty());
+    let scope = p
+        .opt_str("scope")?
+        .unwrap_or(if id.is_some() { "job" } else { "all" });
+    let limit = p
+        .opt_u64("limit", 1, MAX_RUNS_LIMIT)?
+        .unwrap_or(DEFAULT_RUNS_LIMIT);
+    let offset = p.opt_u64("offset", 0, u64::MAX)?.unwrap_or(0);
+    // Each job's newest MAX_RUNS_LIMIT entries: the page and `total` count
+    // within those.
+    let wanted = MAX_RUNS_LIMIT as usize;
+    let mut entries = match (scope, id) {
+        ("job", Some(id)) => service.runs(id, wanted).map_err(cron_error)?,
+        ("job", None) => {
+            return Err(ErrorShape::invalid(
+                "invalid cron.runs params: id is required",
+            ))
+        }
+        ("all", _) => {
+            let mut all = Vec::new();
+            for job in service.list(true).map_err(cron_error)? {
+                all.extend(service.runs(&job.id, wanted).map_err(cron_error)?);
+            }
+            all
+        }
+        (other, _) => {
+            return Err(ErrorShape::invalid(format!(
+                "invalid cron.runs params: scope {other:?} must be \"job\" or \"all\""
+            )))
+        }
+    };
+    let ts = |entry: &Value| entry["ts"].as_u64().unwrap_or(0);
+    entries.sort_by_key(|entry| std::cmp::Reverse(ts(entry)));
+    Ok(page(entries, offset, limit, "entries"))
 }
