@@ -76,24 +76,30 @@ async fn history(client: &mut TestClient, key: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Polls the parent's history until a sub-agent announcement and the reply to it are there.
+/// Polls the parent's history until a sub-agent announcement and the reply to it are there;
+/// returns the announcement's text. The announcement may share a turn with other messages
+/// queued for the parent at the same moment (the queue's collect mode merges them, e.g. a
+/// web chat message replayed after a restart), so it is looked for line by line.
 async fn announcement(client: &mut TestClient) -> String {
+    let mut messages = Vec::new();
     for _ in 0..MAX_POLLS {
-        let messages = history(client, "main").await;
-        if let Some(at) = messages
-            .iter()
-            .position(|(role, text)| role == "user" && text.starts_with("[sub-agent]"))
-        {
+        messages = history(client, "main").await;
+        let found = messages.iter().enumerate().find_map(|(at, (role, text))| {
+            let start = text.find("[sub-agent]")?;
+            let at_line_start = start == 0 || text[..start].ends_with('\n');
+            (role == "user" && at_line_start).then(|| (at, text[start..].to_string()))
+        });
+        if let Some((at, text)) = found {
             if messages[at + 1..]
                 .iter()
                 .any(|(role, _)| role == "assistant")
             {
-                return messages[at].1.clone();
+                return text;
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("no sub-agent announcement reached the parent session");
+    panic!("no sub-agent announcement reached the parent session; its history: {messages:#?}");
 }
 
 /// Polls `sessions.list` until the parent's descendants all have `status`; returns their rows.

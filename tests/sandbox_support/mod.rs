@@ -452,18 +452,30 @@ fn rerun_as_unprivileged(skip_name: &str) -> Option<std::process::Output> {
         skip(skip_name, &why);
         return None;
     }
-    let output = Command::new("setpriv")
-        .arg(format!("--reuid={NOBODY_ID}"))
-        .arg(format!("--regid={NOBODY_ID}"))
-        .args(["--clear-groups", "--"])
-        .arg(&staged.path)
-        .args(["--skip", skip_name, "--test-threads=2"])
-        .current_dir(staged.dir.path())
-        .env(NESTED_RUN_VAR, "1")
-        .env("HOME", "/nonexistent")
-        .output()
-        .expect("setpriv runs");
-    Some(output)
+    // Another test's sandbox child, forked while the copy's write descriptor was open,
+    // holds that descriptor until it execs: exec then fails with ETXTBSY for a moment.
+    // Retried, bounded, as the escape kit's run is.
+    let mut attempts = 0;
+    loop {
+        let output = Command::new("setpriv")
+            .arg(format!("--reuid={NOBODY_ID}"))
+            .arg(format!("--regid={NOBODY_ID}"))
+            .args(["--clear-groups", "--"])
+            .arg(&staged.path)
+            .args(["--skip", skip_name, "--test-threads=2"])
+            .current_dir(staged.dir.path())
+            .env(NESTED_RUN_VAR, "1")
+            .env("HOME", "/nonexistent")
+            .output()
+            .expect("setpriv runs");
+        let busy = output.status.code() == Some(126)
+            && String::from_utf8_lossy(&output.stderr).contains("Text file busy");
+        attempts += 1;
+        if !busy || attempts >= 50 {
+            return Some(output);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// A copy of this test binary that `nobody` may read and execute, in a new directory under
