@@ -22,6 +22,8 @@ ONNX_DIR="${XDG_DATA_HOME:-${HOME:-/root}/.local/share}/pincer/onnx"
 ONNXRUNTIME_VERSION="1.31.1"
 ONNXRUNTIME_LIB="$ONNX_DIR/lib/libonnxruntime.so.$ONNXRUNTIME_VERSION"
 EMBED_MODEL_DIR="$ONNX_DIR/all-MiniLM-L6-v2"
+# The aarch64 build of the same library, for the appliance image (scripts/setup image).
+ONNXRUNTIME_LIB_AARCH64="$ONNX_DIR/aarch64/libonnxruntime.so.$ONNXRUNTIME_VERSION"
 
 # Where cargo puts binaries; honours CARGO_TARGET_DIR like cargo does.
 PINCER_TARGET_DIR="${CARGO_TARGET_DIR:-$PINCER_ROOT/target}"

@@ -370,6 +370,7 @@ fn firstboot(global: &GlobalArgs, args: super::FirstbootArgs) -> Result<(), Stri
         hostname_file: args.hostname_file,
         wpa_conf: args.wpa_conf,
         ssh_marker: args.ssh_marker,
+        ssh_authorized_keys: args.ssh_authorized_keys,
         owner,
         apply_hostname: args.apply_hostname,
     };

@@ -101,6 +101,13 @@ pub struct FirstbootArgs {
         default_value = "/var/lib/pincer/system/ssh-enabled"
     )]
     pub ssh_marker: PathBuf,
+    /// Root's authorized SSH keys, installed from `authorized_keys` on the boot partition.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/var/lib/pincer/system/ssh/authorized_keys"
+    )]
+    pub ssh_authorized_keys: PathBuf,
     /// The user that gets the config dir, the config, the token and gateway.env.
     #[arg(long, value_name = "USER")]
     pub owner: Option<String>,

@@ -7,6 +7,7 @@
 //! written elsewhere (written, synced, renamed into place, then removed).
 
 pub mod files;
+mod ssh_keys;
 mod wifi;
 
 use std::path::PathBuf;
@@ -43,6 +44,8 @@ pub struct FirstbootPlan {
     pub hostname_file: PathBuf,
     pub wpa_conf: PathBuf,
     pub ssh_marker: PathBuf,
+    /// Root's authorized SSH keys (from `authorized_keys` on the boot partition).
+    pub ssh_authorized_keys: PathBuf,
     /// Who gets the config dir, the config, the token and `gateway.env` (None: the caller).
     pub owner: Option<Owner>,
     /// Also set the running hostname.
@@ -235,6 +238,8 @@ pub fn run(plan: &FirstbootPlan, now: jiff::Timestamp) -> Result<FirstbootReport
         );
     }
 
+    ssh_keys_step(plan, &mut report, &mut record, &refuse)?;
+
     firstboot_error::store(&plan.data_dir, &record).map_err(|e| {
         format!(
             "cannot write {}: {e}",
@@ -321,6 +326,52 @@ fn hostname_step(
         }
         report.did(true, format!("hostname: the running system is now {name}"));
     }
+    Ok(())
+}
+
+/// Installs `authorized_keys` from the boot partition (root's, 0600, in a 0700 dir) when
+/// it is there and valid; a malformed file is refused like a malformed config.
+fn ssh_keys_step(
+    plan: &FirstbootPlan,
+    report: &mut FirstbootReport,
+    record: &mut firstboot_error::Record,
+    refuse: &Refuse,
+) -> Result<(), String> {
+    use ssh_keys::{AUTHORIZED_KEYS_FILE, MAX_AUTHORIZED_KEYS_BYTES};
+    let source = plan.boot_dir.join(AUTHORIZED_KEYS_FILE);
+    let keys = match files::read_capped(&source, MAX_AUTHORIZED_KEYS_BYTES)? {
+        None => {
+            report.did(
+                false,
+                format!("{AUTHORIZED_KEYS_FILE}: none on the boot partition"),
+            );
+            return Ok(());
+        }
+        Some(Err(e)) => return refuse(report, record, AUTHORIZED_KEYS_FILE, e, None),
+        Some(Ok(text)) => match ssh_keys::parse(&text) {
+            Err(e) => return refuse(report, record, AUTHORIZED_KEYS_FILE, e, None),
+            Ok(keys) => keys,
+        },
+    };
+    record.remove(AUTHORIZED_KEYS_FILE);
+    if let Some(parent) = plan.ssh_authorized_keys.parent() {
+        files::ensure_dir(parent, 0o700, None)?;
+    }
+    let written = files::install(
+        &plan.ssh_authorized_keys,
+        keys.as_bytes(),
+        0o600,
+        None,
+        false,
+    )?;
+    let count = keys.lines().count();
+    report.did(
+        written != Written::Unchanged,
+        format!(
+            "{AUTHORIZED_KEYS_FILE}: {count} key(s) for root in {}",
+            plan.ssh_authorized_keys.display()
+        ),
+    );
     Ok(())
 }
 

@@ -19,6 +19,7 @@ fn appliance() -> Box_ {
         hostname_file: r.join("data/system/hostname"),
         wpa_conf: r.join("data/system/wpa_supplicant-wlan0.conf"),
         ssh_marker: r.join("data/system/ssh-enabled"),
+        ssh_authorized_keys: r.join("data/system/ssh/authorized_keys"),
         owner: None,
         apply_hostname: false,
     };
@@ -291,6 +292,38 @@ fn ssh_follows_the_file_on_the_boot_partition() {
     std::fs::remove_file(p.boot_dir.join(SSH_FILE)).expect("rm");
     run(p, now()).expect("run");
     assert!(!p.ssh_marker.exists());
+}
+
+#[test]
+fn authorized_keys_on_the_boot_partition_become_roots_and_a_bad_file_is_kept_aside() {
+    let b = appliance();
+    let p = &b.plan;
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJE7lxUeADwgZ3i0789caWPAJoNUkckqREYFuZFSnTdk me@laptop";
+    run(p, now()).expect("run");
+    assert!(!p.ssh_authorized_keys.exists());
+    std::fs::write(p.boot_dir.join("authorized_keys"), format!("{key}\n")).expect("keys");
+    run(p, now()).expect("run");
+    assert_eq!(
+        std::fs::read_to_string(&p.ssh_authorized_keys).expect("installed"),
+        format!("{key}\n")
+    );
+    assert_eq!(mode(&p.ssh_authorized_keys), 0o600);
+    assert_eq!(mode(p.ssh_authorized_keys.parent().expect("dir")), 0o700);
+    // not secret: it stays on the boot partition, and a second run changes nothing
+    assert!(p.boot_dir.join("authorized_keys").exists());
+    assert_eq!(run(p, now()).expect("run").changes(), 0);
+    // a malformed file is renamed with its error, and the installed keys stay
+    std::fs::write(p.boot_dir.join("authorized_keys"), "not a key\n").expect("bad");
+    let report = run(p, now()).expect("run");
+    assert_eq!(report.refused, vec!["authorized_keys".to_string()]);
+    assert!(p
+        .boot_dir
+        .join("authorized_keys.invalid-20261125T044500Z")
+        .exists());
+    assert_eq!(
+        std::fs::read_to_string(&p.ssh_authorized_keys).expect("kept"),
+        format!("{key}\n")
+    );
 }
 
 #[test]
