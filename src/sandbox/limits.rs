@@ -204,6 +204,13 @@ pub enum DelegationError {
     },
     #[error("{} is not writable by this service (set Delegate=yes on its unit)", .0.display())]
     NotWritable(PathBuf),
+    /// Root can write any cgroup: only systemd's mark says this one is ours to split.
+    #[error(
+        "{} is not delegated to this process (root can write it, but its unit has no Delegate=yes: \
+         systemd's trusted.delegate/user.delegate mark is absent)",
+        .0.display()
+    )]
+    NotDelegated(PathBuf),
 }
 
 fn read(path: &Path) -> Result<String, DelegationError> {
@@ -218,15 +225,24 @@ impl CgroupDelegation {
     pub fn detect() -> Result<Self, DelegationError> {
         let own = read(Path::new("/proc/self/cgroup"))?;
         let mountinfo = read(Path::new("/proc/self/mountinfo"))?;
-        Self::detect_in(&own, &mountinfo, Path::new("/"))
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        Self::detect_in(&own, &mountinfo, Path::new("/"), euid)
     }
 
     /// [`detect`](Self::detect) over given `/proc/self/cgroup` and mountinfo texts, with paths
-    /// resolved under `fs_root` (tests use a fake tree).
+    /// resolved under `fs_root` (tests use a fake tree), for a process running as `euid`.
+    ///
+    /// An unprivileged process can write only a cgroup delegated to it. Root can write any, so
+    /// for root the cgroup must carry systemd's delegation mark (`trusted.delegate` or
+    /// `user.delegate` = 1, set for `Delegate=yes` units), unless it is the root of this
+    /// process's cgroup namespace (a container's). Without that check, `pincer doctor` run as
+    /// root in an SSH session took over `ssh.service`'s cgroup and left sshd unable to fork.
     pub fn detect_in(
         own_cgroup: &str,
         mountinfo: &str,
         fs_root: &Path,
+        euid: u32,
     ) -> Result<Self, DelegationError> {
         let relative = own_cgroup
             .lines()
@@ -259,6 +275,9 @@ impl CgroupDelegation {
             if !is_writable(&file) {
                 return Err(DelegationError::NotWritable(file));
             }
+        }
+        if euid == 0 && !relative.is_empty() && !delegation_marked(&dir) {
+            return Err(DelegationError::NotDelegated(dir));
         }
         Ok(Self { dir })
     }
@@ -323,6 +342,29 @@ fn cgroup2_mount_point(mountinfo: &str) -> Option<&str> {
             return None;
         }
         fields.split_whitespace().nth(4)
+    })
+}
+
+/// systemd's mark on a `Delegate=yes` unit's cgroup: the `trusted.delegate` extended
+/// attribute (root-only), else `user.delegate`, set to "1".
+fn delegation_marked(dir: &Path) -> bool {
+    let Ok(c_path) = CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    ["trusted.delegate", "user.delegate"].iter().any(|name| {
+        let c_name = CString::new(*name).expect("attribute names have no NUL");
+        let mut value = [0u8; 8];
+        // SAFETY: getxattr reads two NUL-terminated strings and writes at most value.len()
+        // bytes into value.
+        let len = unsafe {
+            libc::getxattr(
+                c_path.as_ptr(),
+                c_name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        len == 1 && value[0] == b'1'
     })
 }
 
@@ -433,6 +475,57 @@ mod tests {
         root
     }
 
+    /// The uid a `User=pincer` service runs as: writability is the delegation.
+    const SERVICE_UID: u32 = 995;
+
+    fn mark_delegated(dir: &Path) {
+        let path = CString::new(dir.as_os_str().as_bytes()).expect("path");
+        // SAFETY: two NUL-terminated strings and a one-byte value.
+        let rc = unsafe {
+            libc::setxattr(
+                path.as_ptr(),
+                c"user.delegate".as_ptr(),
+                b"1".as_ptr().cast(),
+                1,
+                0,
+            )
+        };
+        assert_eq!(rc, 0, "setxattr: {}", io::Error::last_os_error());
+    }
+
+    #[test]
+    fn root_takes_only_a_cgroup_systemd_marked_as_delegated() {
+        let root = fake_tree("cpu memory pids");
+        let own = "0::/system.slice/ssh.service\n";
+        let ssh = root.path().join("sys/fs/cgroup/system.slice/ssh.service");
+        fs::create_dir_all(&ssh).expect("ssh cgroup");
+        for file in [
+            "cgroup.controllers",
+            "cgroup.subtree_control",
+            "cgroup.procs",
+        ] {
+            fs::write(ssh.join(file), "cpu memory pids").expect("write");
+        }
+        let refused = CgroupDelegation::detect_in(own, MOUNTINFO, root.path(), 0)
+            .expect_err("root in an undelegated unit")
+            .to_string();
+        assert!(refused.contains("not delegated"), "{refused}");
+        mark_delegated(&ssh);
+        CgroupDelegation::detect_in(own, MOUNTINFO, root.path(), 0).expect("marked: delegated");
+        // the root of a cgroup namespace (a container's) is the process's own
+        let ns_root = fake_tree("cpu memory pids");
+        fs::write(
+            ns_root.path().join("sys/fs/cgroup/cgroup.controllers"),
+            "cpu memory pids",
+        )
+        .expect("write");
+        for file in ["cgroup.subtree_control", "cgroup.procs"] {
+            fs::write(ns_root.path().join("sys/fs/cgroup").join(file), "").expect("write");
+        }
+        CgroupDelegation::detect_in("0::/\n", MOUNTINFO, ns_root.path(), 0)
+            .expect("namespace root");
+    }
+
     #[test]
     fn delegated_cgroup_with_all_controllers_is_detected() {
         let root = fake_tree("cpuset cpu io memory pids");
@@ -440,6 +533,7 @@ mod tests {
             "0::/system.slice/pincer.service\n",
             MOUNTINFO,
             root.path(),
+            SERVICE_UID,
         )
         .expect("delegation detected");
         assert!(found
@@ -454,6 +548,7 @@ mod tests {
             "0::/system.slice/pincer.service\n",
             MOUNTINFO,
             root.path(),
+            SERVICE_UID,
         )
         .expect_err("no memory controller")
         .to_string();
@@ -464,7 +559,7 @@ mod tests {
     #[test]
     fn cgroup_v1_only_host_is_reported() {
         let reason =
-            CgroupDelegation::detect_in("4:memory:/x\n1:cpu:/\n", MOUNTINFO, Path::new("/"))
+            CgroupDelegation::detect_in("4:memory:/x\n1:cpu:/\n", MOUNTINFO, Path::new("/"), 0)
                 .expect_err("v1 only")
                 .to_string();
         assert!(reason.contains("cgroup v1"), "{reason}");
@@ -473,9 +568,13 @@ mod tests {
     #[test]
     fn prepare_moves_service_processes_to_a_leaf_and_enables_controllers() {
         let root = fake_tree("cpu memory pids");
-        let found =
-            CgroupDelegation::detect_in("0::/system.slice/pincer.service", MOUNTINFO, root.path())
-                .expect("detected");
+        let found = CgroupDelegation::detect_in(
+            "0::/system.slice/pincer.service",
+            MOUNTINFO,
+            root.path(),
+            SERVICE_UID,
+        )
+        .expect("detected");
         found.prepare().expect("prepare");
         let leaf =
             fs::read_to_string(found.dir.join(GATEWAY_LEAF).join("cgroup.procs")).expect("leaf");
@@ -491,9 +590,13 @@ mod tests {
     #[test]
     fn run_cgroup_gets_the_limits_and_is_removed_when_finished() {
         let root = fake_tree("cpu memory pids");
-        let found =
-            CgroupDelegation::detect_in("0::/system.slice/pincer.service", MOUNTINFO, root.path())
-                .expect("detected");
+        let found = CgroupDelegation::detect_in(
+            "0::/system.slice/pincer.service",
+            MOUNTINFO,
+            root.path(),
+            SERVICE_UID,
+        )
+        .expect("detected");
         let limits = ResourceLimits {
             memory_bytes: 1 << 28,
             max_processes: 32,

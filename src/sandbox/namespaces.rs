@@ -308,12 +308,17 @@ impl RootPlan {
         entries.push(MountEntry::Proc {
             target: new_root_target(Path::new("/proc"))?,
         });
-        let pid_max = pid_max.max(PID_MAX_FLOOR);
-        entries.push(MountEntry::PidMax {
-            path: new_root_target(Path::new("/proc/sys/kernel/pid_max"))?,
-            value: CString::new(pid_max.to_string()).expect("digits contain no NUL"),
-            pid_max,
-        });
+        // Before Linux 6.14 `pid_max` is one value for the whole machine: a sandbox started
+        // by root (whose user namespace maps to the real root) would set it for every process
+        // on the host — the appliance could then fork no more (seen on bookworm's 6.1).
+        if pid_max_is_per_namespace(&kernel_release()) {
+            let pid_max = pid_max.max(PID_MAX_FLOOR);
+            entries.push(MountEntry::PidMax {
+                path: new_root_target(Path::new("/proc/sys/kernel/pid_max"))?,
+                value: CString::new(pid_max.to_string()).expect("digits contain no NUL"),
+                pid_max,
+            });
+        }
         for protected in ["/proc/sys", "/proc/sysrq-trigger"] {
             entries.push(MountEntry::ReadOnlySelf {
                 target: new_root_target(Path::new(protected))?,
@@ -549,3 +554,41 @@ fn apply_entry(entry: &MountEntry) -> Result<(), i32> {
 
 #[cfg(test)]
 mod tests;
+
+/// The running kernel's release (`uname -r`), empty when it cannot be read.
+fn kernel_release() -> String {
+    // SAFETY: uname fills a utsname it is given; a zeroed one is a valid buffer.
+    let mut name: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut name) } != 0 {
+        return String::new();
+    }
+    // SAFETY: uname NUL-terminates release.
+    unsafe { std::ffi::CStr::from_ptr(name.release.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `/proc/sys/kernel/pid_max` belongs to each PID namespace (Linux 6.14 and later)
+/// rather than to the whole machine, judged from a release such as `6.1.0-26-arm64`.
+pub(crate) fn pid_max_is_per_namespace(release: &str) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 14)
+}
+
+#[cfg(test)]
+mod pid_max_tests {
+    #[test]
+    fn pid_max_is_set_only_where_each_namespace_has_its_own() {
+        assert!(!super::pid_max_is_per_namespace("6.1.0-26-arm64"));
+        assert!(!super::pid_max_is_per_namespace("6.12.47+rpt-rpi-v8"));
+        assert!(!super::pid_max_is_per_namespace("5.15.0"));
+        assert!(!super::pid_max_is_per_namespace(""));
+        assert!(super::pid_max_is_per_namespace("6.14.0"));
+        assert!(super::pid_max_is_per_namespace("6.18.44-fc-v669"));
+        assert!(super::pid_max_is_per_namespace("7.0.1"));
+    }
+}
