@@ -104,6 +104,11 @@ fn virt_scenario(fake_port: u16) {
         .arg(&key));
     let public = std::fs::read(key.with_extension("pub")).expect("public key");
     card.put("pincer.json5", appliance_config(fake_port).as_bytes());
+    // Wi-Fi for a radio QEMU does not have: written for wpa_supplicant, Ethernet unharmed.
+    card.put(
+        "wifi.json5",
+        br#"{ ssid: "Home network", password: "correct horse battery", country: "GB" }"#,
+    );
     card.put("ssh", b"");
     card.put("authorized_keys", &public);
     let kernel = card.take("vmlinuz");
@@ -150,6 +155,52 @@ fn virt_scenario(fake_port: u16) {
     assert_eq!(
         ssh.run("stat -c '%a %U' /var/lib/pincer /var/lib/pincer/system /var/lib/pincer/state"),
         "755 root\n700 root\n700 pincer"
+    );
+    assert_eq!(
+        ssh.run("hostname"),
+        "pincer",
+        "the default name, for pincer.local"
+    );
+    assert_eq!(
+        ssh.run("ls /boot/firmware | grep -c wifi.json5 || true"),
+        "0",
+        "the Wi-Fi passphrase must leave the FAT partition"
+    );
+    assert_eq!(
+        ssh.run("stat -c '%a %U' /var/lib/pincer/system/wpa_supplicant-wlan0.conf"),
+        "600 root"
+    );
+    // What `pincer doctor` sees on the box, and what the gateway found for its sandbox
+    // (Delegate=yes gives it a cgroup subtree of its own).
+    let doctor = ssh.run("pincer doctor");
+    for expected in [
+        "store: write/read ok",
+        "read-only root: yes",
+        "data dir on its own file system: yes",
+        "journal: volatile",
+    ] {
+        assert!(
+            doctor.contains(expected),
+            "doctor lacks {expected:?}:\n{doctor}"
+        );
+    }
+    let journal = ssh.run("journalctl -u pincer.service --no-pager -o cat");
+    assert!(
+        journal.contains("cgroup v2: available"),
+        "the sandbox found no delegated cgroup:\n{}",
+        tail(&journal, 30)
+    );
+    // Memory search with the image's ONNX Runtime and model, found where the binary
+    // looks by default (no variable set), run as the gateway's user.
+    let memory = ssh.run(
+        "runuser -u pincer -- sh -c 'mkdir -p /var/lib/pincer/state/workspace/memory && \
+         echo \"The cat sits on the mat.\" > /var/lib/pincer/state/workspace/memory/pets.md && \
+         pincer memory index >/dev/null && pincer memory status && \
+         pincer memory search \"a kitten resting on a rug\"'",
+    );
+    assert!(
+        memory.contains("model: all-MiniLM-L6-v2") && memory.contains("pets.md"),
+        "memory search on the box:\n{memory}"
     );
 
     // A new device on the LAN: refused until paired, then a real client chats.
@@ -224,6 +275,9 @@ fn virt_scenario(fake_port: u16) {
 #[ignore = "needs the image: scripts/test runs it after scripts/image, with PINCER_IMAGE"]
 fn flashed_image_reaches_ready_on_an_emulated_raspberry_pi_3() {
     let card = Card::new();
+    // A config with a mistake must not brick the box: the gateway starts unconfigured
+    // and the file is kept, renamed, with its error and key path beside it.
+    card.put("pincer.json5", br#"{ gateway: { port: "eighteen" } }"#);
     let kernel = card.take("vmlinuz");
     let initrd = card.take("initrd.img");
     let dtb = card.take("bcm2837-rpi-3-b.dtb");
@@ -272,5 +326,30 @@ fn flashed_image_reaches_ready_on_an_emulated_raspberry_pi_3() {
         console.contains("pincer-initramfs: first boot: growing partition 4"),
         "first boot did not grow the data partition:\n{}",
         tail(&console, 80)
+    );
+    drop(qemu);
+    let listing = String::from_utf8_lossy(
+        &run(Command::new("mdir")
+            .args(["-b", "-i"])
+            .arg(card.fat())
+            .arg("::/"))
+        .stdout,
+    )
+    .into_owned();
+    let kept = listing
+        .lines()
+        .find(|l| l.contains("pincer.json5.invalid-") && l.ends_with(".txt"))
+        .unwrap_or_else(|| panic!("no error file beside the refused config:\n{listing}"));
+    let error =
+        std::fs::read_to_string(card.take(kept.trim_start_matches("::/"))).expect("error file");
+    assert!(
+        error.contains("gateway.port"),
+        "the error names no key path: {error}"
+    );
+    assert!(
+        !listing
+            .lines()
+            .any(|l| l.trim_end_matches('/').ends_with("::/pincer.json5")),
+        "the refused config is still under its own name:\n{listing}"
     );
 }

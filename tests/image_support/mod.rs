@@ -249,8 +249,19 @@ impl Ssh {
         command
     }
 
+    /// Runs `remote` once; an SSH failure of its own (exit 255: no connection, the guest
+    /// too busy under emulation to answer within the connect timeout) is retried a few
+    /// times, the remote command's own failure is not.
     pub fn try_run(&self, remote: &str) -> Output {
-        self.command(remote).output().expect("ssh runs")
+        let mut attempts = 0;
+        loop {
+            let output = self.command(remote).output().expect("ssh runs");
+            attempts += 1;
+            if output.status.code() != Some(255) || attempts >= 5 {
+                return output;
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
     }
 
     /// Runs `remote` on the guest; its stdout, trimmed. Panics when it fails.
