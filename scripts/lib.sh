@@ -79,3 +79,25 @@ is_cross_target() {
 # Seconds since the epoch with a fraction, for step timings in summaries.
 now_s() { date +%s.%N; }
 elapsed_since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.0f", b - a }'; }
+
+# Makes, once, a CA and a bundle-signing certificate it issued in DIR (ca.cert.pem,
+# signing.cert.pem, signing.key.pem; the CA key stays beside them): for development images
+# and tests only. NAME goes into the certificates' subjects.
+make_signing_ca() {
+	local dir="$1" name="$2"
+	[ -s "$dir/signing.key.pem" ] && return 0
+	mkdir -p "$dir"
+	chmod 700 "$dir"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+		-subj "/O=$name/CN=$name CA" \
+		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" \
+		-keyout "$dir/ca.key.pem" -out "$dir/ca.cert.pem" 2>/dev/null
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-subj "/O=$name/CN=$name signing" \
+		-keyout "$dir/signing.key.pem" -out "$dir/signing.csr.pem" 2>/dev/null
+	openssl x509 -req -in "$dir/signing.csr.pem" -CA "$dir/ca.cert.pem" -CAkey "$dir/ca.key.pem" \
+		-CAcreateserial -days 3650 \
+		-extfile <(printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n') \
+		-out "$dir/signing.cert.pem" 2>/dev/null
+	[ -s "$dir/signing.cert.pem" ] || die "could not make the signing CA in $dir"
+}

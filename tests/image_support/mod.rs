@@ -7,7 +7,7 @@
 
 use std::io::Read as _;
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -282,33 +282,27 @@ impl Ssh {
     }
 }
 
-/// The card booted on QEMU's `-M virt` (Cortex-A53, 2 cores, `memory_mib` of RAM) with the
-/// image's kernel and initrd, its disk on virtio, the gateway (18789) and SSH (22) ports
-/// forwarded to `gateway` and `ssh` on the host's loopback; the console in the card's dir.
-pub fn qemu_virt(
-    card: &Card,
-    kernel: &Path,
-    initrd: &Path,
-    gateway: u16,
-    ssh: u16,
-    memory_mib: u32,
-) -> Qemu {
+/// QEMU's U-Boot for `-M virt` (Debian's u-boot-qemu, `scripts/setup image`).
+pub const QEMU_UBOOT: &str = "/usr/lib/u-boot/qemu_arm64/u-boot.bin";
+
+/// The card booted on QEMU's `-M virt` (Cortex-A53, 2 cores, `memory_mib` of RAM) the way
+/// the image boots everywhere: U-Boot finds boot.scr on the FAT partition, which picks the
+/// slot and boots its kernel. The disk is on virtio, the gateway (18789) and SSH (22)
+/// ports are forwarded to `gateway` and `ssh` on the host's loopback; the console goes to
+/// the card's dir. `reboot` lets the guest reboot (A/B tests) instead of ending QEMU.
+pub fn qemu_virt(card: &Card, gateway: u16, ssh: u16, memory_mib: u32, reboot: bool) -> Qemu {
     let console = card.dir.path().join("console.log");
     let mut command = Command::new("qemu-system-aarch64");
     command
         .args(["-M", "virt", "-cpu", "cortex-a53", "-smp", "2"])
         .args(["-m", &memory_mib.to_string()])
-        .args(["-accel", "tcg,thread=multi", "-nographic", "-no-reboot"])
-        .arg("-kernel")
-        .arg(kernel)
-        .arg("-initrd")
-        .arg(initrd)
-        .args([
-            "-append",
-            "console=ttyAMA0 root=LABEL=pincer-root-a pincer.data=LABEL=pincer-data ro rootwait net.ifnames=0 panic=10",
-        ])
+        .args(["-accel", "tcg,thread=multi", "-nographic"])
+        .args(["-bios", QEMU_UBOOT])
         .arg("-drive")
-        .arg(format!("if=none,id=card,format=raw,file={}", card.path.display()))
+        .arg(format!(
+            "if=none,id=card,format=raw,file={}",
+            card.path.display()
+        ))
         .args(["-device", "virtio-blk-pci,drive=card"])
         .arg("-netdev")
         .arg(format!(
@@ -317,5 +311,8 @@ pub fn qemu_virt(
         .args(["-device", "virtio-net-pci,netdev=lan,romfile="])
         .args(["-monitor", "none", "-serial"])
         .arg(format!("file:{}", console.display()));
+    if !reboot {
+        command.arg("-no-reboot");
+    }
     Qemu::start(command, vec![console])
 }
