@@ -82,12 +82,19 @@ async fn the_ui_files_are_served_compressed_with_etags() {
         "the embedded bytes as built"
     );
 
-    // A page route (no file extension) gets the entry page; an unknown file does not.
+    // Pages route by URL hash: other paths are not the UI's.
+    let other = get(&gateway.http("/chat"), &[]).await;
+    assert_eq!(other.status(), 404);
     assert_eq!(
-        get(&gateway.http("/chat"), &[]).await.headers()["etag"],
-        index.etag
+        other.headers()["content-type"],
+        "application/json; charset=utf-8"
     );
-    assert_eq!(get(&gateway.http("/missing.png"), &[]).await.status(), 404);
+    assert_eq!(
+        get(&gateway.http("/assets/missing.png"), &[])
+            .await
+            .status(),
+        404
+    );
     // The gateway's own paths keep their answers.
     assert_eq!(get(&gateway.http("/health"), &[]).await.status(), 200);
     assert_eq!(get(&gateway.http("/v1/models"), &[]).await.status(), 404);
@@ -358,8 +365,21 @@ async fn first_run_setup_tests_writes_pairs_the_page_and_closes() {
         denied["ok"], false,
         "a setup session reads nothing: {denied}"
     );
+    std::fs::write(
+        gateway.data_dir().join("firstboot-error.json"),
+        r#"{"pincer.json5":{"keptAs":"/boot/firmware/x","error":"unknown key gateway.prot","keyPath":"gateway.prot","atMs":1}}"#,
+    )
+    .expect("first boot's record");
     let status = page.call("pincer.setup.status", json!({})).await;
     assert_eq!(status["payload"]["open"], true, "{status}");
+    assert_eq!(
+        status["payload"]["firstboot"][0]["keyPath"], "gateway.prot",
+        "{status}"
+    );
+    assert_eq!(
+        status["payload"]["firstboot"][0]["file"], "pincer.json5",
+        "{status}"
+    );
 
     let choice = json!({"kind": "openai", "baseUrl": provider.base_url(), "apiKey": "sk-test", "model": "gpt-test"});
     provider.push_reply(FakeReply::Error {

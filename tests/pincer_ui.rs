@@ -118,6 +118,12 @@ async fn setup_chat_pairing_cron_memory_and_config_in_a_real_browser() {
     });
     // A stranger writes to the bot; the gateway polls it once setup gave it the token.
     telegram.push_message(dm("hello? who is this?"));
+    // First boot refused the boot partition's config (as `pincer firstboot` records it).
+    std::fs::write(
+        gateway.data_dir().join("firstboot-error.json"),
+        r#"{"pincer.json5":{"keptAs":"/boot/firmware/pincer.json5.invalid-20261127T090000Z","error":"unknown key gateway.prot (did you mean gateway.port?)","keyPath":"gateway.prot","atMs":1}}"#,
+    )
+    .expect("first boot's record");
 
     let screens = manifest_path("target/ui-screenshots");
     let _ = std::fs::remove_dir_all(&screens);
@@ -206,6 +212,14 @@ async fn setup_chat_pairing_cron_memory_and_config_in_a_real_browser() {
         find("setupUnnamed"),
         Some(json!([])),
         "setup page controls without a name"
+    );
+    let refused = find("firstbootNotice")
+        .expect("first boot's notice")
+        .to_string();
+    assert!(
+        refused.contains("pincer.json5 from the boot partition was refused")
+            && refused.contains("gateway.prot"),
+        "{refused}"
     );
 
     // The chat answer was streamed: the bubble showed a part of it before the whole.
@@ -302,6 +316,11 @@ async fn setup_chat_pairing_cron_memory_and_config_in_a_real_browser() {
 
     // Signing out forgets the device token; a wrong password is refused; the right one signs in.
     assert_eq!(find("tokenAfterSignOut"), Some(Value::Null));
+    assert_eq!(
+        find("revokedTokenRefused"),
+        Some(json!(true)),
+        "signing out revoked the token at the gateway"
+    );
     let refused = find("wrongPassword").expect("wrong password").to_string();
     assert!(refused.contains("password mismatch"), "{refused}");
 

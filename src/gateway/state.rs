@@ -60,6 +60,8 @@ pub struct GatewayState {
     pub tls_fingerprint: Option<String>,
     /// Whether the secret is the generated token (`setup.rs`), read once.
     pub secret_generated: std::sync::OnceLock<bool>,
+    /// A `pincer.memory.index` re-index is running (one at a time).
+    pub memory_reindex: Arc<std::sync::atomic::AtomicBool>,
     preauth: Mutex<HashMap<IpAddr, usize>>,
     config_writes: Mutex<VecDeque<u64>>,
 }
@@ -147,6 +149,7 @@ impl GatewayState {
             host_name: crate::system::host_name(),
             tls_fingerprint: parts.tls_fingerprint,
             secret_generated: std::sync::OnceLock::new(),
+            memory_reindex: Arc::default(),
             preauth: Mutex::new(HashMap::new()),
             config_writes: Mutex::new(VecDeque::new()),
         }

@@ -84,8 +84,8 @@ async function go(hash, title) {
   await page.waitForFunction((t) => document.querySelector("main h1")?.textContent === t, {}, title);
 }
 
-async function pageMetrics() {
-  return page.evaluate(() => {
+async function pageMetrics(on = page) {
+  return on.evaluate(() => {
     const nav = performance.getEntriesByType("navigation")[0];
     const resources = performance.getEntriesByType("resource").filter((r) => !r.name.includes("__pincer/"));
     const paint = Object.fromEntries(performance.getEntriesByType("paint").map((p) => [p.name, p.startTime]));
@@ -118,11 +118,39 @@ async function unnamedControls() {
 
 try {
   if (process.env.PINCER_UI_MODE === "bench") {
-    const cdp = await page.createCDPSession();
-    await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
-    await page.goto(url, { waitUntil: "networkidle0" });
-    await page.waitForSelector("main h1");
-    emit({ metrics: await pageMetrics() });
+    // Each load in a fresh browser context with the cache off: every byte comes over the wire.
+    const runs = Number(settings.runs || 10);
+    const load = async (ctx, title) => {
+      const p = await ctx.newPage();
+      const cdp = await p.createCDPSession();
+      await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
+      await p.goto(url, { waitUntil: "networkidle0" });
+      await p.waitForFunction((t) => document.querySelector("main h1")?.textContent === t, {}, title);
+      return p;
+    };
+    step = "bench first load";
+    for (let i = 0; i < runs; i++) {
+      const ctx = await browser.createBrowserContext();
+      emit({ bench: "first-load", metrics: await pageMetrics(await load(ctx, settings.firstTitle)) });
+      await ctx.close();
+    }
+    if (settings.password) {
+      // Signed in once (the device token is kept), then the chat page loaded again and again.
+      step = "bench signed-in";
+      const ctx = await browser.createBrowserContext();
+      const p = await load(ctx, "Sign in to pincer");
+      await p.locator("::-p-aria(Gateway password)").fill(settings.password);
+      await p.keyboard.press("Enter");
+      await p.waitForFunction(() => document.querySelector("main h1")?.textContent === "Chat");
+      await p.close();
+      for (let i = 0; i < runs; i++) {
+        const chat = await load(ctx, "Chat");
+        await chat.waitForSelector(".messages");
+        emit({ bench: "signed-in", metrics: await pageMetrics(chat) });
+        await chat.close();
+      }
+      await ctx.close();
+    }
     await finish(true, "ok");
   }
 
@@ -131,6 +159,7 @@ try {
   await page.goto(url, { waitUntil: "load" });
   await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Set up pincer");
   emit({ setupMetrics: await pageMetrics() });
+  emit({ firstbootNotice: await page.evaluate(() => document.querySelector(".card.error")?.innerText || null) });
   await byName("OpenAI-compatible").click();
   await byName("Base URL").fill(settings.providerUrl);
   await byName("API key").fill(settings.apiKey);
@@ -242,9 +271,15 @@ try {
 
   // --- Sign out, a wrong password refused, then signed in again with the right one
   step = "sign-in";
+  const kept = await page.evaluate(() => localStorage.getItem("pincer.deviceToken.v1"));
   await byName("Sign out").click();
   await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Sign in to pincer");
   emit({ tokenAfterSignOut: await page.evaluate(() => localStorage.getItem("pincer.deviceToken.v1")) });
+  // The token signing out revoked no longer opens a session: put it back and reload.
+  await page.evaluate((t) => localStorage.setItem("pincer.deviceToken.v1", t), kept);
+  await page.reload({ waitUntil: "load" });
+  await page.waitForFunction(() => document.querySelector("main h1")?.textContent === "Sign in to pincer");
+  emit({ revokedTokenRefused: await page.evaluate(() => localStorage.getItem("pincer.deviceToken.v1") === null) });
   await byName("Gateway password").fill("not the password");
   await page.keyboard.press("Enter");
   await page.waitForFunction(() => document.querySelector("[role=alert]")?.textContent.length > 0);

@@ -2,7 +2,7 @@
 // first-run setup, the sign-in form, or the pages (routed by the URL's hash)
 // once the WebSocket is connected. Pages load on first use.
 
-import { Gateway, hasDeviceToken, forgetDeviceToken } from "./gateway.js";
+import { Gateway, hasDeviceToken, forgetDeviceToken, deviceIdentity } from "./gateway.js";
 import { h, clear, notify, errorText, field, button, heading } from "./dom.js";
 
 const PAGES = [
@@ -97,9 +97,22 @@ async function signIn(auth) {
 
 function ready() {
   clear(nav, PAGES.map(([id, label]) => h("a", { href: `#/${id}`, "data-page": id }, label)),
-    button("Sign out", () => { forgetDeviceToken(); gw.stop(); location.hash = ""; location.reload(); }, { class: "link" }));
+    button("Sign out", signOut, { class: "link" }));
   nav.hidden = false;
   route();
+}
+
+// Signing out revokes this browser's device token at the gateway, then forgets it here.
+async function signOut() {
+  try {
+    await gw.request("device.token.revoke", { deviceId: deviceIdentity().id, role: "operator" });
+  } catch (err) {
+    notify(`The gateway kept this browser's token: ${errorText(err)}`, "error");
+  }
+  forgetDeviceToken();
+  gw.stop();
+  location.hash = "";
+  location.reload();
 }
 
 function show(el) {

@@ -100,7 +100,11 @@ export default async function chat({ gw, hello }) {
     send.disabled = true;
     try {
       const ack = await gw.request("chat.send", { sessionKey: key, message: text, idempotencyKey: runId });
-      if (ack?.ok && ack.runIds) finish(); // a command answered at once
+      // /stop, /new and /reset are answered at once, with no run to stream.
+      if (ack?.status !== "started" && ack?.status !== "in_flight") {
+        finish();
+        if (ack?.entry || ack?.key) await open(key);
+      }
     } catch (err) {
       finish();
       add("error", errorText(err));

@@ -92,6 +92,8 @@ export class Gateway {
           clearTimeout(timer);
           this.sendConnect(frame.payload).then((hello) => {
             this.hello = hello;
+            // From now on this browser reconnects with its device token, not the secret.
+            if (hello?.auth?.deviceToken) this.auth = {};
             this.backoff = 800;
             this.onstate("connected", hello);
             done(resolve, hello);

@@ -6,11 +6,13 @@
 //! open to it. The page itself talks to the gateway only over the WebSocket
 //! protocol; nothing here changes state.
 //!
-//! Routing follows upstream's `classifyControlUiRequest`: with no base path
-//! every GET/HEAD the gateway does not serve otherwise is the UI's (except
-//! `/v1/…`, `/api/…` and the probes); with one, `<base>` redirects to
-//! `<base>/` and everything under it is the UI's. Pages route by URL hash, so
-//! any other path without a file extension gets the entry page.
+//! Routing follows upstream's `classifyControlUiRequest` where the UI has
+//! files: `<base>` redirects to `<base>/`, `<base>/` and `<base>/index.html`
+//! are the entry page, `<base>/assets/<file>` the embedded files, and under a
+//! base path everything else is the UI's 404. Pages route by URL hash, so no
+//! other path needs the entry page (upstream's UI routes by path and serves
+//! it for every unknown GET); without a base path the gateway's own 404
+//! answers every other path, as before the UI existed.
 
 pub mod assets;
 
@@ -52,41 +54,30 @@ pub fn route(base: &str, method: &Method, path: &str, query: Option<&str>) -> Ro
     if method != Method::GET && method != Method::HEAD {
         return Route::NotUi;
     }
-    let inner = if base.is_empty() {
-        let reserved = ["/v1", "/api", "/health", "/healthz", "/ready", "/readyz"];
-        if reserved
-            .iter()
-            .any(|r| path == *r || path.starts_with(&format!("{r}/")))
-        {
-            return Route::NotUi;
-        }
-        path
-    } else if path == base {
+    if !base.is_empty() && path == base {
         let query = query.map(|q| format!("?{q}")).unwrap_or_default();
         return Route::Redirect(format!("{base}/{query}"));
-    } else {
-        match path.strip_prefix(base) {
-            Some(rest) if rest.starts_with('/') => rest,
-            _ => return Route::NotUi,
-        }
+    }
+    let Some(inner) = path.strip_prefix(base).filter(|rest| rest.starts_with('/')) else {
+        return Route::NotUi;
     };
     if inner == BOOTSTRAP_PATH {
         return Route::Bootstrap;
     }
-    // Assets are found by name wherever `/assets/` sits in the path, so a
-    // page opened at a deeper path still gets them.
-    if let Some(at) = inner.find("/assets/") {
-        let name = &inner[at + 1..];
-        return match assets::find(name) {
+    if inner == "/" || inner == "/index.html" {
+        return Route::Asset("index.html");
+    }
+    if let Some(name) = inner.strip_prefix("/assets/") {
+        return match assets::find(&format!("assets/{name}")) {
             Some(asset) => Route::Asset(asset.path),
             None => Route::NotFound,
         };
     }
-    let last = inner.rsplit('/').next().unwrap_or_default();
-    if inner == "/" || inner == "/index.html" || !last.contains('.') {
-        return Route::Asset("index.html");
+    if base.is_empty() {
+        Route::NotUi
+    } else {
+        Route::NotFound
     }
-    Route::NotFound
 }
 
 /// Whether the client takes a gzip body: no `Accept-Encoding` means any
@@ -257,11 +248,19 @@ mod tests {
     fn routes_follow_the_base_path() {
         let get = Method::GET;
         assert_eq!(route("", &get, "/", None), Route::Asset("index.html"));
-        assert_eq!(route("", &get, "/chat", None), Route::Asset("index.html"));
+        assert_eq!(
+            route("", &get, "/index.html", None),
+            Route::Asset("index.html")
+        );
+        assert_eq!(route("", &get, "/chat", None), Route::NotUi);
         assert_eq!(route("", &get, "/v1/models", None), Route::NotUi);
         assert_eq!(route("", &get, "/health", None), Route::NotUi);
-        assert_eq!(route("", &get, "/nothing.png", None), Route::NotFound);
+        assert_eq!(
+            route("", &get, "/assets/app.js", None),
+            Route::Asset("assets/app.js")
+        );
         assert_eq!(route("", &get, "/assets/nope.js", None), Route::NotFound);
+        assert_eq!(route("", &get, "/x/assets/app.js", None), Route::NotUi);
         assert_eq!(route("", &Method::POST, "/", None), Route::NotUi);
         assert_eq!(route("", &get, BOOTSTRAP_PATH, None), Route::Bootstrap);
         assert_eq!(route("/ui", &get, "/", None), Route::NotUi);
@@ -270,6 +269,7 @@ mod tests {
             Route::Redirect("/ui/?a=1".into())
         );
         assert_eq!(route("/ui", &get, "/ui/", None), Route::Asset("index.html"));
+        assert_eq!(route("/ui", &get, "/ui/chat", None), Route::NotFound);
         assert_eq!(route("/ui", &get, "/uix/", None), Route::NotUi);
         assert_eq!(
             route("/ui", &get, "/ui/__pincer/bootstrap.json", None),

@@ -84,10 +84,30 @@ impl crate::tools::memory::MemoryAccess for GatewayMemory {
     }
 }
 
+/// One re-index at a time: the claim, released when dropped.
+pub struct ReindexClaim(Arc<std::sync::atomic::AtomicBool>);
+
+impl ReindexClaim {
+    /// The claim, unless a re-index holds it already.
+    pub fn try_claim(flag: &Arc<std::sync::atomic::AtomicBool>) -> Option<ReindexClaim> {
+        use std::sync::atomic::Ordering;
+        flag.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| ReindexClaim(Arc::clone(flag)))
+    }
+}
+
+impl Drop for ReindexClaim {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// `pincer.memory.index { agentId?, force? }`: starts a sync of the agent's
 /// memory index now (`force`: every file re-indexed) and answers at once;
 /// its progress goes out as `pincer.memory.index.progress` events, the last
-/// one with `done`. pincer's own: OpenClaw re-indexes from its CLI only.
+/// one with `done`. One re-index runs at a time (a second is refused until
+/// it ends). pincer's own: OpenClaw re-indexes from its CLI only.
 pub fn index(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
     let parsed = Params::new("pincer.memory.index", params)?;
     let force = parsed.opt_bool("force")?.unwrap_or(true);
@@ -108,9 +128,16 @@ pub fn index(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSh
             "memory search is disabled for agent {agent_id}"
         )));
     }
+    let Some(claim) = ReindexClaim::try_claim(&state.memory_reindex) else {
+        return Err(
+            ErrorShape::unavailable("a memory re-index is already running").retry_after(1000),
+        );
+    };
     let weak = Arc::downgrade(state);
     let agent = agent_id.clone();
     state.tasks.spawn(async move {
+        // Held until the sync ends.
+        let _claim = claim;
         let emitter = weak.clone();
         let send = move |step: IndexProgress| {
             if let Some(state) = emitter.upgrade() {
@@ -158,4 +185,19 @@ pub fn index(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorSh
         });
     });
     Ok(json!({"started": true, "agentId": agent_id, "force": force}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn one_reindex_at_a_time() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let first = ReindexClaim::try_claim(&flag).expect("free");
+        assert!(ReindexClaim::try_claim(&flag).is_none(), "held");
+        drop(first);
+        assert!(ReindexClaim::try_claim(&flag).is_some(), "released");
+    }
 }
