@@ -120,8 +120,14 @@ try {
   if (process.env.PINCER_UI_MODE === "bench") {
     // Each load in a fresh browser context with the cache off: every byte comes over the wire.
     const runs = Number(settings.runs || 10);
-    const load = async (ctx, title) => {
+    const load = async (ctx, title, storage) => {
       const p = await ctx.newPage();
+      if (storage) {
+        // This browser's device key and token, as a signed-in browser keeps them.
+        await p.evaluateOnNewDocument((kept) => {
+          for (const [k, v] of Object.entries(JSON.parse(kept))) localStorage.setItem(k, v);
+        }, storage);
+      }
       const cdp = await p.createCDPSession();
       await cdp.send("Network.setCacheDisabled", { cacheDisabled: true });
       await p.goto(url, { waitUntil: "networkidle0" });
@@ -135,21 +141,23 @@ try {
       await ctx.close();
     }
     if (settings.password) {
-      // Signed in once (the device token is kept), then the chat page loaded again and again.
+      // Signed in once; then each cold load is a fresh context holding only that browser's
+      // device key and token, opening straight onto the chat page.
       step = "bench signed-in";
-      const ctx = await browser.createBrowserContext();
-      const p = await load(ctx, "Sign in to pincer");
+      const first = await browser.createBrowserContext();
+      const p = await load(first, "Sign in to pincer");
       await p.locator("::-p-aria(Gateway password)").fill(settings.password);
       await p.keyboard.press("Enter");
       await p.waitForFunction(() => document.querySelector("main h1")?.textContent === "Chat");
-      await p.close();
+      const storage = await p.evaluate(() => JSON.stringify({ ...localStorage }));
+      await first.close();
       for (let i = 0; i < runs; i++) {
-        const chat = await load(ctx, "Chat");
+        const ctx = await browser.createBrowserContext();
+        const chat = await load(ctx, "Chat", storage);
         await chat.waitForSelector(".messages");
         emit({ bench: "signed-in", metrics: await pageMetrics(chat) });
-        await chat.close();
+        await ctx.close();
       }
-      await ctx.close();
     }
     await finish(true, "ok");
   }

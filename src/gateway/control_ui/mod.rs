@@ -97,14 +97,14 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
     for item in values.iter().flat_map(|v| v.split(',')) {
         let mut parts = item.split(';');
         let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let weight = parts
+        // A weight is "q=" and up to three decimals; only its being zero matters.
+        let positive = parts
             .filter_map(|p| p.trim().strip_prefix("q="))
-            .filter_map(|q| q.trim().parse::<f32>().ok())
             .next()
-            .unwrap_or(1.0);
+            .is_none_or(|q| q.trim().chars().any(|c| c.is_ascii_digit() && c != '0'));
         match coding.as_str() {
-            "gzip" | "x-gzip" => gzip = Some(weight > 0.0),
-            "*" => any = Some(weight > 0.0),
+            "gzip" | "x-gzip" => gzip = Some(positive),
+            "*" => any = Some(positive),
             _ => {}
         }
     }
@@ -292,6 +292,11 @@ mod tests {
             "gzip;q=0, *"
         )])));
         assert!(!accepts_gzip(&headers(&[("accept-encoding", "*;q=0")])));
+        assert!(!accepts_gzip(&headers(&[(
+            "accept-encoding",
+            "gzip;q=0.000"
+        )])));
+        assert!(accepts_gzip(&headers(&[("accept-encoding", "gzip;q=0.5")])));
     }
 
     #[test]

@@ -203,13 +203,15 @@ fn status(state: &GatewayState) -> Value {
     })
 }
 
-/// A config with only the chosen provider as the default model.
+/// A config with only the chosen provider as the default model (read by
+/// the config's own parser: a second `Deserialize` of the whole config for
+/// `serde_json::Value` would cost the binary hundreds of KiB).
 fn probe_config(choice: &Choice) -> Result<Config, ErrorShape> {
-    serde_json::from_value(json!({
+    let value = json!({
         "models": {"providers": {choice.kind.id: choice.provider_json()}},
         "agents": {"defaults": {"model": {"primary": choice.reference()}}},
-    }))
-    .map_err(|e| ErrorShape::invalid(format!("invalid provider: {e}")))
+    });
+    crate::config::parse_value(value, "provider").map_err(|e| super::config::invalid_config(&e))
 }
 
 async fn test(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
