@@ -51,7 +51,7 @@ export default async function channels({ gw, notify }) {
       const who = r.metadata?.name ? `${r.metadata.name} (${r.senderId})` : r.senderId;
       const target = { channel: r.channel, accountId: r.accountId, requestId: r.requestId };
       return h("tr", {}, h("td", {}, r.channelLabel), h("td", {}, who), h("td", { class: "mono" }, r.requestId), h("td", {}, ago(Date.parse(r.createdAt))),
-        h("td", { class: "row" },
+        h("td", { class: "actions" },
           button("Approve", () => act("channels.pairing.approve", target, `Approved ${who} on ${r.channelLabel}`), { class: "primary", "aria-label": `Approve ${who} (code ${r.requestId})` }),
           button("Deny", () => act("channels.pairing.dismiss", target, `Denied code ${r.requestId}`), { class: "danger", "aria-label": `Deny ${who} (code ${r.requestId})` })));
     });
@@ -65,7 +65,7 @@ export default async function channels({ gw, notify }) {
     const rows = (list.pending || []).map((d) => {
       const name = d.displayName || d.clientId || d.deviceId.slice(0, 12);
       return h("tr", {}, h("td", {}, name), h("td", {}, d.platform || "—"), h("td", {}, d.remoteIp || "—"), h("td", {}, (d.scopes || []).join(", ")),
-        h("td", { class: "row" },
+        h("td", { class: "actions" },
           button("Approve", () => act("device.pair.approve", { requestId: d.requestId }, `Paired ${name}`), { class: "primary", "aria-label": `Approve device ${name}` }),
           button("Deny", () => act("device.pair.reject", { requestId: d.requestId }, `Refused ${name}`), { class: "danger", "aria-label": `Deny device ${name}` })));
     });

@@ -38,7 +38,7 @@ export default async function cron({ gw, notify }) {
         return h("tr", {}, h("td", {}, job.name), h("td", {}, describe(job.schedule)),
           h("td", {}, job.enabled ? chip("enabled", "ok") : chip("disabled", "off")), h("td", {}, when(st.nextRunAtMs)),
           h("td", {}, last, st.lastError ? h("div", { class: "error" }, st.lastError) : null),
-          h("td", { class: "row" },
+          h("td", { class: "actions" },
             button("Run now", () => act("cron.run", { id: job.id, mode: "force" }, (r) => r.ran ? `Started ${job.name}` : `Not run: ${r.reason}`), { "aria-label": `Run ${job.name} now` }),
             button(job.enabled ? "Disable" : "Enable", () => act("cron.update", { id: job.id, patch: { enabled: !job.enabled } }, `${job.enabled ? "Disabled" : "Enabled"} ${job.name}`), { "aria-label": `${job.enabled ? "Disable" : "Enable"} ${job.name}` }),
             button("Edit", () => editor(job), { "aria-label": `Edit ${job.name}` }),
