@@ -6,10 +6,16 @@
 //! their key path, `system.info`, `models.probe`, `channels.pairing.*`).
 //! The pages themselves run in Chromium in `tests/pincer_ui.rs`.
 
+#[path = "support/fake_discord.rs"]
+mod fake_discord;
+#[path = "support/fake_slack.rs"]
+mod fake_slack;
 mod support;
 
 use std::time::Duration;
 
+use fake_discord::FakeDiscord;
+use fake_slack::FakeSlack;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::fake_telegram::FakeTelegram;
@@ -290,9 +296,13 @@ fn unconfigured(extra: &str) -> GatewayProcess {
 async fn first_run_setup_tests_writes_pairs_the_page_and_closes() {
     let provider = FakeOpenAi::start().await;
     let telegram = FakeTelegram::start(BOT_TOKEN, BOT_ID, BOT_USERNAME).await;
+    let discord = FakeDiscord::start(45_000).await;
+    let slack = FakeSlack::start().await;
     let mut gateway = unconfigured(&format!(
-        "channels: {{ telegram: {{ apiRoot: \"{}\", enabled: false }} }}",
-        telegram.api_root()
+        "channels: {{ telegram: {{ apiRoot: \"{}\", enabled: false }}, discord: {{ apiBaseUrl: \"{}\", enabled: false }}, slack: {{ apiUrl: \"{}\", enabled: false }} }}",
+        telegram.api_root(),
+        discord.api_base_url(),
+        slack.api_url(),
     ));
     let origin = origin_of(&gateway);
     let boot: Value = get(&gateway.http("/__pincer/bootstrap.json"), &[])
@@ -418,6 +428,27 @@ async fn first_run_setup_tests_writes_pairs_the_page_and_closes() {
         )
         .await;
     assert_eq!(wrong["payload"]["ok"], false, "{wrong}");
+    for (params, ok) in [
+        (
+            json!({"channel": "discord", "token": fake_discord::TOKEN}),
+            true,
+        ),
+        (
+            json!({"channel": "discord", "token": "not-the-token"}),
+            false,
+        ),
+        (
+            json!({"channel": "slack", "token": fake_slack::BOT_TOKEN, "appToken": fake_slack::APP_TOKEN}),
+            true,
+        ),
+        (
+            json!({"channel": "slack", "token": "xoxb-wrong", "appToken": fake_slack::APP_TOKEN}),
+            false,
+        ),
+    ] {
+        let checked = page.call("pincer.setup.channel", params.clone()).await;
+        assert_eq!(checked["payload"]["ok"], ok, "{params}: {checked}");
+    }
 
     let short = page
         .call(
