@@ -137,7 +137,7 @@ const OPENCLAW_CONFIG: &str = r##"
     port: 18789,
     bind: "loopback",
     auth: { mode: "token", token: { source: "env", provider: "default", id: "OPENCLAW_GATEWAY_TOKEN" } },
-    controlUi: { enabled: true, allowedOrigins: ["http://localhost:18789"] },
+    controlUi: { enabled: true, allowedOrigins: ["http://localhost:18789"], root: "/srv/control-ui" },
     tailscale: { mode: "off", resetOnExit: false },
     reload: { mode: "hybrid" },
     push: { apns: { relay: { baseUrl: "https://relay.example.com" } } },
@@ -245,7 +245,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "discovery.wideArea",
         "logging.consoleStyle",
         "agents.list[0].identity",
-        "gateway.controlUi",
+        "gateway.controlUi.root",
         "models.providers.openrouter.models[0].cost",
     ] {
         assert!(

@@ -115,8 +115,8 @@ fn known_openclaw_sections_pincer_lacks_are_unsupported_not_unknown() {
         ),
         ("{ cron: { retry: { maxAttempts: 3 } } }", "cron.retry"),
         (
-            "{ gateway: { controlUi: { allowedOrigins: ['https://x'] } } }",
-            "gateway.controlUi",
+            "{ gateway: { controlUi: { root: '/srv/control-ui' } } }",
+            "gateway.controlUi.root",
         ),
         (
             "{ messages: { removeAckAfterReply: true } }",
@@ -711,4 +711,40 @@ fn send_policy_rules_in_the_config_are_unsupported_not_unknown() {
         message.starts_with("pincer.json5: session.sendPolicy is not supported by pincer"),
         "{message}"
     );
+}
+
+#[test]
+fn control_ui_keys_parse_and_bad_paths_and_origins_name_their_key() {
+    let config = parse(
+        "{ gateway: { controlUi: { enabled: false, basePath: 'pincer', allowedOrigins: ['https://ops.example.com', '*'], allowInsecureAuth: true } } }",
+    )
+    .expect("honoured keys");
+    let ui = &config.gateway.control_ui;
+    assert!(!ui.enabled && ui.allow_insecure_auth);
+    assert_eq!(ui.normalized_base_path(), "/pincer");
+    assert_eq!(ui.allowed_origins.len(), 2);
+    for (text, path) in [
+        (
+            "{ gateway: { controlUi: { basePath: '/a/../b' } } }",
+            "gateway.controlUi.basePath",
+        ),
+        (
+            "{ gateway: { controlUi: { basePath: '/a?x' } } }",
+            "gateway.controlUi.basePath",
+        ),
+        (
+            "{ gateway: { controlUi: { allowedOrigins: ['https://x', 'https://y/path'] } } }",
+            "gateway.controlUi.allowedOrigins[1]",
+        ),
+        (
+            "{ gateway: { controlUi: { allowedOrigins: ['localhost:18789'] } } }",
+            "gateway.controlUi.allowedOrigins[0]",
+        ),
+    ] {
+        let message = error(text);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path}: must be")),
+            "{text}: {message}"
+        );
+    }
 }

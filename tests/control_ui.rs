@@ -170,7 +170,6 @@ async fn control_ui_connects_chats_and_lists_the_session() {
         "chat.metadata",
         "sessions.observer.visibility",
         "approval.history",
-        "channels.pairing.list",
     ];
     let other: Vec<&Value> = done["errors"]
         .as_array()

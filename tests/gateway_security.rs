@@ -273,9 +273,9 @@ async fn a_remote_device_needs_approval_then_connects_with_its_token() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = state(dir.path());
     let key = SigningKey::from_bytes(&[42; 32]);
-    let remote = Peer {
-        ip: "192.0.2.10".parse::<IpAddr>().expect("ip"),
-        browser: false,
+    let remote = &Peer {
+        ip: Some("192.0.2.10".parse::<IpAddr>().expect("ip")),
+        ..Peer::default()
     };
     let now = pincer::system::clock::now_ms();
     let params = connect_params::parse(&signed_connect(&key, "n1", now)).expect("params");
@@ -358,5 +358,6 @@ fn admin_info() -> pincer::gateway::clients::ClientInfo {
         instance_id: None,
         device_id: None,
         connected_at_ms: 0,
+        setup: None,
     }
 }

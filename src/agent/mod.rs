@@ -13,6 +13,7 @@ mod context;
 mod failover;
 mod history;
 mod memory_flush;
+mod probe;
 mod prompt;
 mod prompt_files;
 pub mod providers;
@@ -50,6 +51,9 @@ pub use sessions::{
 // Sub-agents: the registry and the launcher the gateway implements.
 pub use subagents::steer::SteerMode;
 pub use subagents::{AnnounceError, OutcomeFuture, RunLauncher, SubagentRegistry, SubagentRun};
+
+// One real call to a provider (the Control UI's test buttons).
+pub use probe::{probe_provider, ProbeError, ProbeResult, ProbeStatus};
 
 // Model resolution (the `/model` and `/status` commands name the model in force).
 pub use providers::models::resolve_chain;

@@ -79,6 +79,39 @@ impl ConfigError {
         }
     }
 
+    /// The error as a client shows it at its place: the key path (empty
+    /// when the error has none) and the message without the file's name.
+    pub fn issue(&self) -> (String, String) {
+        let message = match self {
+            ConfigError::UnknownKey { suggestion, .. } => {
+                format!("unknown key{}", suggestion_suffix(suggestion))
+            }
+            ConfigError::Unsupported { .. } => {
+                "is not supported by pincer (an OpenClaw key pincer does not implement)".to_string()
+            }
+            ConfigError::WrongType { expected, got, .. } => {
+                format!("expected {expected}, got {got}")
+            }
+            ConfigError::Invalid { message, .. } => message.clone(),
+            ConfigError::MissingEnvVar { var, .. } => {
+                format!("environment variable {var} is not set")
+            }
+            ConfigError::Syntax {
+                line,
+                column,
+                message,
+                ..
+            } => format!("syntax error at line {line}, column {column}: {message}"),
+            other => other.to_string(),
+        };
+        let path = self
+            .json_path()
+            .filter(|p| *p != "(root)")
+            .unwrap_or_default()
+            .to_string();
+        (path, message)
+    }
+
     pub(crate) fn invalid(
         origin: &str,
         path: impl Into<String>,
@@ -338,6 +371,30 @@ mod tests {
             err.to_string(),
             "f: gateway.bind: expected one of \"loopback\", \"lan\", got \"everywhere\""
         );
+    }
+
+    #[test]
+    fn an_issue_is_the_path_and_the_message_without_the_file() {
+        let err = translate(
+            "f",
+            "gateway.port",
+            "invalid type: string \"x\", expected u16",
+        );
+        assert_eq!(
+            err.issue(),
+            (
+                "gateway.port".to_string(),
+                "expected a non-negative integer, got string \"x\"".to_string()
+            )
+        );
+        let syntax = ConfigError::Syntax {
+            origin: "f".into(),
+            line: 3,
+            column: 7,
+            message: "expected value".into(),
+        };
+        assert_eq!(syntax.issue().0, "");
+        assert!(syntax.issue().1.contains("line 3, column 7"));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use load::{
     parse_str_with_env, parse_value, write_atomic, LoadedConfig,
 };
 pub use patch::{changed_paths, merge_patch, restart_required};
-pub use redact::{restore_redacted, REDACTED_SENTINEL};
+pub use redact::{redact_file, restore_redacted, REDACTED_SENTINEL};
 pub use register::{describe as describe_key, render as render_register};
 pub use reload::{spawn_watcher, ReloadEvent, POLL_INTERVAL_MS, RELOAD_CHANNEL_CAPACITY};
 pub use schema::*;

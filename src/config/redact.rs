@@ -40,6 +40,13 @@ impl Config {
     }
 }
 
+/// A config file's own JSON with every secret replaced by
+/// [`REDACTED_SENTINEL`] (`config.get`'s `parsed`).
+pub fn redact_file(mut value: Value) -> Value {
+    redact_value(&mut value, "", false);
+    value
+}
+
 /// Removes `null` members from objects, recursively (unset options).
 pub fn without_nulls(value: Value) -> Value {
     match value {

@@ -188,6 +188,7 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         )?;
     }
     check_gateway_auth(v, gateway)?;
+    check_control_ui(v, &gateway.control_ui)?;
     v.range(
         gateway.http.endpoints.chat_completions.max_body_bytes,
         1,
@@ -200,6 +201,53 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         500_000,
         "gateway.webchat.chatHistoryMaxChars",
     )
+}
+
+/// `gateway.controlUi`: a base path of plain path segments, origins written
+/// as `scheme://host[:port]` (what a browser sends in `Origin`) or `*`.
+fn check_control_ui(v: &Validator, ui: &ControlUiConfig) -> Check {
+    if let Some(base) = ui.base_path.as_deref() {
+        let segments_ok = base.trim().trim_matches('/').split('/').all(|segment| {
+            segment.is_empty()
+                || (segment != "."
+                    && segment != ".."
+                    && segment
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-._~".contains(c)))
+        });
+        v.ensure(
+            segments_ok && !base.contains("//"),
+            "gateway.controlUi.basePath",
+            format!("must be a path like \"/pincer\" (letters, digits, - . _ ~ between slashes), got {base:?}"),
+        )?;
+    }
+    for (i, origin) in ui.allowed_origins.iter().enumerate() {
+        v.ensure(
+            is_origin_pattern(origin.trim()),
+            format!("gateway.controlUi.allowedOrigins[{i}]"),
+            format!("must be an origin like \"https://host:8443\" (scheme, host, optional port; no path) or \"*\", got {origin:?}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// `*`, or `scheme://host[:port]` with nothing after the host but one optional `/`.
+fn is_origin_pattern(origin: &str) -> bool {
+    if origin == "*" {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    let scheme_ok = scheme
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c));
+    scheme_ok && !host.is_empty() && !host.contains(['/', '?', '#', '@', '\\', ' '])
 }
 
 /// The auth mode pincer lacks, refused by name, and the Tailscale exposure rules.

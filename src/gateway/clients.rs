@@ -108,6 +108,8 @@ pub struct ClientInfo {
     pub instance_id: Option<String>,
     pub device_id: Option<String>,
     pub connected_at_ms: u64,
+    /// A first-run setup session (no scopes; only `pincer.setup.*`).
+    pub setup: Option<super::setup::SetupGrant>,
 }
 
 impl ClientInfo {
@@ -309,6 +311,7 @@ mod tests {
             instance_id: None,
             device_id: None,
             connected_at_ms: 0,
+            setup: None,
         }
     }
 

@@ -72,25 +72,74 @@ fn auth_refusal(code: &str, message: &str, next_step: &str) -> Refusal {
     )
 }
 
-/// Runs the whole decision for one `connect`.
-/// Where a connection comes from.
-#[derive(Debug, Clone, Copy)]
+/// Where a connection comes from, as its upgrade request said.
+#[derive(Debug, Clone, Default)]
 pub struct Peer {
-    pub ip: IpAddr,
-    /// The upgrade request carried an `Origin` header (a browser).
-    pub browser: bool,
+    pub ip: Option<IpAddr>,
+    /// The `Origin` header: a browser page.
+    pub origin: Option<String>,
+    /// The `Host` header.
+    pub host: Option<String>,
+    /// A proxy's headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`): the
+    /// caller is not the socket's peer (Tailscale serve and funnel set them).
+    pub forwarded: bool,
 }
 
+impl Peer {
+    /// The socket's address (unspecified when unknown).
+    pub fn addr(&self) -> IpAddr {
+        self.ip
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    }
+
+    pub fn browser(&self) -> bool {
+        self.origin.as_deref().is_some_and(|o| !o.trim().is_empty())
+    }
+
+    /// On this machine and not through a proxy (upstream's `isLocalDirectRequest`).
+    pub fn local_direct(&self) -> bool {
+        self.addr().is_loopback() && !self.forwarded
+    }
+
+    /// On the LAN or this machine, not through a proxy: who may use first-run setup.
+    pub fn lan_direct(&self) -> bool {
+        !self.forwarded && super::origin::is_lan_or_loopback(self.addr())
+    }
+}
+
+/// The Control UI's client id (upstream's `GATEWAY_CLIENT_NAMES.CONTROL_UI`).
+pub const CONTROL_UI_CLIENT_ID: &str = "openclaw-control-ui";
+
+/// Refuses a browser page whose origin is not allowed (upstream's words).
+fn check_origin(state: &GatewayState, peer: &Peer) -> Result<(), Refusal> {
+    let Some(origin) = peer.origin.as_deref().filter(|o| !o.trim().is_empty()) else {
+        return Ok(());
+    };
+    let config = state.config();
+    let allowed = &config.gateway.control_ui.allowed_origins;
+    super::origin::check(origin, peer.host.as_deref(), allowed, peer.local_direct())
+        .map(|_| ())
+        .map_err(|reason| {
+            let message = "origin not allowed (open the Control UI from the gateway host or allow it in gateway.controlUi.allowedOrigins)";
+            Refusal::policy(
+                ErrorShape::invalid(message)
+                    .with_details(json!({"code": "CONTROL_UI_ORIGIN_NOT_ALLOWED", "reason": reason})),
+                message,
+            )
+        })
+}
+
+/// Runs the whole decision for one `connect`.
 pub fn decide(
     state: &GatewayState,
     params: &ConnectParams,
     nonce: &str,
-    peer: Peer,
+    peer: &Peer,
     conn_id: &str,
     now_ms: u64,
 ) -> Result<Accepted, Refusal> {
-    let ip = peer.ip;
-    let local_non_browser = ip.is_loopback() && !peer.browser;
+    let ip = peer.addr();
+    let local_non_browser = peer.local_direct() && !peer.browser();
     let protocol = negotiate(params.min_protocol, params.max_protocol)?;
     if params.role != "operator" {
         return Err(Refusal::policy(
@@ -98,6 +147,7 @@ pub fn decide(
             "role not supported",
         ));
     }
+    check_origin(state, peer)?;
     if let Some(wait_ms) = state.limiter.locked_for(ip, now_ms) {
         return Err(Refusal::policy(
             ErrorShape::invalid(
@@ -160,6 +210,18 @@ pub fn decide(
         via_device_token = matches!((&record, presented),
             (Some(r), Some(t)) if r.approved_at_ms.is_some() && pairing::token_valid(r, &params.role, t));
         if !via_device_token {
+            // No credential at all from a Control UI page while setup is open: a setup session.
+            if let Some(grant) = super::setup::grant(state, params, peer) {
+                let device_id = Some(grant.device_id.clone());
+                let mut info =
+                    client_info(params, conn_id, ip, protocol, Vec::new(), device_id, now_ms);
+                info.setup = Some(grant);
+                return Ok(Accepted {
+                    info,
+                    device_token: None,
+                    issued_at_ms: None,
+                });
+            }
             state.limiter.record_failure(ip, now_ms);
             let (code, message) = if params.auth.device_token.is_some() && record.is_some() {
                 (
@@ -178,6 +240,30 @@ pub fn decide(
         }
     }
     state.limiter.record_success(ip);
+    let control_ui = params.client.id == CONTROL_UI_CLIENT_ID;
+    if control_ui && params.device.is_none() {
+        // Upstream's rule: the Control UI proves a device, except on this
+        // machine with `allowInsecureAuth` (pages over plain HTTP have no
+        // WebCrypto); pairing is never skipped for one that has a device.
+        let insecure_ok = state.config().gateway.control_ui.allow_insecure_auth
+            && peer.local_direct()
+            && shared.is_ok();
+        if !insecure_ok {
+            let message =
+                "control ui requires device identity (use HTTPS or localhost secure context)";
+            return Err(Refusal::policy(
+                ErrorShape::invalid(message)
+                    .with_details(json!({"code": "CONTROL_UI_DEVICE_IDENTITY_REQUIRED"})),
+                message,
+            ));
+        }
+        let info = client_info(params, conn_id, ip, protocol, requested, None, now_ms);
+        return Ok(Accepted {
+            info,
+            device_token: None,
+            issued_at_ms: None,
+        });
+    }
     let mut granted = requested.clone();
     let mut device_token = None;
     let mut issued_at_ms = None;
@@ -194,7 +280,7 @@ pub fn decide(
                 platform: Some(&params.client.platform),
                 device_family: params.client.device_family.as_deref(),
                 remote_ip: ip.to_string(),
-                is_loopback: ip.is_loopback(),
+                is_loopback: peer.local_direct(),
             };
             let decision = pairing::evaluate(&state.services.store, &ask, now_ms).map_err(|e| {
                 Refusal::policy(
@@ -246,26 +332,40 @@ pub fn decide(
         _ => granted.clear(),
     }
     Ok(Accepted {
-        info: ClientInfo {
-            conn_id: conn_id.to_string(),
-            ip,
-            role: params.role.clone(),
-            scopes: granted,
-            caps: params.caps.clone(),
-            protocol,
-            client_id: params.client.id.clone(),
-            client_mode: params.client.mode.clone(),
-            client_version: params.client.version.clone(),
-            platform: Some(params.client.platform.clone()),
-            device_family: params.client.device_family.clone(),
-            display_name: params.client.display_name.clone(),
-            instance_id: params.client.instance_id.clone(),
-            device_id,
-            connected_at_ms: now_ms,
-        },
+        info: client_info(params, conn_id, ip, protocol, granted, device_id, now_ms),
         device_token,
         issued_at_ms,
     })
+}
+
+/// The accepted client as the registry keeps it.
+fn client_info(
+    params: &ConnectParams,
+    conn_id: &str,
+    ip: IpAddr,
+    protocol: u32,
+    scopes: Vec<String>,
+    device_id: Option<String>,
+    now_ms: u64,
+) -> ClientInfo {
+    ClientInfo {
+        conn_id: conn_id.to_string(),
+        ip,
+        role: params.role.clone(),
+        scopes,
+        caps: params.caps.clone(),
+        protocol,
+        client_id: params.client.id.clone(),
+        client_mode: params.client.mode.clone(),
+        client_version: params.client.version.clone(),
+        platform: Some(params.client.platform.clone()),
+        device_family: params.client.device_family.clone(),
+        display_name: params.client.display_name.clone(),
+        instance_id: params.client.instance_id.clone(),
+        device_id,
+        connected_at_ms: now_ms,
+        setup: None,
+    }
 }
 
 fn announce_pair_request(

@@ -94,13 +94,43 @@ pub async fn handle(
         "/tools/invoke" => tools_invoke(state, req, ip).await,
         _ => match state.http_routes.get(&path) {
             Some(route) => route.handle(req).await.map(|body| body.boxed()),
-            None => json_response(
-                StatusCode::NOT_FOUND,
-                &json!({"error": {"type": "not_found", "message": format!("no route for {path}")}}),
-            ),
+            None => control_ui(&state, &req, ip).unwrap_or_else(|| {
+                json_response(
+                    StatusCode::NOT_FOUND,
+                    &json!({"error": {"type": "not_found", "message": format!("no route for {path}")}}),
+                )
+            }),
         },
     };
     Ok(response)
+}
+
+/// The Control UI's answer, when the path is the UI's and the UI is enabled.
+fn control_ui(state: &GatewayState, req: &Request<Incoming>, ip: IpAddr) -> Option<Response<Body>> {
+    use super::control_ui::{self as ui, Route};
+    let config = state.config();
+    if !config.gateway.control_ui.enabled {
+        return None;
+    }
+    let base = config.gateway.control_ui.normalized_base_path();
+    let uri = req.uri();
+    let response = match ui::route(&base, req.method(), uri.path(), uri.query()) {
+        Route::NotUi => return None,
+        Route::NotFound => ui::not_found(),
+        Route::Redirect(location) => ui::redirect(&location),
+        Route::Asset(path) => match ui::assets::find(path) {
+            Some(asset) => ui::serve_asset(asset, req.method(), req.headers()),
+            None => ui::not_found(),
+        },
+        Route::Bootstrap => {
+            let peer = peer_of(req, ip);
+            let setup = super::setup::bootstrap(state, &peer);
+            let document =
+                ui::bootstrap_document(&base, state.secret().mode_name(), state.version, setup);
+            ui::bootstrap(&document)
+        }
+    };
+    Some(response)
 }
 
 fn probe(req: &Request<Incoming>, status: StatusCode, body: Value) -> Response<Body> {
@@ -165,10 +195,7 @@ fn upgrade(state: Arc<GatewayState>, req: Request<Incoming>, ip: IpAddr) -> Resp
             "Too many unauthenticated sockets\n",
         );
     }
-    let peer = super::handshake::Peer {
-        ip,
-        browser: req.headers().contains_key(header::ORIGIN),
-    };
+    let peer = peer_of(&req, ip);
     let accept = derive_accept_key(key.as_bytes());
     let task_state = state.clone();
     state.tasks.spawn(async move {
@@ -197,6 +224,31 @@ fn upgrade(state: Arc<GatewayState>, req: Request<Incoming>, ip: IpAddr) -> Resp
         headers.insert(header::SEC_WEBSOCKET_ACCEPT, value);
     }
     response
+}
+
+/// Whether a proxy stands between the caller and the socket (upstream's
+/// `hasForwardedRequestHeaders`).
+pub fn forwarded(headers: &hyper::HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str();
+        name == "forwarded" || name == "x-real-ip" || name.starts_with("x-forwarded-")
+    })
+}
+
+/// Who sent `req`, from the socket's address and the request's headers.
+pub fn peer_of<B>(req: &Request<B>, ip: IpAddr) -> super::handshake::Peer {
+    let text = |name: header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    super::handshake::Peer {
+        ip: Some(ip),
+        origin: text(header::ORIGIN),
+        host: text(header::HOST),
+        forwarded: forwarded(req.headers()),
+    }
 }
 
 /// Why an HTTP caller was refused.

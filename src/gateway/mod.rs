@@ -13,6 +13,7 @@ pub mod auth;
 pub mod bind;
 pub mod clients;
 pub mod connect_params;
+pub mod control_ui;
 pub mod device_auth;
 pub mod discovery;
 pub mod frames;
@@ -24,12 +25,14 @@ pub mod launcher;
 pub mod memory_events;
 pub mod methods;
 pub mod openai_http;
+pub mod origin;
 pub mod pairing;
 pub mod preauth_io;
 pub mod runs;
 pub mod scopes;
 pub mod secret;
 pub mod session_runner;
+pub mod setup;
 pub mod state;
 pub mod tailscale;
 pub mod tls;
@@ -150,7 +153,7 @@ pub async fn serve(options: ServeOptions, composer: &dyn Composer) -> Result<(),
             addr: plan.addrs[0],
             source,
         })?;
-    let configured = options.loaded.path.is_some();
+    let configured = setup::provider_configured(&options.loaded.config);
     let data_dir = options.data_dir.clone();
     let state = composer.build(StateParts {
         loaded: options.loaded,
@@ -269,7 +272,7 @@ async fn bind_listeners(plan: &bind::BindPlan) -> Result<Vec<TcpListener>, Gatew
 
 /// What the ready announcement needs to say where to go.
 struct SetupHint<'a> {
-    /// A config file was loaded (else the gateway runs on defaults, waiting for setup).
+    /// A provider credential is configured (else the gateway waits for setup).
     configured: bool,
     loopback_only: bool,
     data_dir: &'a std::path::Path,
@@ -321,7 +324,7 @@ fn announce(
     let status = if setup.configured {
         format!("listening on {host}:{}; open {url}", local.port())
     } else {
-        log::warn!("no config file found: pincer runs unconfigured; set it up at {url}");
+        log::warn!("no model provider configured: pincer runs unconfigured; set it up at {url}");
         format!("unconfigured: set up at {url}")
     };
     crate::system::notify::notify(&format!("READY=1\nSTATUS={status}"));

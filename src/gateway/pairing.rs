@@ -132,6 +132,22 @@ pub fn evaluate(
     })
 }
 
+/// Pairs a device as approved for `ask`'s role and scopes, with no request
+/// (the browser that completed first-run setup: its owner's).
+pub fn approve_directly(
+    store: &Store,
+    ask: &PairingAsk<'_>,
+    now_ms: u64,
+) -> Result<DeviceRecord, StoreError> {
+    let mut record = store
+        .device(ask.device_id)?
+        .unwrap_or_else(|| new_record(ask, now_ms));
+    merge_into(&mut record, ask, now_ms);
+    record.approved_at_ms = Some(now_ms);
+    store.put_device(&record)?;
+    Ok(record)
+}
+
 fn new_record(ask: &PairingAsk<'_>, now_ms: u64) -> DeviceRecord {
     DeviceRecord {
         device_id: ask.device_id.to_string(),

@@ -63,6 +63,7 @@ const READ_METHODS: &[&str] = &[
     "talk.catalog",
     "chat.metadata",
     "plugins.list",
+    "system.info",
 ];
 
 const WRITE_METHODS: &[&str] = &[
@@ -75,6 +76,7 @@ const WRITE_METHODS: &[&str] = &[
     "chat.abort",
     "node.invoke",
     "question.list",
+    "pincer.memory.index",
 ];
 
 const PAIRING_METHODS: &[&str] = &[
@@ -93,6 +95,8 @@ const PAIRING_METHODS: &[&str] = &[
     "node.pair.verify",
     "node.rename",
     "channels.pairing.list",
+    "channels.pairing.approve",
+    "channels.pairing.dismiss",
 ];
 
 const APPROVAL_METHODS: &[&str] = &[

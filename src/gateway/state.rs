@@ -58,6 +58,10 @@ pub struct GatewayState {
     pub tasks: TaskTracker,
     pub host_name: String,
     pub tls_fingerprint: Option<String>,
+    /// Whether the secret is the generated token (`setup.rs`), read once.
+    pub secret_generated: std::sync::OnceLock<bool>,
+    /// A `pincer.memory.index` re-index is running (one at a time).
+    pub memory_reindex: Arc<std::sync::atomic::AtomicBool>,
     preauth: Mutex<HashMap<IpAddr, usize>>,
     config_writes: Mutex<VecDeque<u64>>,
 }
@@ -144,6 +148,8 @@ impl GatewayState {
             started: std::time::Instant::now(),
             host_name: crate::system::host_name(),
             tls_fingerprint: parts.tls_fingerprint,
+            secret_generated: std::sync::OnceLock::new(),
+            memory_reindex: Arc::default(),
             preauth: Mutex::new(HashMap::new()),
             config_writes: Mutex::new(VecDeque::new()),
         }

@@ -43,7 +43,7 @@ pub async fn serve<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let ip = peer.ip;
+    let ip = peer.addr();
     let conn_id = uuid::Uuid::new_v4().to_string();
     let (sink, mut stream) = ws.split();
     let (sender, rx, queued) = ClientSender::channel(state.limits.max_buffered_bytes);
@@ -59,7 +59,7 @@ pub async fn serve<S>(
         false,
     );
     let accepted =
-        handshake_phase(&state, &mut stream, &sender, &gate, &nonce, peer, &conn_id).await;
+        handshake_phase(&state, &mut stream, &sender, &gate, &nonce, &peer, &conn_id).await;
     state.release_preauth(ip);
     if let Some(info) = accepted {
         gate.open();
@@ -145,7 +145,7 @@ async fn handshake_phase<R>(
     sender: &ClientSender,
     gate: &PreauthGate,
     nonce: &str,
-    peer: Peer,
+    peer: &Peer,
     conn_id: &str,
 ) -> Option<ClientInfo>
 where
@@ -197,10 +197,10 @@ fn connect(
     text: &str,
     sender: &ClientSender,
     nonce: &str,
-    peer: Peer,
+    peer: &Peer,
     conn_id: &str,
 ) -> Option<ClientInfo> {
-    let ip = peer.ip;
+    let ip = peer.addr();
     let request = match parse_client_frame(text) {
         Ok(ClientFrame::Request(request)) => request,
         Ok(ClientFrame::Cancel { id }) => {

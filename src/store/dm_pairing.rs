@@ -209,6 +209,33 @@ impl Store {
         })
     }
 
+    /// Drops a live code without approving its sender (upstream's dismiss:
+    /// the sender may ask again). `None` for an unknown or expired code.
+    pub fn dm_pairing_dismiss(
+        &self,
+        channel: &str,
+        code: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> Result<Option<PendingDmPairing>, StoreError> {
+        let key = channel_key(channel)?;
+        let code = code.trim().to_uppercase();
+        self.env.write("dm_pairing_dismiss", |txn, dbs| {
+            let Some(bytes) = dbs.meta.get(txn, key.as_bytes())? else {
+                return Ok(None);
+            };
+            let mut record: ChannelPairing = decode_at(META_DB, &key, bytes)?;
+            prune(&mut record, now_ms, ttl_ms);
+            let Some(at) = record.pending.iter().position(|p| p.code == code) else {
+                return Ok(None);
+            };
+            let dismissed = record.pending.remove(at);
+            let bytes = encode(META_DB, &key, &record)?;
+            dbs.meta.put(txn, key.as_bytes(), &bytes)?;
+            Ok(Some(dismissed))
+        })
+    }
+
     /// Adds `sender_id` to the approved senders of a channel account without a code (an approval carried
     /// over from OpenClaw). Returns `false` when the sender was already approved there. Never seeds the owner.
     pub fn dm_pairing_allow(
@@ -327,6 +354,34 @@ mod tests {
             .dm_pairing_list(None, 30, LIMITS.ttl_ms)
             .expect("list")
             .is_empty());
+    }
+
+    #[test]
+    fn a_dismissed_code_is_gone_and_its_sender_not_approved() {
+        let (_dir, store) = temp_store();
+        let mut codes = || "CODEX".to_string();
+        store
+            .dm_pairing_request("telegram", &pending("7", 10), LIMITS, &mut codes)
+            .expect("request");
+        let dismissed = store
+            .dm_pairing_dismiss("telegram", "codex", 20, LIMITS.ttl_ms)
+            .expect("dismiss")
+            .expect("live code");
+        assert_eq!(dismissed.sender_id, "7");
+        assert!(store
+            .dm_pairing_list(None, 20, LIMITS.ttl_ms)
+            .expect("list")
+            .is_empty());
+        assert!(!store
+            .dm_pairing_is_approved("telegram", "default", "7")
+            .expect("read"));
+        assert_eq!(
+            store
+                .dm_pairing_dismiss("telegram", "CODEX", 20, LIMITS.ttl_ms)
+                .expect("dismiss again"),
+            None
+        );
+        assert_eq!(store.dm_pairing_owner().expect("owner"), None);
     }
 
     #[test]

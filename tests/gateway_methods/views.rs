@@ -208,7 +208,6 @@ async fn features_pincer_lacks_answer_empty_or_unavailable() {
         "chat.metadata",
         "sessions.observer.visibility",
         "approval.history",
-        "channels.pairing.list",
     ] {
         let res = client.call(method, json!({})).await;
         assert_eq!(res["ok"], false, "{method}: {res}");

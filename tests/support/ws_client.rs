@@ -68,7 +68,21 @@ impl Device {
 impl TestClient {
     /// Opens the socket and reads the challenge.
     pub async fn open(url: &str) -> TestClient {
-        let (socket, _) = tokio_tungstenite::connect_async(url)
+        TestClient::open_with_headers(url, &[]).await
+    }
+
+    /// Opens the socket with extra upgrade headers (`Origin`, `X-Forwarded-For`, …).
+    pub async fn open_with_headers(url: &str, headers: &[(&str, &str)]) -> TestClient {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url.into_client_request().expect("websocket request");
+        for (name, value) in headers {
+            request.headers_mut().insert(
+                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(name.as_bytes())
+                    .expect("header name"),
+                value.parse().expect("header value"),
+            );
+        }
+        let (socket, _) = tokio_tungstenite::connect_async(request)
             .await
             .expect("websocket connect");
         let mut client = TestClient {
@@ -125,10 +139,23 @@ impl TestClient {
         scopes: &[&str],
         device: Option<&Device>,
     ) -> Value {
+        self.connect_params_as(("test", "test"), auth, signed_token, scopes, device)
+    }
+
+    /// Connect params of client `(id, mode)` with `auth` as given (the device
+    /// signs `signed_token`).
+    pub fn connect_params_as(
+        &self,
+        (client_id, client_mode): (&str, &str),
+        auth: Value,
+        signed_token: &str,
+        scopes: &[&str],
+        device: Option<&Device>,
+    ) -> Value {
         let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
         let mut params = json!({
             "minProtocol": 3, "maxProtocol": 4,
-            "client": {"id": "test", "version": "1.0", "platform": "linux", "mode": "test"},
+            "client": {"id": client_id, "version": "1.0", "platform": "linux", "mode": client_mode},
             "role": "operator", "scopes": scopes, "auth": auth,
         });
         if let Some(device) = device {
@@ -141,8 +168,8 @@ impl TestClient {
                 nonce: device.nonce.clone().unwrap_or_else(|| self.nonce.clone()),
             };
             let ctx = SignedContext {
-                client_id: "test",
-                client_mode: "test",
+                client_id,
+                client_mode,
                 role: "operator",
                 scopes: &scopes,
                 token: signed_token,

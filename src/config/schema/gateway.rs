@@ -42,6 +42,8 @@ pub struct GatewayConfig {
     /// Allow/deny overrides for `POST /tools/invoke`.
     pub tools: GatewayToolsConfig,
     pub webchat: GatewayWebchatConfig,
+    /// The browser UI served on the gateway port and who may open it.
+    pub control_ui: ControlUiConfig,
 }
 
 impl Default for GatewayConfig {
@@ -58,6 +60,7 @@ impl Default for GatewayConfig {
             http: GatewayHttpConfig::default(),
             tools: GatewayToolsConfig::default(),
             webchat: GatewayWebchatConfig::default(),
+            control_ui: ControlUiConfig::default(),
         }
     }
 }
@@ -252,6 +255,48 @@ pub struct GatewayWebchatConfig {
     pub chat_history_max_chars: Option<u32>,
 }
 
+/// `gateway.controlUi`: upstream's `enabled`, `basePath`, `allowedOrigins`
+/// and `allowInsecureAuth` (its other keys are refused: `unsupported.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ControlUiConfig {
+    /// Serve the Control UI on the gateway port (default true).
+    pub enabled: bool,
+    /// Path prefix the UI is served under (`/pincer`); empty or `/`: the root.
+    pub base_path: Option<String>,
+    /// Browser origins allowed to open a WebSocket besides the gateway's own
+    /// host (`*` allows any).
+    pub allowed_origins: Vec<String>,
+    /// A Control UI on this host (loopback, not proxied) may connect with the
+    /// shared secret alone, without a device identity.
+    pub allow_insecure_auth: bool,
+}
+
+impl Default for ControlUiConfig {
+    fn default() -> Self {
+        ControlUiConfig {
+            enabled: true,
+            base_path: None,
+            allowed_origins: Vec::new(),
+            allow_insecure_auth: false,
+        }
+    }
+}
+
+impl ControlUiConfig {
+    /// The base path as upstream normalises it: empty for the root, else
+    /// `/prefix` without a trailing slash.
+    pub fn normalized_base_path(&self) -> String {
+        let value = self.base_path.as_deref().unwrap_or("").trim();
+        let trimmed = value.trim_matches('/');
+        if trimmed.is_empty() {
+            String::new()
+        } else {
+            format!("/{trimmed}")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +316,23 @@ mod tests {
             (10, 60_000, 300_000)
         );
         assert!(limit.exempt_loopback);
+        assert!(gateway.control_ui.enabled);
+        assert!(!gateway.control_ui.allow_insecure_auth);
+        assert_eq!(gateway.control_ui.normalized_base_path(), "");
+    }
+
+    #[test]
+    fn base_path_is_normalised_as_upstream() {
+        let mut ui = ControlUiConfig::default();
+        for (raw, want) in [
+            ("/", ""),
+            ("pincer", "/pincer"),
+            ("/pincer/", "/pincer"),
+            (" /a/b ", "/a/b"),
+        ] {
+            ui.base_path = Some(raw.into());
+            assert_eq!(ui.normalized_base_path(), want, "{raw:?}");
+        }
     }
 
     #[test]

@@ -117,3 +117,106 @@ pub fn commands(state: &GatewayState, params: &Value) -> Result<Value, ErrorShap
         .collect();
     Ok(json!({"commands": commands}))
 }
+
+/// Bounds of `models.probe`'s `timeoutMs` (upstream's).
+pub const PROBE_TIMEOUT_DEFAULT_MS: u64 = 20_000;
+pub const PROBE_TIMEOUT_MIN_MS: u64 = 5_000;
+pub const PROBE_TIMEOUT_MAX_MS: u64 = 60_000;
+
+/// Upstream's words for a failed probe.
+fn probe_message(status: crate::agent::ProbeStatus) -> Option<&'static str> {
+    use crate::agent::ProbeStatus as S;
+    match status {
+        S::Ok => None,
+        S::Auth => Some("Authentication failed."),
+        S::RateLimit => Some("The provider rate limit was reached."),
+        S::Billing => Some("The provider reported a billing problem."),
+        S::Timeout => Some("The connection timed out."),
+        S::Format => Some("The provider rejected the model or request format."),
+        S::NoModel => Some("No model is available for this provider."),
+        S::Unknown => Some("The connection probe failed."),
+    }
+}
+
+/// `models.probe {provider, profileId?, timeoutMs?}`: one real call per
+/// credential of a configured provider, in upstream's result shape (plus
+/// `detail`, the provider's own words, and the start of the `reply`).
+pub async fn probe(
+    state: &std::sync::Arc<crate::gateway::state::GatewayState>,
+    params: &Value,
+) -> Result<Value, ErrorShape> {
+    use crate::agent::ProbeStatus;
+    let p = super::params::Params::new("models.probe", params)?;
+    let provider = p.str("provider", false)?.trim().to_string();
+    let profile = p.opt_str("profileId")?.map(str::trim);
+    if profile.is_some_and(str::is_empty) {
+        return Err(ErrorShape::invalid(
+            "provider and profileId must not be blank",
+        ));
+    }
+    let timeout = p
+        .opt_u64("timeoutMs", 1, u64::MAX)?
+        .unwrap_or(PROBE_TIMEOUT_DEFAULT_MS)
+        .clamp(PROBE_TIMEOUT_MIN_MS, PROBE_TIMEOUT_MAX_MS);
+    let config = state.config();
+    let results = crate::agent::probe_provider(
+        &config,
+        &provider,
+        profile,
+        &state.http(),
+        std::time::Duration::from_millis(timeout),
+    )
+    .await
+    .map_err(|e| match e {
+        crate::agent::ProbeError::UnknownProvider(_)
+        | crate::agent::ProbeError::UnknownProfile { .. } => ErrorShape::invalid(e.to_string()),
+        other => ErrorShape::unavailable(other.to_string()),
+    })?;
+    // The best outcome wins, as upstream rolls up: ok, then the failures in its order.
+    let order = [
+        ProbeStatus::Ok,
+        ProbeStatus::Auth,
+        ProbeStatus::Billing,
+        ProbeStatus::RateLimit,
+        ProbeStatus::Timeout,
+        ProbeStatus::Format,
+        ProbeStatus::NoModel,
+        ProbeStatus::Unknown,
+    ];
+    let status = order
+        .into_iter()
+        .find(|s| results.iter().any(|r| r.status == *s))
+        .unwrap_or(ProbeStatus::Unknown);
+    let latency = results
+        .iter()
+        .filter(|r| r.status == status)
+        .map(|r| r.latency_ms)
+        .min();
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let mut row = json!({
+                "profileId": r.profile_id, "label": format!("{} · {}", r.profile_id, r.model),
+                "status": r.status.as_str(), "latencyMs": r.latency_ms,
+            });
+            if let Some(message) = probe_message(r.status) {
+                row["error"] = json!(message);
+            }
+            if let Some(detail) = &r.error {
+                row["detail"] = json!(detail);
+            }
+            if let Some(reply) = &r.reply {
+                row["reply"] = json!(reply);
+            }
+            row
+        })
+        .collect();
+    let mut answer = json!({"provider": provider, "status": status.as_str(), "results": rows});
+    if let Some(latency) = latency {
+        answer["latencyMs"] = json!(latency);
+    }
+    if let Some(message) = probe_message(status) {
+        answer["error"] = json!(message);
+    }
+    Ok(answer)
+}

@@ -177,6 +177,7 @@ pub fn status(state: &GatewayState, info: &ClientInfo) -> Result<Value, ErrorSha
         "memory": figures::memory(state),
         "authMode": state.secret().mode_name(),
         "sandbox": state.services.sandbox_layers.get(),
+        "board": super::system::board(state),
     });
     if scopes::authorize("config.apply", &info.scopes).is_ok() {
         let store = state.services.store.stats().ok().map(|s| {

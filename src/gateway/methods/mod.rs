@@ -17,6 +17,8 @@ pub mod pairing;
 pub mod params;
 pub mod send;
 pub mod sessions;
+pub mod setup;
+pub mod system;
 pub mod views;
 
 use std::sync::Arc;
@@ -37,6 +39,7 @@ pub const METHODS: &[&str] = &[
     "config.get",
     "config.patch",
     "config.apply",
+    "config.set",
     "sessions.list",
     "sessions.patch",
     "sessions.reset",
@@ -98,6 +101,15 @@ pub const METHODS: &[&str] = &[
     "plugins.list",
     "approval.history",
     "channels.pairing.list",
+    "channels.pairing.approve",
+    "channels.pairing.dismiss",
+    "models.probe",
+    "system.info",
+    "pincer.memory.index",
+    "pincer.setup.status",
+    "pincer.setup.test",
+    "pincer.setup.channel",
+    "pincer.setup.apply",
 ];
 
 /// Events advertised in `hello-ok.features.events`.
@@ -162,6 +174,19 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
             info.role
         )));
     }
+    // A setup session (no credential, first-run setup open) may call only
+    // the setup methods; they refuse everyone else.
+    let setup_method = super::setup::SETUP_METHODS.contains(&method);
+    if info.setup.is_some() && !setup_method && method != "health" {
+        return Reply::Err(ErrorShape::invalid(format!(
+            "{method} needs a signed-in operator: finish first-run setup, then sign in with the gateway password"
+        )));
+    }
+    if setup_method {
+        return setup::handle(state, info, method, &request.params)
+            .await
+            .into();
+    }
     // `health` is always allowed, even to a client whose scopes were cleared.
     if method != "health" {
         if let Err(scope) = scopes::authorize(method, &info.scopes) {
@@ -191,6 +216,10 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     // Delivery waits for the platform (and its retries).
     if method == "send" {
         return send::send(state, &params).await.into();
+    }
+    // One real call to a provider.
+    if method == "models.probe" {
+        return catalog::probe(state, &params).await.into();
     }
     if method == "chat.send" && chat::compact_command(&params).is_some() {
         return chat::compact(state, &params).await.into();
@@ -238,6 +267,7 @@ fn dispatch_sync(
         "config.get" => config::get(state).into(),
         "config.patch" => config::write(state, &params, config::WriteMode::Patch).into(),
         "config.apply" => config::write(state, &params, config::WriteMode::Apply).into(),
+        "config.set" => config::write(state, &params, config::WriteMode::Set).into(),
         "sessions.list" => sessions::list(state, &params).into(),
         "sessions.patch" => sessions::patch(state, &params).into(),
         "sessions.reset" => sessions::reset(state, &params).into(),
@@ -276,6 +306,11 @@ fn dispatch_sync(
         "agent.identity.get" => views::agent_identity(state, &params).into(),
         "models.authStatus" => views::models_auth_status(state).into(),
         "update.status" => Reply::Ok(views::update_status()),
+        "system.info" => system::info(state).into(),
+        "channels.pairing.list" => pairing::channels_list(state, &params).into(),
+        "channels.pairing.approve" => pairing::channels_approve(state, &params).into(),
+        "channels.pairing.dismiss" => pairing::channels_dismiss(state, &params).into(),
+        "pincer.memory.index" => memory::index(state, &params).into(),
         other => match views::absent_feature(other) {
             Some(answer) => answer.into(),
             None => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),

@@ -167,9 +167,6 @@ pub fn absent_feature(method: &str) -> Option<Result<Value, ErrorShape>> {
         "approval.history" => Err(ErrorShape::unavailable(
             "approval history is not kept by pincer: pending approvals are in exec.approval.list",
         )),
-        "channels.pairing.list" => Err(ErrorShape::unavailable(
-            "channel pairing requests are listed by pairing.list in pincer",
-        )),
         "chat.metadata" => Err(ErrorShape::unavailable(
             "chat metadata is not available in pincer: read models.list and agents.list",
         )),
