@@ -712,3 +712,41 @@ fn send_policy_rules_in_the_config_are_unsupported_not_unknown() {
         "{message}"
     );
 }
+
+/// Keys of the settings review: upstream keys pincer does not honour are refused by name (the retired
+/// global `cron.webhook`; an agent's `groupChat.historyLimit`, which upstream never reads either), a
+/// compaction style pincer lacks is refused by value, and sub-agent thinking levels are checked.
+#[test]
+fn settings_review_keys_are_refused_or_checked() {
+    for (config, path) in [
+        (
+            "{ cron: { webhook: 'https://example.com/hook' } }",
+            "cron.webhook",
+        ),
+        (
+            "{ agents: { list: [ { id: 'a', groupChat: { historyLimit: 5 } } ] } }",
+            "agents.list[0].groupChat.historyLimit",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+    assert!(
+        error("{ agents: { defaults: { compaction: { mode: 'safeguard' } } } }")
+            .contains("agents.defaults.compaction.mode: \"safeguard\" is not supported by pincer")
+    );
+    parse("{ agents: { defaults: { compaction: { mode: 'default', timeoutSeconds: 30 } } } }")
+        .expect("the mode pincer has");
+    assert!(
+        error("{ agents: { defaults: { compaction: { timeoutSeconds: 0 } } } }")
+            .contains("agents.defaults.compaction.timeoutSeconds")
+    );
+    assert!(
+        error("{ agents: { list: [ { id: 'a', subagents: { thinking: 'loud' } } ] } }")
+            .contains("agents.list[0].subagents.thinking")
+    );
+    parse("{ agents: { defaults: { subagents: { thinking: 'low' } } } }").expect("a known level");
+}

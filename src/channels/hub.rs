@@ -255,6 +255,8 @@ impl ChannelHub {
             message_id,
             ..
         } = dest;
+        // The answering agent's own reply pacing (`humanDelay`).
+        let settings = settings.for_agent(config, &route.agent_id);
         // The run's messages quote the inbound one as replyToMode says.
         target.reply_to_message_id = None;
         let quote = Arc::new(ReplyQuote::new(settings.reply_to_mode, message_id));

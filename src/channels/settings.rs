@@ -138,6 +138,24 @@ impl ChannelSettings {
         settings
     }
 
+    /// What the agent answering a message adds: its own `humanDelay` keys over
+    /// `agents.defaults.humanDelay`'s, key by key (upstream's merge).
+    pub fn for_agent(mut self, config: &Config, agent_id: &str) -> ChannelSettings {
+        if let Some(own) = config
+            .agents
+            .entry(agent_id)
+            .and_then(|a| a.human_delay.as_ref())
+        {
+            let base = &self.human_delay;
+            self.human_delay = HumanDelayConfig {
+                mode: own.mode.or(base.mode),
+                min_ms: own.min_ms.or(base.min_ms),
+                max_ms: own.max_ms.or(base.max_ms),
+            };
+        }
+        self
+    }
+
     /// The ack reaction for an admitted message, if its scope covers it.
     pub fn ack_reaction_for(&self, is_group: bool, mentioned: bool) -> Option<&str> {
         let covered = match self.ack_reaction_scope {
@@ -339,6 +357,34 @@ mod tests {
             unknown.retry.backoff.initial(),
             std::time::Duration::from_millis(500)
         );
+    }
+
+    #[test]
+    fn an_agents_human_delay_keys_override_the_defaults_one_by_one() {
+        use crate::config::schema::common::HumanDelayMode;
+        let config = crate::config::parse_str(
+            r#"{ agents: { defaults: { humanDelay: { mode: "custom", minMs: 100, maxMs: 200 } },
+                 list: [ { id: "main" }, { id: "slow", humanDelay: { maxMs: 900 } },
+                         { id: "quiet", humanDelay: { mode: "off" } } ] } }"#,
+            "test",
+        )
+        .expect("config");
+        let delay = |agent: &str| {
+            ChannelSettings::resolve(&config, "telegram", "default")
+                .for_agent(&config, agent)
+                .human_delay
+        };
+        let main = delay("main");
+        assert_eq!(
+            (main.mode, main.min_ms, main.max_ms),
+            (Some(HumanDelayMode::Custom), Some(100), Some(200))
+        );
+        let slow = delay("slow");
+        assert_eq!(
+            (slow.mode, slow.min_ms, slow.max_ms),
+            (Some(HumanDelayMode::Custom), Some(100), Some(900))
+        );
+        assert_eq!(delay("quiet").mode, Some(HumanDelayMode::Off));
     }
 
     #[test]

@@ -141,6 +141,10 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "cron.runLog.maxBytes",
     "cron.failureAlert",
     "cron.failureDestination",
+    // retired upstream (jobs carry their own `delivery`); no `notify: true` jobs here
+    "cron.webhook",
+    // accepted upstream and never read there (only messages.groupChat.historyLimit counts)
+    "agents.list[].groupChat.historyLimit",
     // memory
     "memory.citations",
     "memory.qmd",

@@ -398,13 +398,6 @@ fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
         "cron.maxConcurrentRuns",
         "must be at least 1",
     )?;
-    if let Some(url) = &cron.webhook {
-        v.ensure(
-            url.starts_with("http://") || url.starts_with("https://"),
-            "cron.webhook",
-            "Expected http:// or https:// URL",
-        )?;
-    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{ToolPolicy, ToolProfile, ToolsScope};
+use super::common::{SandboxToolsScope, ToolPolicy, ToolProfile, ToolsScope};
 
 /// Hard cap on characters returned by `web_fetch`.
 pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 50_000;
@@ -33,7 +33,7 @@ pub struct ToolsConfig {
     pub agent_to_agent: AgentToAgentConfig,
     pub loop_detection: Option<LoopDetectionConfig>,
     pub subagents: ToolsScope,
-    pub sandbox: ToolsScope,
+    pub sandbox: SandboxToolsScope,
 }
 
 /// `agents.list[].tools`: the same policy keys, scoped to one agent.
@@ -48,7 +48,7 @@ pub struct AgentToolsConfig {
     pub exec: Option<ExecToolConfig>,
     pub fs: Option<FsToolsConfig>,
     pub loop_detection: Option<LoopDetectionConfig>,
-    pub sandbox: ToolsScope,
+    pub sandbox: SandboxToolsScope,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -221,6 +221,6 @@ mod tests {
         assert_eq!(tools.exec.effective_security(), ExecSecurity::Allowlist);
         assert_eq!(tools.web.fetch.max_chars, Some(20000));
         assert_eq!(tools.sessions.visibility, SessionsVisibility::OwnSession);
-        assert_eq!(tools.sandbox.tools.allow, vec!["exec".to_string()]);
+        assert_eq!(tools.sandbox.tools.allow, Some(vec!["exec".to_string()]));
     }
 }
