@@ -749,4 +749,20 @@ fn settings_review_keys_are_refused_or_checked() {
             .contains("agents.list[0].subagents.thinking")
     );
     parse("{ agents: { defaults: { subagents: { thinking: 'low' } } } }").expect("a known level");
+    assert!(error("{ tools: { exec: { host: 'node' } } }")
+        .contains("tools.exec.host: \"node\" is not supported by pincer"));
+    parse("{ tools: { exec: { host: 'gateway' } } }").expect("a host pincer has");
+    assert!(
+        error("{ agents: { defaults: { sandbox: { docker: { network: 'bridge' } } } } }").contains(
+            "agents.defaults.sandbox.docker.network: \"bridge\" is not supported by pincer"
+        )
+    );
+    assert!(
+        error("{ agents: { defaults: { sandbox: { docker: { user: 'node' } } } } }")
+            .contains("agents.defaults.sandbox.docker.user")
+    );
+    parse(
+        "{ agents: { defaults: { sandbox: { docker: { user: '1000:1000', network: 'none' } } } } }",
+    )
+    .expect("numeric ids, no network");
 }

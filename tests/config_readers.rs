@@ -63,6 +63,10 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
     // `Struct.field` entries excuse that one struct's field (a common name
     // such as `mode` stays checked everywhere else)
     (
+        "SandboxLimits.network",
+        "sandbox.docker.network: only \"none\", the sandbox's own network (validate_agents.rs refuses \"bridge\")",
+    ),
+    (
         "CompactionConfig.mode",
         "agents.defaults.compaction.mode: only \"default\" (pincer's one summary style; validate_agents.rs refuses \"safeguard\")",
     ),
@@ -130,8 +134,6 @@ const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
         "channels.*.streaming.preview.chunk",
     ),
     // exec-security's area (tools.exec, tools.elevated, sandbox)
-    ("ExecToolConfig.host", "tools.exec.host"),
-    ("SandboxLimits.user", "agents.defaults.sandbox.docker.user"),
     // agents and automation
     // the settings helper's own area (NOT_DONE_YET), closed below
     ("WebFetchConfig.enabled", "tools.web.fetch.enabled"),

@@ -428,6 +428,12 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
 /// schema; the exec tool keeps the window within 10 ms..120 s) and `pathPrepend` directories as
 /// `PATH` can hold them.
 pub(crate) fn check_exec(v: &Validator, exec: &ExecToolConfig, path: &str) -> Check {
+    if exec.host == Some(crate::config::ExecHost::Node) {
+        return Err(v.fail(
+            format!("{path}.host"),
+            "\"node\" is not supported by pincer (no paired node hosts; use \"auto\", \"sandbox\" or \"gateway\")",
+        ));
+    }
     v.range(exec.timeout_sec, 1, 86_400, &format!("{path}.timeoutSec"))?;
     v.ensure(
         exec.background_ms != Some(0),

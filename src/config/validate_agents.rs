@@ -339,6 +339,21 @@ fn check_sandbox(v: &Validator, sandbox: Option<&SandboxConfig>, path: &str) -> 
             "Sandbox security: network mode {network:?} is blocked (use \"none\" or \"bridge\")"
         ),
     )?;
+    // The sandbox's network is its own namespace with only `lo` (upstream's default "none"); there
+    // is no bridged network to give it (`sandbox.network: "host"` shares the host's instead).
+    if !network.is_empty() && network != "none" {
+        return Err(v.fail(
+            format!("{path}.docker.network"),
+            format!("{network:?} is not supported by pincer (sandboxed commands have no network but loopback: \"none\"; sandbox.network: \"host\" shares the host's)"),
+        ));
+    }
+    if let Some(user) = &limits.user {
+        v.ensure(
+            parse_sandbox_user(user).is_some(),
+            format!("{path}.docker.user"),
+            format!("{user:?} must be a numeric \"uid\" or \"uid:gid\" (the sandbox has no user database for names)"),
+        )?;
+    }
     v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))?;
     v.range(limits.cpus, 0.01, 1024.0, &format!("{path}.docker.cpus"))?;
     for (name, value) in &limits.ulimits {
