@@ -765,4 +765,24 @@ fn settings_review_keys_are_refused_or_checked() {
         "{ agents: { defaults: { sandbox: { docker: { user: '1000:1000', network: 'none' } } } } }",
     )
     .expect("numeric ids, no network");
+    for (config, path) in [
+        ("{ tools: { web: { fetch: { headers: { 'x-a': 'b' } } } } }", "tools.web.fetch.headers"),
+        ("{ tools: { web: { fetch: { provider: 'firecrawl' } } } }", "tools.web.fetch.provider"),
+        (
+            "{ tools: { web: { fetch: { ssrfPolicy: { dangerouslyAllowPrivateNetwork: true } } } } }",
+            "tools.web.fetch.ssrfPolicy.dangerouslyAllowPrivateNetwork",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+    assert!(
+        error("{ tools: { web: { fetch: { cacheTtlMinutes: -1 } } } }")
+            .contains("tools.web.fetch.cacheTtlMinutes")
+    );
+    parse("{ tools: { web: { fetch: { cacheTtlMinutes: 0.5, ssrfPolicy: { allowedHostnames: ['intranet'] } } } } }")
+        .expect("web_fetch keys pincer has");
 }

@@ -76,7 +76,6 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
 /// each is to be implemented with a behavioural test or moved to the
 /// unsupported table (`src/config/unsupported.rs`). Issue 14.
 const NOT_DONE_YET: &[(&str, &str)] = &[
-    ("cache_ttl_minutes", "tools.web.*.cacheTtlMinutes"),
     ("sync_interval_minutes", "memorySearch.sync.intervalMinutes"),
     ("sync_on_search", "memorySearch.sync.onSearch"),
     ("sync_on_session_start", "memorySearch.sync.onSessionStart"),
@@ -135,10 +134,6 @@ const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
     ),
     // exec-security's area (tools.exec, tools.elevated, sandbox)
     // agents and automation
-    // the settings helper's own area (NOT_DONE_YET), closed below
-    ("WebFetchConfig.enabled", "tools.web.fetch.enabled"),
-    ("WebFetchConfig.max_chars", "tools.web.fetch.maxChars"),
-    ("WebFetchConfig.user_agent", "tools.web.fetch.userAgent"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -191,9 +191,18 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "models.providers.*.auth",
     // no usage cost figures are computed
     "models.providers.*.models[].cost",
-    // no web_search tool; web_fetch extracts text without Readability
+    // no web_search tool; web_fetch extracts text without Readability, fetches
+    // directly (no fallback provider, no proxy) and sends no extra headers; of
+    // the SSRF policy only `allowedHostnames` is honoured
     "tools.web.search",
     "tools.web.fetch.readability",
+    "tools.web.fetch.provider",
+    "tools.web.fetch.headers",
+    "tools.web.fetch.useTrustedEnvProxy",
+    "tools.web.fetch.ssrfPolicy.dangerouslyAllowPrivateNetwork",
+    "tools.web.fetch.ssrfPolicy.allowRfc2544BenchmarkRange",
+    "tools.web.fetch.ssrfPolicy.allowIpv6UniqueLocalRange",
+    "tools.web.fetch.ssrfPolicy.blockedHostnames",
 ];
 
 /// Whether `path` (as an error prints it: `agents.list[0].identity`,

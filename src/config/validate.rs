@@ -412,6 +412,26 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
         )?;
     }
     check_exec(v, &tools.exec, "tools.exec")?;
+    let fetch = &tools.web.fetch;
+    v.range(fetch.max_chars, 1, u32::MAX, "tools.web.fetch.maxChars")?;
+    v.range(
+        Some(fetch.max_chars_cap),
+        1,
+        u32::MAX,
+        "tools.web.fetch.maxCharsCap",
+    )?;
+    v.range(
+        fetch.timeout_seconds,
+        1,
+        86_400,
+        "tools.web.fetch.timeoutSeconds",
+    )?;
+    v.range(
+        fetch.cache_ttl_minutes,
+        0.0,
+        525_600.0,
+        "tools.web.fetch.cacheTtlMinutes",
+    )?;
     if let Some(loops) = &tools.loop_detection {
         if let (Some(warn), Some(crit)) = (loops.warning_threshold, loops.critical_threshold) {
             v.ensure(

@@ -123,6 +123,11 @@ fn by_provider<'a>(
     find(&full).or_else(|| find(model.provider))
 }
 
+/// Whether the config switches a tool off altogether (`tools.web.fetch.enabled: false`).
+fn switched_off(config: &Config, tool: &str) -> bool {
+    tool == "web_fetch" && !config.tools.web.fetch.enabled
+}
+
 /// The tools `agent_id` may use with `model`, out of `available`.
 pub fn allowed_tools(
     config: &Config,
@@ -130,6 +135,12 @@ pub fn allowed_tools(
     model: Option<RunModel<'_>>,
     available: &[&str],
 ) -> Vec<String> {
+    let available: Vec<&str> = available
+        .iter()
+        .copied()
+        .filter(|t| !switched_off(config, t))
+        .collect();
+    let available = available.as_slice();
     let tools = &config.tools;
     let mut layers = vec![Layer {
         profile: tools.profile,

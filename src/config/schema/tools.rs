@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{SandboxToolsScope, ToolPolicy, ToolProfile, ToolsScope};
 
-/// Hard cap on characters returned by `web_fetch`.
-pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 50_000;
+/// Hard cap on characters returned by `web_fetch` (upstream's default).
+pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 20_000;
 /// Redirects `web_fetch` follows.
 pub const DEFAULT_WEB_FETCH_MAX_REDIRECTS: u32 = 3;
 
@@ -68,6 +68,16 @@ pub struct WebFetchConfig {
     pub cache_ttl_minutes: Option<f64>,
     pub max_redirects: u32,
     pub user_agent: Option<String>,
+    pub ssrf_policy: WebFetchSsrfPolicy,
+}
+
+/// `tools.web.fetch.ssrfPolicy`: only `allowedHostnames` (exact hostnames or IP literals fetched
+/// even when they resolve to a private, loopback or link-local address); upstream's other SSRF keys
+/// are refused (`unsupported.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WebFetchSsrfPolicy {
+    pub allowed_hostnames: Vec<String>,
 }
 
 impl Default for WebFetchConfig {
@@ -81,6 +91,7 @@ impl Default for WebFetchConfig {
             cache_ttl_minutes: None,
             max_redirects: DEFAULT_WEB_FETCH_MAX_REDIRECTS,
             user_agent: None,
+            ssrf_policy: WebFetchSsrfPolicy::default(),
         }
     }
 }
