@@ -785,4 +785,18 @@ fn settings_review_keys_are_refused_or_checked() {
     );
     parse("{ tools: { web: { fetch: { cacheTtlMinutes: 0.5, ssrfPolicy: { allowedHostnames: ['intranet'] } } } } }")
         .expect("web_fetch keys pincer has");
+    let message = error(
+        "{ agents: { list: [ { id: 'main' } ] }, channels: { telegram: { botToken: 't',
+           groups: { '-100': { topics: { '7': { agentId: 'opps' } } } } } } }",
+    );
+    assert!(
+        message.contains("channels.telegram.groups.-100.topics.7.agentId")
+            && message.contains("opps"),
+        "{message}"
+    );
+    parse(
+        "{ agents: { list: [ { id: 'main' }, { id: 'ops' } ] }, channels: { telegram: { botToken: 't',
+           groups: { '-100': { topics: { '7': { agentId: 'ops' } } } } } } }",
+    )
+    .expect("a listed agent");
 }

@@ -85,56 +85,10 @@ const NOT_DONE_YET: &[(&str, &str)] = &[
 /// their struct is out of reach (`Struct.field`; see
 /// `every_schema_field_is_read_where_its_struct_is_in_reach`): reported to
 /// their owners, each goes when its reader lands.
-const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[
-    (
-        "ReloadConfig.debounce_ms",
-        "read by the reload watcher itself (src/config/reload.rs), on purpose",
-    ),
-    // found 2026-11-25 by the reach check; channel-gating's area
-    (
-        "SlackChannelConfig.skills",
-        "channels.slack.channels.*.skills",
-    ),
-    (
-        "SlackChannelConfig.system_prompt",
-        "channels.slack.channels.*.systemPrompt",
-    ),
-    (
-        "DiscordGuildChannelConfig.skills",
-        "channels.discord.guilds.*.channels.*.skills",
-    ),
-    (
-        "DiscordGuildChannelConfig.system_prompt",
-        "channels.discord.guilds.*.channels.*.systemPrompt",
-    ),
-    (
-        "TelegramGroupConfig.skills",
-        "channels.telegram.groups.*.skills",
-    ),
-    (
-        "TelegramGroupConfig.system_prompt",
-        "channels.telegram.groups.*.systemPrompt",
-    ),
-    (
-        "TelegramTopicConfig.skills",
-        "channels.telegram.groups.*.topics.*.skills",
-    ),
-    (
-        "TelegramTopicConfig.system_prompt",
-        "channels.telegram.groups.*.topics.*.systemPrompt",
-    ),
-    (
-        "TelegramTopicConfig.agent_id",
-        "channels.telegram.groups.*.topics.*.agentId",
-    ),
-    ("StreamingConfig.preview", "channels.*.streaming.preview"),
-    (
-        "StreamingPreview.chunk",
-        "channels.*.streaming.preview.chunk",
-    ),
-    // exec-security's area (tools.exec, tools.elevated, sandbox)
-    // agents and automation
-];
+const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[(
+    "ReloadConfig.debounce_ms",
+    "read by the reload watcher itself (src/config/reload.rs), on purpose",
+)];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {

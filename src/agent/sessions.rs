@@ -345,7 +345,7 @@ impl SessionOps {
         };
         let freshness = session_reset::evaluate(
             &policy,
-            old.updated_at_ms,
+            session_reset::SessionTimes::of(&old),
             now_ms,
             &jiff::tz::TimeZone::system(),
         );

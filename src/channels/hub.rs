@@ -405,6 +405,8 @@ impl ChannelHub {
             return Err(InboundError::NoAdapter(event.channel));
         };
         let settings = ChannelSettings::for_event(&config, &event);
+        // A forum topic that names its agent routes there (before bindings decide).
+        event.route.agent_override = settings.agent_override.clone();
         let mut target = event.reply_target();
         // Notices and command answers are single messages: quoted unless off.
         if settings.reply_to_mode != ReplyToMode::Off {

@@ -68,6 +68,16 @@ pub struct ChannelSettings {
     pub typing: bool,
     /// How often "typing…" is re-sent (`typingIntervalSeconds`, 6 s).
     pub typing_interval_ms: u64,
+    /// The group's (and topic's) `systemPrompt`, added to the answering turn's system prompt.
+    pub group_system_prompt: Option<String>,
+    /// The group's (topic's, channel's) `skills`: the skills the answering turn may use, within
+    /// the agent's own list.
+    pub skill_filter: Option<Vec<String>>,
+    /// The agent a Telegram forum topic names (`agentId`): it answers there instead of the bound one.
+    pub agent_override: Option<String>,
+    /// Block-mode preview chunking (`streaming.preview.chunk`, upstream's 200..800 characters,
+    /// paragraph breaks, by default).
+    pub preview_chunk: Option<BlockStreamingChunk>,
 }
 
 /// Upstream's default group history length.
@@ -122,6 +132,10 @@ impl ChannelSettings {
                     .or(defaults.typing_interval_seconds)
                     .unwrap_or(DEFAULT_TYPING_INTERVAL_SECONDS),
             ) * 1000,
+            group_system_prompt: None,
+            skill_filter: None,
+            agent_override: None,
+            preview_chunk: None,
         };
         match channel {
             "telegram" => settings.apply_telegram(config, account_id),
@@ -277,7 +291,8 @@ impl ChannelSettings {
     }
 
     /// The account's `streaming.block.enabled` over the agents' default,
-    /// and its `streaming.block.coalesce` over `blockStreamingCoalesce`.
+    /// its `streaming.block.coalesce` over `blockStreamingCoalesce`, and its
+    /// `streaming.preview.chunk`.
     fn apply_block_streaming(
         &mut self,
         enabled: Option<bool>,
@@ -292,6 +307,9 @@ impl ChannelSettings {
         if coalesce.is_some() {
             self.block_coalesce = coalesce;
         }
+        self.preview_chunk = streaming
+            .and_then(|s| s.preview.as_ref())
+            .and_then(|p| p.chunk.clone());
     }
 
     /// The outbound limits: the account's `textChunkLimit` clamped to the

@@ -93,7 +93,46 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Check {
     check_tools(&v, &config.tools)?;
     check_memory_layer(&v, config.memory.search.as_ref(), "memory.search")?;
     check_commands(&v, &config.commands)?;
+    check_topic_agents(&v, config)?;
     check_channels(&v, &config.channels)
+}
+
+/// A Telegram forum topic's `agentId` names a configured agent (a typo would otherwise route the
+/// topic to the default agent without a word).
+fn check_topic_agents(v: &Validator, config: &Config) -> Check {
+    let Some(telegram) = &config.channels.telegram else {
+        return Ok(());
+    };
+    let known = |id: &str| {
+        let id = id.trim();
+        config.agents.entry(id).is_some() || id == config.agents.default_agent_id()
+    };
+    let mut accounts: Vec<(
+        String,
+        &std::collections::BTreeMap<String, crate::config::TelegramGroupConfig>,
+    )> = Vec::new();
+    if let Some(groups) = &telegram.groups {
+        accounts.push(("channels.telegram".into(), groups));
+    }
+    for (id, account) in &telegram.accounts {
+        if let Some(groups) = &account.groups {
+            accounts.push((format!("channels.telegram.accounts.{id}"), groups));
+        }
+    }
+    for (path, groups) in accounts {
+        for (group, entry) in groups {
+            for (topic, topic_entry) in &entry.topics {
+                if let Some(agent) = &topic_entry.agent_id {
+                    v.ensure(
+                        known(agent),
+                        format!("{path}.groups.{group}.topics.{topic}.agentId"),
+                        format!("{agent:?} is not an agent of agents.list"),
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `commands` settings pincer cannot honour are refused (with the value

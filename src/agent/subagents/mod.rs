@@ -257,6 +257,8 @@ impl SubagentRegistry {
             extra_system_prompt: Some(prompt),
             label: run.label.clone(),
             channel: None,
+            skill_filter: None,
+            interaction: false,
         }
     }
 
