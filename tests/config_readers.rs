@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Fields read only by the loader or validation, on purpose.
+/// Fields read only by the config module, on purpose: by the loader, by
+/// validation (a key accepted at the one value pincer behaves like) or by
+/// config's own runtime code.
 const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
     ("schema", "`$schema` is an editor hint, ignored by design"),
     ("meta", "upstream bookkeeping, kept as written"),
@@ -70,25 +72,11 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
         "CompactionConfig.mode",
         "agents.defaults.compaction.mode: only \"default\" (pincer's one summary style; validate_agents.rs refuses \"safeguard\")",
     ),
+    (
+        "ReloadConfig.debounce_ms",
+        "gateway.reload.debounceMs: read by the config file watcher itself (config/reload.rs)",
+    ),
 ];
-
-/// Unread fields of the register helper's own area that are not done yet:
-/// each is to be implemented with a behavioural test or moved to the
-/// unsupported table (`src/config/unsupported.rs`). Issue 14.
-const NOT_DONE_YET: &[(&str, &str)] = &[
-    ("sync_interval_minutes", "memorySearch.sync.intervalMinutes"),
-    ("sync_on_search", "memorySearch.sync.onSearch"),
-    ("sync_on_session_start", "memorySearch.sync.onSessionStart"),
-];
-
-/// Fields of other helpers' areas whose name is read, but only where
-/// their struct is out of reach (`Struct.field`; see
-/// `every_schema_field_is_read_where_its_struct_is_in_reach`): reported to
-/// their owners, each goes when its reader lands.
-const READ_ELSEWHERE_ONLY: &[(&str, &str)] = &[(
-    "ReloadConfig.debounce_ms",
-    "read by the reload watcher itself (src/config/reload.rs), on purpose",
-)];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else {
@@ -411,7 +399,6 @@ fn every_schema_field_is_read_outside_the_config_loader() {
         .collect();
     let (one_struct, excused): (Vec<&str>, Vec<&str>) = READ_ONLY_BY_CONFIG
         .iter()
-        .chain(NOT_DONE_YET)
         .map(|(name, _)| *name)
         .partition(|name| name.contains('.'));
     let excused: BTreeSet<&str> = excused.into_iter().collect();
@@ -441,15 +428,6 @@ fn every_schema_field_is_read_outside_the_config_loader() {
         stale.is_empty(),
         "exceptions naming no schema field: {stale:?}"
     );
-    let read_anyway: Vec<&&str> = excused
-        .iter()
-        .filter(|name| !READ_ONLY_BY_CONFIG.iter().any(|(n, _)| n == *name))
-        .filter(|name| read(name))
-        .collect();
-    assert!(
-        read_anyway.is_empty(),
-        "fields excused as unread that now have a reader (drop them from the lists): {read_anyway:?}"
-    );
 }
 
 /// A field counts as read only where its own struct is in reach: in a file
@@ -465,11 +443,9 @@ fn every_schema_field_is_read_where_its_struct_is_in_reach() {
     let excused = |name: &str, key: &str| {
         READ_ONLY_BY_CONFIG
             .iter()
-            .chain(NOT_DONE_YET)
             .any(|(n, _)| *n == name || *n == key)
     };
     let mut findings = Vec::new();
-    let mut read_anyway = Vec::new();
     for item in schema.structs.iter().filter(|s| !s.is_enum) {
         let handles = handles_of(item, &schema);
         // The root is in reach of everything that has the config.
@@ -480,14 +456,7 @@ fn every_schema_field_is_read_where_its_struct_is_in_reach() {
             .collect();
         for (field, _) in &item.fields {
             let key = format!("{}.{field}", item.names[0]);
-            let read_in_reach = in_reach.iter().any(|r| reads(&r.text, field));
-            if READ_ELSEWHERE_ONLY.iter().any(|(n, _)| *n == key) {
-                if read_in_reach {
-                    read_anyway.push(key);
-                }
-                continue;
-            }
-            if excused(field, &key) || read_in_reach {
+            if excused(field, &key) || in_reach.iter().any(|r| reads(&r.text, field)) {
                 continue;
             }
             let elsewhere: Vec<&str> = readers
@@ -504,26 +473,6 @@ fn every_schema_field_is_read_where_its_struct_is_in_reach() {
         "schema fields whose name is read only where their struct is out of reach \
          (implement, or move the key to src/config/unsupported.rs):\n  {}",
         findings.join("\n  ")
-    );
-    assert!(
-        read_anyway.is_empty(),
-        "READ_ELSEWHERE_ONLY entries now read where their struct is in reach (drop them): {read_anyway:?}"
-    );
-    let stale: Vec<&str> = READ_ELSEWHERE_ONLY
-        .iter()
-        .map(|(key, _)| *key)
-        .filter(|key| {
-            !schema.structs.iter().any(|s| {
-                !s.is_enum
-                    && s.fields
-                        .iter()
-                        .any(|(f, _)| format!("{}.{f}", s.names[0]) == *key)
-            })
-        })
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "READ_ELSEWHERE_ONLY entries naming no schema field: {stale:?}"
     );
 }
 
