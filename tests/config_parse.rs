@@ -799,4 +799,7 @@ fn settings_review_keys_are_refused_or_checked() {
            groups: { '-100': { topics: { '7': { agentId: 'ops' } } } } } } }",
     )
     .expect("a listed agent");
+    assert!(error("{ gateway: { mode: 'remote' } }")
+        .contains("gateway.mode: \"remote\" is not supported by pincer"));
+    parse("{ gateway: { mode: 'local' } }").expect("pincer is the local gateway");
 }

@@ -73,6 +73,10 @@ const READ_ONLY_BY_CONFIG: &[(&str, &str)] = &[
         "agents.defaults.compaction.mode: only \"default\" (pincer's one summary style; validate_agents.rs refuses \"safeguard\")",
     ),
     (
+        "GatewayConfig.mode",
+        "gateway.mode: only \"local\" (validate.rs refuses \"remote\"): pincer is the gateway",
+    ),
+    (
         "ReloadConfig.debounce_ms",
         "gateway.reload.debounceMs: read by the config file watcher itself (config/reload.rs)",
     ),

@@ -213,6 +213,13 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         "gateway.port",
         "must be between 1 and 65535, got 0",
     )?;
+    // pincer is the gateway: upstream's "remote" points a CLI at another machine's gateway.
+    if gateway.mode == Some(crate::config::GatewayMode::Remote) {
+        return Err(v.fail(
+            "gateway.mode",
+            "\"remote\" is not supported by pincer (pincer runs the gateway on this machine; use \"local\" or leave it out)",
+        ));
+    }
     if gateway.bind == BindMode::Custom {
         let host = gateway.custom_bind_host.as_deref().unwrap_or("").trim();
         v.ensure(
