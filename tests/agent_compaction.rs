@@ -259,3 +259,53 @@ async fn sessions_compact_reports_when_there_is_nothing_to_compact() {
     assert_eq!(answer["payload"]["compacted"], false, "{answer}");
     assert_eq!(fake.requests().len(), before, "no summary call");
 }
+
+/// `compaction.model` writes the summary, not the agent's model; `compaction.timeoutSeconds` bounds a
+/// summary request that never ends (the compaction fails naming the setting instead of hanging).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_uses_compaction_model_and_gives_up_after_timeout_seconds() {
+    let fake = FakeOpenAi::start().await;
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+      models: [{{ id: "gpt-test", contextWindow: 128000 }}, {{ id: "gpt-summary", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }},
+      compaction: {{ model: "fake/gpt-summary", timeoutSeconds: 2 }} }} }},
+}}"#,
+        fake.base_url()
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let mut client = connect(&gateway, 43).await;
+    for (i, question) in ["FIRST-QUESTION", "SECOND-QUESTION"].iter().enumerate() {
+        let res = agent_turn(&mut client, &format!("m{i}"), question).await;
+        assert_eq!(res["ok"], true, "{res}");
+    }
+    assert_eq!(fake.requests()[0].body["model"], "gpt-test");
+    fake.push_reply(text("SUMMARY-BY-THE-SUMMARY-MODEL"));
+    let compacted = client
+        .call("sessions.compact", json!({"key": "main"}))
+        .await;
+    assert_eq!(compacted["payload"]["compacted"], true, "{compacted}");
+    let summary_request = fake.requests().pop().expect("summary call");
+    assert_eq!(summary_request.body["model"], "gpt-summary");
+
+    for (i, question) in ["THIRD-QUESTION", "FOURTH-QUESTION"].iter().enumerate() {
+        let res = agent_turn(&mut client, &format!("n{i}"), question).await;
+        assert_eq!(res["ok"], true, "{res}");
+    }
+    fake.push_reply(FakeReply::Hang {
+        first_chunk: "never finished".into(),
+    });
+    let started = std::time::Instant::now();
+    let stalled = client
+        .call("sessions.compact", json!({"key": "main"}))
+        .await;
+    assert_eq!(stalled["ok"], false, "{stalled}");
+    let message = stalled["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("timeoutSeconds") && message.contains("2 s"),
+        "{stalled}"
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    fake.wait_for_disconnects(1).await;
+}

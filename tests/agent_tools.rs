@@ -304,3 +304,72 @@ async fn by_provider_policy_narrows_the_tools_offered_to_that_model() {
     assert!(!offered.contains(&"web_fetch"), "{offered:?}");
     assert!(offered.contains(&"read"), "{offered:?}");
 }
+
+/// The tools one run of the gateway offers the model: `agents` holds the keys of the `agents` section
+/// besides the model, `extra` further top-level keys.
+async fn offered_tools(agents: &str, extra: &str, seed: u8) -> Vec<String> {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["ok".into()],
+        delay_ms: 0,
+    });
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+                                   models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }}, {agents} }},
+  {extra}
+}}"#,
+        fake.base_url()
+    );
+    let gateway = GatewayProcess::start(&config, &["--port", "0", "--token", TOKEN]);
+    let mut client = connect(&gateway, seed).await;
+    let (res, _) = run(&mut client, &format!("sandbox-tools-{seed}"), "hello").await;
+    assert_eq!(res["ok"], true, "{res}");
+    let requests = fake.requests();
+    requests[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `tools.sandbox.tools`: a session a configured sandbox confines is offered upstream's default
+/// sandbox allowlist (no web_fetch, memory, message or cron); `alsoAllow` adds to it, `deny` replaces
+/// the default denylist, an agent's own lists win over the global ones; a session the sandbox does not
+/// confine keeps every tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandboxed_sessions_get_the_sandbox_tool_policy() {
+    let sandboxed = offered_tools(r#"sandbox: { mode: "all" } }"#, "", 51).await;
+    for tool in ["read", "write", "exec", "sessions_list"] {
+        assert!(sandboxed.iter().any(|t| t == tool), "{tool}: {sandboxed:?}");
+    }
+    for tool in ["web_fetch", "memory_search", "message", "cron"] {
+        assert!(
+            !sandboxed.iter().any(|t| t == tool),
+            "{tool}: {sandboxed:?}"
+        );
+    }
+    let widened = offered_tools(
+        r#"sandbox: { mode: "all" } },
+           list: [ { id: "main", tools: { sandbox: { tools: { alsoAllow: ["memory_search"] } } } } ]"#,
+        r#"tools: { sandbox: { tools: { alsoAllow: ["web_fetch"], deny: ["exec"] } } },"#,
+        52,
+    )
+    .await;
+    assert!(widened.iter().any(|t| t == "memory_search"), "{widened:?}");
+    assert!(
+        !widened.iter().any(|t| t == "web_fetch"),
+        "the agent's alsoAllow replaces the global one: {widened:?}"
+    );
+    assert!(!widened.iter().any(|t| t == "exec"), "{widened:?}");
+    assert!(widened.iter().any(|t| t == "read"), "{widened:?}");
+    let main_unconfined = offered_tools(r#"sandbox: { mode: "non-main" } }"#, "", 53).await;
+    for tool in ["web_fetch", "memory_search", "cron"] {
+        assert!(
+            main_unconfined.iter().any(|t| t == tool),
+            "{tool}: {main_unconfined:?}"
+        );
+    }
+}

@@ -748,3 +748,94 @@ fn control_ui_keys_parse_and_bad_paths_and_origins_name_their_key() {
         );
     }
 }
+
+/// Keys of the settings review: upstream keys pincer does not honour are refused by name (the retired
+/// global `cron.webhook`; an agent's `groupChat.historyLimit`, which upstream never reads either), a
+/// compaction style pincer lacks is refused by value, and sub-agent thinking levels are checked.
+#[test]
+fn settings_review_keys_are_refused_or_checked() {
+    for (config, path) in [
+        (
+            "{ cron: { webhook: 'https://example.com/hook' } }",
+            "cron.webhook",
+        ),
+        (
+            "{ agents: { list: [ { id: 'a', groupChat: { historyLimit: 5 } } ] } }",
+            "agents.list[0].groupChat.historyLimit",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+    assert!(
+        error("{ agents: { defaults: { compaction: { mode: 'safeguard' } } } }")
+            .contains("agents.defaults.compaction.mode: \"safeguard\" is not supported by pincer")
+    );
+    parse("{ agents: { defaults: { compaction: { mode: 'default', timeoutSeconds: 30 } } } }")
+        .expect("the mode pincer has");
+    assert!(
+        error("{ agents: { defaults: { compaction: { timeoutSeconds: 0 } } } }")
+            .contains("agents.defaults.compaction.timeoutSeconds")
+    );
+    assert!(
+        error("{ agents: { list: [ { id: 'a', subagents: { thinking: 'loud' } } ] } }")
+            .contains("agents.list[0].subagents.thinking")
+    );
+    parse("{ agents: { defaults: { subagents: { thinking: 'low' } } } }").expect("a known level");
+    assert!(error("{ tools: { exec: { host: 'node' } } }")
+        .contains("tools.exec.host: \"node\" is not supported by pincer"));
+    parse("{ tools: { exec: { host: 'gateway' } } }").expect("a host pincer has");
+    assert!(
+        error("{ agents: { defaults: { sandbox: { docker: { network: 'bridge' } } } } }").contains(
+            "agents.defaults.sandbox.docker.network: \"bridge\" is not supported by pincer"
+        )
+    );
+    assert!(
+        error("{ agents: { defaults: { sandbox: { docker: { user: 'node' } } } } }")
+            .contains("agents.defaults.sandbox.docker.user")
+    );
+    parse(
+        "{ agents: { defaults: { sandbox: { docker: { user: '1000:1000', network: 'none' } } } } }",
+    )
+    .expect("numeric ids, no network");
+    for (config, path) in [
+        ("{ tools: { web: { fetch: { headers: { 'x-a': 'b' } } } } }", "tools.web.fetch.headers"),
+        ("{ tools: { web: { fetch: { provider: 'firecrawl' } } } }", "tools.web.fetch.provider"),
+        (
+            "{ tools: { web: { fetch: { ssrfPolicy: { dangerouslyAllowPrivateNetwork: true } } } } }",
+            "tools.web.fetch.ssrfPolicy.dangerouslyAllowPrivateNetwork",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{config}: {message}"
+        );
+    }
+    assert!(
+        error("{ tools: { web: { fetch: { cacheTtlMinutes: -1 } } } }")
+            .contains("tools.web.fetch.cacheTtlMinutes")
+    );
+    parse("{ tools: { web: { fetch: { cacheTtlMinutes: 0.5, ssrfPolicy: { allowedHostnames: ['intranet'] } } } } }")
+        .expect("web_fetch keys pincer has");
+    let message = error(
+        "{ agents: { list: [ { id: 'main' } ] }, channels: { telegram: { botToken: 't',
+           groups: { '-100': { topics: { '7': { agentId: 'opps' } } } } } } }",
+    );
+    assert!(
+        message.contains("channels.telegram.groups.-100.topics.7.agentId")
+            && message.contains("opps"),
+        "{message}"
+    );
+    parse(
+        "{ agents: { list: [ { id: 'main' }, { id: 'ops' } ] }, channels: { telegram: { botToken: 't',
+           groups: { '-100': { topics: { '7': { agentId: 'ops' } } } } } } }",
+    )
+    .expect("a listed agent");
+    assert!(error("{ gateway: { mode: 'remote' } }")
+        .contains("gateway.mode: \"remote\" is not supported by pincer"));
+    parse("{ gateway: { mode: 'local' } }").expect("pincer is the local gateway");
+}

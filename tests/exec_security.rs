@@ -147,3 +147,37 @@ async fn an_agent_override_applies_to_that_agent_only() {
     assert!(ran(&s.ctx.workspace, "helper-file"));
     drop(s.dir);
 }
+
+/// `tools.exec.host`: `sandbox` refuses a session no sandbox confines; `gateway` runs on the host
+/// outside the sandbox, in the agent's workspace, even where a sandbox confines the session (a path
+/// outside the workspace is written, which no sandbox layer allows).
+#[tokio::test]
+async fn exec_host_sandbox_needs_a_sandbox_and_gateway_runs_on_the_host() {
+    let s = setup(&config(r#"{ host: "sandbox", security: "full" }"#, ""));
+    let refused = touch(&s.ctx, "nowhere").await.expect_err("no sandbox");
+    assert!(refused.contains("exec host=sandbox"), "{refused}");
+    assert!(!ran(&s.ctx.workspace, "nowhere"));
+
+    let s = setup(
+        r#"{ agents: { defaults: { sandbox: { mode: "all", workspaceAccess: "none" } } },
+             tools: { exec: { host: "gateway", security: "full" } } }"#,
+    );
+    let outside = s.dir.path().join("outside.txt");
+    let out = ExecTool
+        .execute(
+            json!({"command": format!("touch in-workspace && echo host > {}", outside.display()), "timeout": 20}),
+            &s.ctx,
+        )
+        .await
+        .map(|o| o.text)
+        .map_err(|e| e.to_string());
+    assert!(out.is_ok(), "{out:?}");
+    assert!(
+        outside.exists(),
+        "the command ran outside the sandbox: {out:?}"
+    );
+    assert!(
+        ran(&s.ctx.workspace, "in-workspace"),
+        "in the agent's workspace"
+    );
+}

@@ -159,6 +159,36 @@ async fn docker_cpus_needs_the_cgroup_and_is_refused_without_one() {
     }
 }
 
+/// `docker.user`: the command has those ids inside the sandbox (the workspace stays writable: the
+/// ids map to the service's own outside); without the namespaces layer the run is refused, never run
+/// as the service user instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_user_sets_the_ids_inside_the_sandbox_or_is_refused() {
+    let test = "docker_user_sets_the_ids_inside_the_sandbox_or_is_refused";
+    if confined_modes(test).is_empty() {
+        report(&format!(
+            "SKIPPED {test}: neither namespaces nor Landlock is available on this host"
+        ));
+        return;
+    }
+    let s = setup(
+        "{ agents: { defaults: { sandbox: { mode: 'all', workspaceAccess: 'rw', docker: { user: '1234:5678' } } } } }",
+    );
+    let result = exec(
+        &s.ctx,
+        json!({"command": "echo \"ids $(id -u):$(id -g)\" && touch made-by-user", "timeout": 20}),
+    )
+    .await;
+    if capabilities().status(Layer::Namespaces).is_available() {
+        let out = result.expect("exec ran");
+        assert!(out.text.contains("ids 1234:5678"), "{}", out.text);
+        assert!(s.workspace.join("made-by-user").exists(), "{}", out.text);
+    } else {
+        let error = result.expect_err("no user namespace: the ids cannot be given");
+        assert!(error.contains("namespaces"), "{error}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_ms_forgets_finished_background_runs() {
     let s = setup(

@@ -1,7 +1,9 @@
 //! `session.reset` and `session.resetTriggers` on the message path: a chat message for a session that
-//! went stale (idle past `idleMinutes`, or last updated before the daily boundary) runs in a new session
-//! (new id, fresh transcript); a configured reset trigger starts a new session like `/new`, and the text
-//! after it becomes the new session's first message. The session's age is set through the store.
+//! went stale (idle past `idleMinutes` since the user's last message, or started before the daily
+//! boundary) runs in a new session (new id, fresh transcript); writes that are no user's message (a
+//! heartbeat run, an announcement) keep no session fresh; a configured reset trigger starts a new session
+//! like `/new`, and the text after it becomes the new session's first message. The session's age is set
+//! through the store.
 
 mod support;
 
@@ -44,11 +46,24 @@ fn session_id(hub: &Hub) -> String {
         .session_id
 }
 
-/// Makes the main session look last updated `age_ms` ago.
+/// Makes the main session look started, last written to by its user and last updated `age_ms` ago.
 fn age_session(hub: &Hub, age_ms: u64) {
     let store = &hub.state.services.store;
     let mut entry = store.session(MAIN).expect("read").expect("exists");
-    entry.updated_at_ms = now_ms() - age_ms;
+    let then = now_ms() - age_ms;
+    entry.created_at_ms = then;
+    entry.updated_at_ms = then;
+    entry.last_interaction_at_ms = Some(then);
+    store.put_session(MAIN, &entry).expect("write");
+}
+
+/// Makes the main session look as a heartbeat run leaves it: started and last written to by its
+/// user `age_ms` ago, updated just now.
+fn age_session_but_touch_it(hub: &Hub, age_ms: u64) {
+    age_session(hub, age_ms);
+    let store = &hub.state.services.store;
+    let mut entry = store.session(MAIN).expect("read").expect("exists");
+    entry.updated_at_ms = now_ms();
     store.put_session(MAIN, &entry).expect("write");
 }
 
@@ -120,6 +135,42 @@ async fn a_session_from_before_the_daily_boundary_gets_a_new_id() {
     age_session(&hub, 25 * 60 * MINUTE_MS);
     exchange(&hub, "2", "good morning", "Morning.", 2).await;
     assert_ne!(session_id(&hub), first);
+}
+
+/// A heartbeat (or any write that is no user's message) updates the session but is no interaction: it
+/// keeps the session fresh neither for the idle window nor past the daily boundary, as upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_are_no_users_message_keep_no_session_fresh() {
+    let hub = hub_with_session(r#"reset: { mode: "idle", idleMinutes: 30 }"#).await;
+    exchange(&hub, "1", "hello", "Hi.", 1).await;
+    let entry = hub
+        .state
+        .services
+        .store
+        .session(MAIN)
+        .expect("read")
+        .expect("exists");
+    assert!(
+        entry
+            .last_interaction_at_ms
+            .is_some_and(|at| at >= entry.created_at_ms),
+        "a chat message is an interaction: {entry:?}"
+    );
+    let first = session_id(&hub);
+    age_session_but_touch_it(&hub, 31 * MINUTE_MS);
+    exchange(&hub, "2", "anyone?", "Yes.", 2).await;
+    assert_ne!(
+        session_id(&hub),
+        first,
+        "idle since the user's last message"
+    );
+
+    let hub = hub_with_session(r#"reset: { mode: "daily", atHour: 4 }"#).await;
+    exchange(&hub, "1", "hello", "Hi.", 1).await;
+    let first = session_id(&hub);
+    age_session_but_touch_it(&hub, 25 * 60 * MINUTE_MS);
+    exchange(&hub, "2", "good morning", "Morning.", 2).await;
+    assert_ne!(session_id(&hub), first, "started before the boundary");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,5 +252,12 @@ async fn an_announcement_into_a_stale_session_does_not_start_a_new_one() {
         session_id(&hub),
         first,
         "an internal event is not a user's message: the session stays"
+    );
+    // Nor does the announcement's turn count as the user's interaction: still idle.
+    exchange(&hub, "2", "hello again", "Hi.", 3).await;
+    assert_ne!(
+        session_id(&hub),
+        first,
+        "idle since the user's last message"
     );
 }

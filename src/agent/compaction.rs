@@ -6,7 +6,10 @@
 //!
 //! The transcript is only ever appended to: older entries stay for
 //! `chat.history`, the summary entry marks where the prompt starts. This file
-//! calls the model only to summarise and never runs tools.
+//! calls the model only to summarise and never runs tools. The summary is
+//! written by `compaction.model` when one is set (else the run's model), and
+//! each summary request gets `compaction.timeoutSeconds` (180 s, upstream's
+//! window) before it is abandoned.
 
 use std::path::Path;
 
@@ -40,6 +43,8 @@ pub const MAX_AGENTS_FILE_BYTES: usize = 64 * 1024;
 pub const MAX_REFRESH_CHARS: usize = 3_000;
 /// Longest summary kept.
 pub const MAX_SUMMARY_CHARS: usize = 16_000;
+/// Time one summary request may take unless `compaction.timeoutSeconds` says otherwise (upstream's).
+pub const DEFAULT_SUMMARY_TIMEOUT_SECS: u32 = 180;
 /// The `extra_json.type` of a summary entry.
 pub const COMPACTION_ENTRY_TYPE: &str = "compaction";
 /// AGENTS.md sections re-injected after a compaction.
@@ -79,6 +84,8 @@ pub enum CompactionError {
     Provider(#[from] ProviderError),
     #[error("the model returned an empty summary")]
     EmptySummary,
+    #[error("the summary call took longer than {0} s (agents.defaults.compaction.timeoutSeconds)")]
+    TimedOut(u32),
 }
 
 /// Target and reserve, clamped to the window.
@@ -86,6 +93,8 @@ pub enum CompactionError {
 pub struct CompactionSettings {
     pub reserve_tokens: u32,
     pub keep_recent_tokens: u32,
+    /// Seconds one summary request may take.
+    pub timeout_secs: u32,
 }
 
 impl CompactionSettings {
@@ -102,6 +111,10 @@ impl CompactionSettings {
         CompactionSettings {
             reserve_tokens: reserve.min(window.tokens / 2),
             keep_recent_tokens: keep.min(window.tokens / 4),
+            timeout_secs: c
+                .and_then(|c| c.timeout_seconds)
+                .unwrap_or(DEFAULT_SUMMARY_TIMEOUT_SECS)
+                .max(1),
         }
     }
 
@@ -264,6 +277,27 @@ pub struct CompactionJob<'a> {
     pub cancel: &'a CancellationToken,
 }
 
+/// The model that writes summaries: `compaction.model` when set (a `provider/model` reference, no
+/// thinking: a summary needs none), else `None` (the caller's own model). A reference that does not
+/// resolve is an error, never a silent fallback to another model.
+pub fn summary_model(
+    config: &Config,
+    http: &reqwest::Client,
+) -> Option<Result<ResolvedModel, super::providers::models::ModelError>> {
+    let reference = config
+        .agents
+        .defaults
+        .compaction
+        .as_ref()
+        .and_then(|c| c.model.as_deref())
+        .map(str::trim)
+        .filter(|r| !r.is_empty())?;
+    Some(
+        super::providers::models::resolve(config, reference, http)
+            .map(|model| model.with_profile(0, super::failover::ThinkingLevel::Off)),
+    )
+}
+
 /// Summarises the session's older history and persists the summary entry.
 pub async fn compact(job: CompactionJob<'_>) -> Result<CompactionOutcome, CompactionError> {
     let history = tokio::task::block_in_place(|| load_history(job.store, job.session_id))?;
@@ -345,10 +379,14 @@ async fn summarise_chunk(
         .provider
         .stream(request, events, job.cancel.child_token());
     tokio::pin!(call);
+    let limit = job.settings.timeout_secs;
+    let deadline = tokio::time::sleep(std::time::Duration::from_secs(u64::from(limit)));
+    tokio::pin!(deadline);
     let completion = loop {
         tokio::select! {
             Some(_) = deltas.recv() => {}
             result = &mut call => break result?,
+            () = &mut deadline => return Err(CompactionError::TimedOut(limit)),
         }
     };
     Ok(cut_at(completion.text.trim(), MAX_SUMMARY_CHARS).to_string())

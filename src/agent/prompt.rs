@@ -261,9 +261,53 @@ pub fn skill_allowlist<'a>(config: &'a Config, agent_id: &str) -> Option<&'a [St
         .or(config.agents.defaults.skills.as_deref())
 }
 
+/// The skills a turn may use: the conversation's list (a group's or channel's `skills`) within the
+/// agent's, as upstream merges them — either alone when the other is unset, nothing when either is
+/// empty, else the names both hold.
+pub fn merge_skill_filters(
+    conversation: Option<&[String]>,
+    agent: Option<&[String]>,
+) -> Option<Vec<String>> {
+    match (conversation, agent) {
+        (None, None) => None,
+        (Some(only), None) | (None, Some(only)) => Some(only.to_vec()),
+        (Some(conversation), Some(agent)) => Some(
+            conversation
+                .iter()
+                .filter(|name| agent.contains(name))
+                .cloned()
+                .collect(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_conversations_skills_narrow_the_agents() {
+        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let (weather, both) = (list(&["weather"]), list(&["weather", "git"]));
+        assert_eq!(merge_skill_filters(None, None), None);
+        assert_eq!(
+            merge_skill_filters(Some(&weather), None),
+            Some(weather.clone())
+        );
+        assert_eq!(merge_skill_filters(None, Some(&both)), Some(both.clone()));
+        assert_eq!(
+            merge_skill_filters(Some(&both), Some(&weather)),
+            Some(weather.clone())
+        );
+        assert_eq!(
+            merge_skill_filters(Some(&[]), Some(&both)),
+            Some(Vec::new())
+        );
+        assert_eq!(
+            merge_skill_filters(Some(&list(&["git"])), Some(&[])),
+            Some(Vec::new())
+        );
+    }
 
     #[test]
     fn the_workspace_section_follows_the_sandbox_access() {

@@ -168,20 +168,54 @@ pub fn daily_boundary_ms(now_ms: u64, at_hour: u8, tz: &TimeZone) -> u64 {
     boundary.map_or(0, |ms| u64::try_from(ms).unwrap_or(0))
 }
 
-/// Evaluates a session last updated at `updated_at_ms` under `policy`, at `now_ms` in `tz`. When both the
-/// daily boundary and the idle window have passed, the one that expired first is reported.
-pub fn evaluate(policy: &ResetPolicy, updated_at_ms: u64, now_ms: u64, tz: &TimeZone) -> Freshness {
+/// When a session started and when a user last wrote in it, as upstream judges staleness by them: the
+/// daily boundary against the start (a session started before today's boundary is stale), the idle
+/// window against the last interaction. Heartbeats and other writes that are no interaction touch
+/// neither, so they never keep a session fresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionTimes {
+    pub started_at_ms: u64,
+    pub last_interaction_at_ms: u64,
+}
+
+impl SessionTimes {
+    /// The times of a stored entry: its creation (else its last update, for an entry without one) and
+    /// its last interaction (else its start, as upstream).
+    pub fn of(entry: &crate::store::SessionEntry) -> SessionTimes {
+        let started_at_ms = match entry.created_at_ms {
+            0 => entry.updated_at_ms,
+            created => created,
+        };
+        SessionTimes {
+            started_at_ms,
+            last_interaction_at_ms: entry.last_interaction_at_ms.unwrap_or(started_at_ms),
+        }
+    }
+}
+
+/// Evaluates a session with these `times` under `policy`, at `now_ms` in `tz`. When both the daily
+/// boundary and the idle window have passed, the one that expired first is reported.
+pub fn evaluate(
+    policy: &ResetPolicy,
+    times: SessionTimes,
+    now_ms: u64,
+    tz: &TimeZone,
+) -> Freshness {
     let daily = match policy.mode {
         SessionResetMode::None => return Freshness::Fresh,
         SessionResetMode::Daily => {
             let boundary_ms = daily_boundary_ms(now_ms, policy.at_hour, tz);
-            (updated_at_ms < boundary_ms).then_some(boundary_ms)
+            (times.started_at_ms < boundary_ms).then_some(boundary_ms)
         }
         SessionResetMode::Idle => None,
     };
     let idle = policy
         .idle_minutes
-        .map(|minutes| updated_at_ms.saturating_add(u64::from(minutes) * MINUTE_MS))
+        .map(|minutes| {
+            times
+                .last_interaction_at_ms
+                .saturating_add(u64::from(minutes) * MINUTE_MS)
+        })
         .filter(|expires_at| now_ms > *expires_at);
     match (daily, idle) {
         (Some(boundary_ms), Some(expired_at_ms)) if expired_at_ms < boundary_ms => {
@@ -212,6 +246,69 @@ mod tests {
 
     fn session(json: &str) -> SessionConfig {
         serde_json::from_str(json).expect("session config")
+    }
+
+    /// A session started and last written to at `at_ms` (the two times apart are tested below).
+    fn evaluate(policy: &ResetPolicy, at_ms: u64, now_ms: u64, tz: &TimeZone) -> Freshness {
+        super::evaluate(
+            policy,
+            SessionTimes {
+                started_at_ms: at_ms,
+                last_interaction_at_ms: at_ms,
+            },
+            now_ms,
+            tz,
+        )
+    }
+
+    /// The daily boundary counts from the session's start and the idle window from the last
+    /// interaction: a session a heartbeat (no interaction) wrote to after the boundary, or that was
+    /// updated recently without a user's message, is still stale.
+    #[test]
+    fn daily_counts_from_the_start_and_idle_from_the_last_interaction() {
+        let tz = TimeZone::UTC;
+        let now = at(&tz, 2026, 2, 6, 9, 0);
+        let yesterday = at(&tz, 2026, 2, 5, 20, 0);
+        let this_morning = at(&tz, 2026, 2, 6, 8, 30);
+        let started_yesterday_talked_today = SessionTimes {
+            started_at_ms: yesterday,
+            last_interaction_at_ms: this_morning,
+        };
+        assert!(super::evaluate(&daily(4), started_yesterday_talked_today, now, &tz).is_stale());
+        let idle = ResetPolicy {
+            mode: SessionResetMode::Idle,
+            at_hour: 4,
+            idle_minutes: Some(60),
+        };
+        assert!(!super::evaluate(&idle, started_yesterday_talked_today, now, &tz).is_stale());
+        let quiet_since_yesterday = SessionTimes {
+            started_at_ms: this_morning,
+            last_interaction_at_ms: yesterday,
+        };
+        assert!(super::evaluate(&idle, quiet_since_yesterday, now, &tz).is_stale());
+        assert!(!super::evaluate(&daily(4), quiet_since_yesterday, now, &tz).is_stale());
+    }
+
+    #[test]
+    fn an_entry_without_an_interaction_counts_from_its_start() {
+        let mut entry = crate::store::SessionEntry::new("s", 1_000);
+        entry.updated_at_ms = 9_000;
+        assert_eq!(
+            SessionTimes::of(&entry),
+            SessionTimes {
+                started_at_ms: 1_000,
+                last_interaction_at_ms: 1_000
+            }
+        );
+        entry.last_interaction_at_ms = Some(5_000);
+        entry.created_at_ms = 0;
+        assert_eq!(
+            SessionTimes::of(&entry),
+            SessionTimes {
+                started_at_ms: 9_000,
+                last_interaction_at_ms: 5_000
+            }
+        );
     }
 
     fn daily(at_hour: u8) -> ResetPolicy {

@@ -345,7 +345,7 @@ impl SessionOps {
         };
         let freshness = session_reset::evaluate(
             &policy,
-            old.updated_at_ms,
+            session_reset::SessionTimes::of(&old),
             now_ms,
             &jiff::tz::TimeZone::system(),
         );
@@ -414,7 +414,12 @@ impl SessionOps {
             .map_or_else(|| config.agents.default_agent_id(), str::to_string);
         let chain = models::resolve_chain(&config, &agent_id, None, &runtime.http())
             .map_err(|e| SessionError::Unavailable(e.to_string()))?;
-        let model = &chain[0];
+        let summarizer = compaction::summary_model(&config, &runtime.http())
+            .transpose()
+            .map_err(|e| {
+                SessionError::Unavailable(format!("agents.defaults.compaction.model: {e}"))
+            })?;
+        let model = summarizer.as_ref().unwrap_or(&chain[0]);
         let window = context::resolve_window(&config, model.context_window);
         let cancel = CancellationToken::new();
         let job = CompactionJob {

@@ -206,11 +206,23 @@ async fn compact_and_rebuild(
     reason: CompactionReason,
 ) -> Option<Vec<ChatMessage>> {
     let config = &input.env.config;
+    let summarizer = match compaction::summary_model(config, &input.env.http) {
+        Some(Ok(model)) => Some(model),
+        Some(Err(e)) => {
+            log::warn!(
+                "run {}: {} compaction failed: agents.defaults.compaction.model: {e}",
+                input.spec.run_id,
+                reason.as_str()
+            );
+            return None;
+        }
+        None => None,
+    };
     let job = CompactionJob {
         store: &input.env.store,
         session_key: &input.spec.session_key,
         session_id: input.session_id,
-        model: input.models.first()?,
+        model: summarizer.as_ref().or(input.models.first())?,
         window: input.window,
         settings: CompactionSettings::for_window(config, input.window),
         reason,

@@ -41,6 +41,12 @@ pub struct TurnSpec {
     pub extra_system_prompt: Option<String>,
     pub label: Option<String>,
     pub channel: Option<String>,
+    /// The skills the conversation allows (a group's or channel's `skills`), within the agent's
+    /// own list; `None`: the agent's list alone.
+    pub skill_filter: Option<Vec<String>>,
+    /// A user's message (a chat, `chat.send`, the `agent` method), not a heartbeat, cron job or
+    /// announcement: the turn is the session's last interaction (`session.reset`'s idle window).
+    pub interaction: bool,
 }
 
 /// What a turn needs from the gateway.
@@ -309,6 +315,9 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         extra_json: None,
     };
     session.updated_at_ms = now;
+    if spec.interaction {
+        session.last_interaction_at_ms = Some(now);
+    }
     if let Some(label) = &spec.label {
         session.label = Some(label.clone());
     }
@@ -350,10 +359,11 @@ fn system_prompt(
     } else {
         Cow::Borrowed(&files.bootstrap)
     };
-    let skills = skills::allowed(
-        &files.skills,
+    let allowlist = prompt::merge_skill_filters(
+        spec.skill_filter.as_deref(),
         prompt::skill_allowlist(&env.config, &spec.agent_id),
     );
+    let skills = skills::allowed(&files.skills, allowlist.as_deref());
     let runtime = prompt::RuntimeInfo {
         agent_id: spec.agent_id.clone(),
         host: crate::system::host_name(),

@@ -3,7 +3,10 @@
 //! and guild channel, the Slack channel. Each platform's entry can switch
 //! the group off, restrict its senders (Discord also by member role),
 //! override the group policy and decide `requireMention`, resolved in
-//! upstream's order. Slack's `dm.replyToMode` applies to direct messages.
+//! upstream's order; it can add a `systemPrompt` to the turn (Telegram:
+//! the group's then the topic's) and narrow its `skills` (the topic's over
+//! the group's), and a Telegram topic can name the agent that answers
+//! (`agentId`). Slack's `dm.replyToMode` applies to direct messages.
 //!
 //! Pure config reading, like `settings.rs`.
 
@@ -129,6 +132,18 @@ impl ChannelSettings {
             .and_then(|t| t.require_mention)
             .or_else(|| first_set(&[own, wildcard], |g| g.require_mention));
         access.activation = activation(require_mention.unwrap_or(true));
+        self.group_system_prompt = joined_prompts(&[
+            entry.and_then(|e| e.system_prompt.as_deref()),
+            topic.and_then(|t| t.system_prompt.as_deref()),
+        ]);
+        self.skill_filter = topic
+            .and_then(|t| t.skills.clone())
+            .or_else(|| entry.and_then(|e| e.skills.clone()));
+        self.agent_override = topic
+            .and_then(|t| t.agent_id.as_deref())
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string);
     }
 
     /// `guilds.<guild id>` (else `"*"`), its `channels.<channel id>` (else
@@ -191,6 +206,9 @@ impl ChannelSettings {
             .and_then(|c| c.require_mention)
             .or_else(|| guild.and_then(|g| g.require_mention));
         access.activation = activation(require_mention.unwrap_or(true));
+        self.group_system_prompt =
+            joined_prompts(&[entry.and_then(|c| c.system_prompt.as_deref())]);
+        self.skill_filter = entry.and_then(|c| c.skills.clone());
     }
 
     /// A group DM (Discord's, Slack's `mpim`) is answered only with
@@ -254,7 +272,21 @@ impl ChannelSettings {
             .and_then(|c| c.require_mention)
             .or(account.require_mention);
         access.activation = activation(require_mention.unwrap_or(true));
+        self.group_system_prompt =
+            joined_prompts(&[entry.and_then(|c| c.system_prompt.as_deref())]);
+        self.skill_filter = entry.and_then(|c| c.skills.clone());
     }
+}
+
+/// The non-blank prompts, trimmed, one paragraph each (upstream joins them so).
+fn joined_prompts(parts: &[Option<&str>]) -> Option<String> {
+    let parts: Vec<&str> = parts
+        .iter()
+        .flatten()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
 #[cfg(test)]
@@ -321,6 +353,36 @@ mod tests {
         );
         assert_eq!(activation("slack", "C1", None), GroupActivation::All);
         assert_eq!(activation("slack", "C2", None), GroupActivation::Mention);
+    }
+
+    #[test]
+    fn channel_entries_add_their_system_prompt_and_skills() {
+        let config = crate::config::parse_str(
+            r#"{ channels: {
+                 discord: { token: "t", guilds: { "77": { channels: {
+                   "500": { systemPrompt: " Be brief. ", skills: ["git"] }, "501": {} } } } },
+                 slack: { botToken: "xoxb-1", appToken: "xapp-1",
+                   channels: { C1: { systemPrompt: "Use threads.", skills: [] } } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let settings = |channel: &str, group: &str, guild: Option<&str>| {
+            ChannelSettings::for_event(&config, &group_event(channel, group, guild, None))
+        };
+        let discord = settings("discord", "500", Some("77"));
+        assert_eq!(discord.group_system_prompt.as_deref(), Some("Be brief."));
+        assert_eq!(discord.skill_filter, Some(vec!["git".to_string()]));
+        let bare = settings("discord", "501", Some("77"));
+        assert_eq!((bare.group_system_prompt, bare.skill_filter), (None, None));
+        let slack = settings("slack", "C1", None);
+        assert_eq!(slack.group_system_prompt.as_deref(), Some("Use threads."));
+        assert_eq!(
+            slack.skill_filter,
+            Some(Vec::new()),
+            "an empty list allows no skill"
+        );
+        assert_eq!(settings("slack", "C2", None).group_system_prompt, None);
+        assert_eq!(settings("discord", "500", Some("77")).agent_override, None);
     }
 
     #[test]

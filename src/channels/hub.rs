@@ -255,6 +255,8 @@ impl ChannelHub {
             message_id,
             ..
         } = dest;
+        // The answering agent's own reply pacing (`humanDelay`).
+        let settings = settings.for_agent(config, &route.agent_id);
         // The run's messages quote the inbound one as replyToMode says.
         target.reply_to_message_id = None;
         let quote = Arc::new(ReplyQuote::new(settings.reply_to_mode, message_id));
@@ -403,6 +405,8 @@ impl ChannelHub {
             return Err(InboundError::NoAdapter(event.channel));
         };
         let settings = ChannelSettings::for_event(&config, &event);
+        // A forum topic that names its agent routes there (before bindings decide).
+        event.route.agent_override = settings.agent_override.clone();
         let mut target = event.reply_target();
         // Notices and command answers are single messages: quoted unless off.
         if settings.reply_to_mode != ReplyToMode::Off {

@@ -68,6 +68,16 @@ pub struct ChannelSettings {
     pub typing: bool,
     /// How often "typing…" is re-sent (`typingIntervalSeconds`, 6 s).
     pub typing_interval_ms: u64,
+    /// The group's (and topic's) `systemPrompt`, added to the answering turn's system prompt.
+    pub group_system_prompt: Option<String>,
+    /// The group's (topic's, channel's) `skills`: the skills the answering turn may use, within
+    /// the agent's own list.
+    pub skill_filter: Option<Vec<String>>,
+    /// The agent a Telegram forum topic names (`agentId`): it answers there instead of the bound one.
+    pub agent_override: Option<String>,
+    /// Block-mode preview chunking (`streaming.preview.chunk`, upstream's 200..800 characters,
+    /// paragraph breaks, by default).
+    pub preview_chunk: Option<BlockStreamingChunk>,
 }
 
 /// Upstream's default group history length.
@@ -122,6 +132,10 @@ impl ChannelSettings {
                     .or(defaults.typing_interval_seconds)
                     .unwrap_or(DEFAULT_TYPING_INTERVAL_SECONDS),
             ) * 1000,
+            group_system_prompt: None,
+            skill_filter: None,
+            agent_override: None,
+            preview_chunk: None,
         };
         match channel {
             "telegram" => settings.apply_telegram(config, account_id),
@@ -136,6 +150,24 @@ impl ChannelSettings {
         }
         settings.ack_reaction = settings.ack_reaction.filter(|e| !e.trim().is_empty());
         settings
+    }
+
+    /// What the agent answering a message adds: its own `humanDelay` keys over
+    /// `agents.defaults.humanDelay`'s, key by key (upstream's merge).
+    pub fn for_agent(mut self, config: &Config, agent_id: &str) -> ChannelSettings {
+        if let Some(own) = config
+            .agents
+            .entry(agent_id)
+            .and_then(|a| a.human_delay.as_ref())
+        {
+            let base = &self.human_delay;
+            self.human_delay = HumanDelayConfig {
+                mode: own.mode.or(base.mode),
+                min_ms: own.min_ms.or(base.min_ms),
+                max_ms: own.max_ms.or(base.max_ms),
+            };
+        }
+        self
     }
 
     /// The ack reaction for an admitted message, if its scope covers it.
@@ -259,7 +291,8 @@ impl ChannelSettings {
     }
 
     /// The account's `streaming.block.enabled` over the agents' default,
-    /// and its `streaming.block.coalesce` over `blockStreamingCoalesce`.
+    /// its `streaming.block.coalesce` over `blockStreamingCoalesce`, and its
+    /// `streaming.preview.chunk`.
     fn apply_block_streaming(
         &mut self,
         enabled: Option<bool>,
@@ -274,6 +307,9 @@ impl ChannelSettings {
         if coalesce.is_some() {
             self.block_coalesce = coalesce;
         }
+        self.preview_chunk = streaming
+            .and_then(|s| s.preview.as_ref())
+            .and_then(|p| p.chunk.clone());
     }
 
     /// The outbound limits: the account's `textChunkLimit` clamped to the
@@ -339,6 +375,34 @@ mod tests {
             unknown.retry.backoff.initial(),
             std::time::Duration::from_millis(500)
         );
+    }
+
+    #[test]
+    fn an_agents_human_delay_keys_override_the_defaults_one_by_one() {
+        use crate::config::schema::common::HumanDelayMode;
+        let config = crate::config::parse_str(
+            r#"{ agents: { defaults: { humanDelay: { mode: "custom", minMs: 100, maxMs: 200 } },
+                 list: [ { id: "main" }, { id: "slow", humanDelay: { maxMs: 900 } },
+                         { id: "quiet", humanDelay: { mode: "off" } } ] } }"#,
+            "test",
+        )
+        .expect("config");
+        let delay = |agent: &str| {
+            ChannelSettings::resolve(&config, "telegram", "default")
+                .for_agent(&config, agent)
+                .human_delay
+        };
+        let main = delay("main");
+        assert_eq!(
+            (main.mode, main.min_ms, main.max_ms),
+            (Some(HumanDelayMode::Custom), Some(100), Some(200))
+        );
+        let slow = delay("slow");
+        assert_eq!(
+            (slow.mode, slow.min_ms, slow.max_ms),
+            (Some(HumanDelayMode::Custom), Some(100), Some(900))
+        );
+        assert_eq!(delay("quiet").mode, Some(HumanDelayMode::Off));
     }
 
     #[test]

@@ -417,7 +417,7 @@ async fn stream_preview(
         min_chars,
     ));
     let chunking =
-        ChunkerLimits::resolve(route.settings.block_chunk.as_ref(), Some(limits.max_chars));
+        ChunkerLimits::for_preview(route.settings.preview_chunk.as_ref(), limits.max_chars);
     let mut chunker = BlockChunker::new(chunking);
     let (mut blocks_text, mut tools) = (String::new(), Vec::<String>::new());
     let mut summary = RunSummary::default();

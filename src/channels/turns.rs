@@ -147,7 +147,7 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
         log::warn!("turn for {} carried no origin; dropped", turn.session_key);
         return;
     };
-    let spec = turn_spec(&turn, last);
+    let spec = turn_spec(&turn, last, from_a_user);
     if from_a_user {
         roll_over_if_stale(&hub, &spec);
     }
@@ -267,8 +267,10 @@ fn sends_denied(hub: &ChannelHub, session_key: &str) -> bool {
 }
 
 /// The agent run for a turn: the prompt the queue built, the last origin's
-/// agent, channel, run id and timeout.
-fn turn_spec(turn: &Turn, last: &TurnOrigin) -> TurnSpec {
+/// agent, channel, run id and timeout, and what its conversation adds (a
+/// group's `systemPrompt` and `skills`).
+fn turn_spec(turn: &Turn, last: &TurnOrigin, from_a_user: bool) -> TurnSpec {
+    let settings = last.reply.as_ref().map(|r| &r.settings);
     TurnSpec {
         run_id: last.run_id.clone(),
         agent_id: last.agent_id.clone(),
@@ -276,9 +278,11 @@ fn turn_spec(turn: &Turn, last: &TurnOrigin) -> TurnSpec {
         message: turn.prompt.clone(),
         timeout_ms: last.timeout_ms,
         model_override: None,
-        extra_system_prompt: None,
+        extra_system_prompt: settings.and_then(|s| s.group_system_prompt.clone()),
         label: None,
         channel: Some(last.channel.clone()),
+        skill_filter: settings.and_then(|s| s.skill_filter.clone()),
+        interaction: from_a_user,
     }
 }
 

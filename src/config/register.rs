@@ -23,7 +23,6 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("agents.list[].groupChat", "messages.groupChat"),
     ("agents.list[]", "agents.defaults"),
     ("tools.byProvider.*", "tools"),
-    ("tools.sandbox.tools", "tools"),
     ("tools.subagents.tools", "tools"),
     (
         "channels.discord.guilds.*.channels.*",

@@ -93,7 +93,46 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Check {
     check_tools(&v, &config.tools)?;
     check_memory_layer(&v, config.memory.search.as_ref(), "memory.search")?;
     check_commands(&v, &config.commands)?;
+    check_topic_agents(&v, config)?;
     check_channels(&v, &config.channels)
+}
+
+/// A Telegram forum topic's `agentId` names a configured agent (a typo would otherwise route the
+/// topic to the default agent without a word).
+fn check_topic_agents(v: &Validator, config: &Config) -> Check {
+    let Some(telegram) = &config.channels.telegram else {
+        return Ok(());
+    };
+    let known = |id: &str| {
+        let id = id.trim();
+        config.agents.entry(id).is_some() || id == config.agents.default_agent_id()
+    };
+    let mut accounts: Vec<(
+        String,
+        &std::collections::BTreeMap<String, crate::config::TelegramGroupConfig>,
+    )> = Vec::new();
+    if let Some(groups) = &telegram.groups {
+        accounts.push(("channels.telegram".into(), groups));
+    }
+    for (id, account) in &telegram.accounts {
+        if let Some(groups) = &account.groups {
+            accounts.push((format!("channels.telegram.accounts.{id}"), groups));
+        }
+    }
+    for (path, groups) in accounts {
+        for (group, entry) in groups {
+            for (topic, topic_entry) in &entry.topics {
+                if let Some(agent) = &topic_entry.agent_id {
+                    v.ensure(
+                        known(agent),
+                        format!("{path}.groups.{group}.topics.{topic}.agentId"),
+                        format!("{agent:?} is not an agent of agents.list"),
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The `commands` settings pincer cannot honour are refused (with the value
@@ -174,6 +213,13 @@ fn check_gateway(v: &Validator, gateway: &GatewayConfig) -> Check {
         "gateway.port",
         "must be between 1 and 65535, got 0",
     )?;
+    // pincer is the gateway: upstream's "remote" points a CLI at another machine's gateway.
+    if gateway.mode == Some(crate::config::GatewayMode::Remote) {
+        return Err(v.fail(
+            "gateway.mode",
+            "\"remote\" is not supported by pincer (pincer runs the gateway on this machine; use \"local\" or leave it out)",
+        ));
+    }
     if gateway.bind == BindMode::Custom {
         let host = gateway.custom_bind_host.as_deref().unwrap_or("").trim();
         v.ensure(
@@ -446,13 +492,6 @@ fn check_cron(v: &Validator, cron: &CronConfig) -> Check {
         "cron.maxConcurrentRuns",
         "must be at least 1",
     )?;
-    if let Some(url) = &cron.webhook {
-        v.ensure(
-            url.starts_with("http://") || url.starts_with("https://"),
-            "cron.webhook",
-            "Expected http:// or https:// URL",
-        )?;
-    }
     Ok(())
 }
 
@@ -467,6 +506,26 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
         )?;
     }
     check_exec(v, &tools.exec, "tools.exec")?;
+    let fetch = &tools.web.fetch;
+    v.range(fetch.max_chars, 1, u32::MAX, "tools.web.fetch.maxChars")?;
+    v.range(
+        Some(fetch.max_chars_cap),
+        1,
+        u32::MAX,
+        "tools.web.fetch.maxCharsCap",
+    )?;
+    v.range(
+        fetch.timeout_seconds,
+        1,
+        86_400,
+        "tools.web.fetch.timeoutSeconds",
+    )?;
+    v.range(
+        fetch.cache_ttl_minutes,
+        0.0,
+        525_600.0,
+        "tools.web.fetch.cacheTtlMinutes",
+    )?;
     if let Some(loops) = &tools.loop_detection {
         if let (Some(warn), Some(crit)) = (loops.warning_threshold, loops.critical_threshold) {
             v.ensure(
@@ -483,6 +542,12 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
 /// schema; the exec tool keeps the window within 10 ms..120 s) and `pathPrepend` directories as
 /// `PATH` can hold them.
 pub(crate) fn check_exec(v: &Validator, exec: &ExecToolConfig, path: &str) -> Check {
+    if exec.host == Some(crate::config::ExecHost::Node) {
+        return Err(v.fail(
+            format!("{path}.host"),
+            "\"node\" is not supported by pincer (no paired node hosts; use \"auto\", \"sandbox\" or \"gateway\")",
+        ));
+    }
     v.range(exec.timeout_sec, 1, 86_400, &format!("{path}.timeoutSec"))?;
     v.ensure(
         exec.background_ms != Some(0),

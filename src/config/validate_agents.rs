@@ -21,7 +21,7 @@ pub(crate) fn check_agents(v: &Validator, config: &Config) -> Check {
     let refs = ModelRefs::new(config);
     check_mention_patterns(
         v,
-        &config.messages.group_chat,
+        config.messages.group_chat.mention_patterns.as_deref(),
         "messages.groupChat.mentionPatterns",
     )?;
     check_defaults(v, &refs, &config.agents.defaults)?;
@@ -86,9 +86,28 @@ fn check_default_limits(v: &Validator, refs: &ModelRefs, defaults: &AgentDefault
             &at("subagents.maxConcurrent"),
         )?;
         refs.check_model(v, sub.model.as_ref(), &at("subagents.model"))?;
+        v.one_of(
+            sub.thinking.as_deref(),
+            &THINKING_LEVELS,
+            &at("subagents.thinking"),
+        )?;
     }
     if let Some(compaction) = &defaults.compaction {
         refs.check_ref(v, compaction.model.as_deref(), &at("compaction.model"))?;
+        // pincer's compaction is the baseline summary of the older turns (upstream's "default"); the
+        // safeguard extension (structured summaries, quality audits and retries) is not implemented.
+        if compaction.mode == Some(CompactionMode::Safeguard) {
+            return Err(v.fail(
+                at("compaction.mode"),
+                "\"safeguard\" is not supported by pincer (compaction writes one plain summary of the older turns; use \"default\")",
+            ));
+        }
+        v.range(
+            compaction.timeout_seconds,
+            1,
+            u32::MAX,
+            &at("compaction.timeoutSeconds"),
+        )?;
     }
     if let Some(pruning) = &defaults.context_pruning {
         v.duration(
@@ -134,6 +153,11 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
         check_sandbox(v, agent.sandbox.as_ref(), &at("sandbox"))?;
         if let Some(sub) = &agent.subagents {
             refs.check_model(v, sub.model.as_ref(), &at("subagents.model"))?;
+            v.one_of(
+                sub.thinking.as_deref(),
+                &THINKING_LEVELS,
+                &at("subagents.thinking"),
+            )?;
         }
         if let Some(tools) = &agent.tools {
             check_policy(v, &tools.allow, &tools.also_allow, &at("tools"))?;
@@ -142,7 +166,11 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
             }
         }
         if let Some(group_chat) = &agent.group_chat {
-            check_mention_patterns(v, group_chat, &at("groupChat.mentionPatterns"))?;
+            check_mention_patterns(
+                v,
+                group_chat.mention_patterns.as_deref(),
+                &at("groupChat.mentionPatterns"),
+            )?;
         }
     }
     Ok(())
@@ -151,8 +179,8 @@ fn check_list(v: &Validator, refs: &ModelRefs, list: &[AgentEntry]) -> Check {
 /// Mention patterns must compile as regular expressions within the size
 /// limit (upstream drops a bad pattern with a warning; pincer refuses it, so
 /// a gate the user relies on is never silently missing).
-fn check_mention_patterns(v: &Validator, group_chat: &GroupChatConfig, path: &str) -> Check {
-    let Some(patterns) = &group_chat.mention_patterns else {
+fn check_mention_patterns(v: &Validator, patterns: Option<&[String]>, path: &str) -> Check {
+    let Some(patterns) = patterns else {
         return Ok(());
     };
     v.ensure(
@@ -311,6 +339,21 @@ fn check_sandbox(v: &Validator, sandbox: Option<&SandboxConfig>, path: &str) -> 
             "Sandbox security: network mode {network:?} is blocked (use \"none\" or \"bridge\")"
         ),
     )?;
+    // The sandbox's network is its own namespace with only `lo` (upstream's default "none"); there
+    // is no bridged network to give it (`sandbox.network: "host"` shares the host's instead).
+    if !network.is_empty() && network != "none" {
+        return Err(v.fail(
+            format!("{path}.docker.network"),
+            format!("{network:?} is not supported by pincer (sandboxed commands have no network but loopback: \"none\"; sandbox.network: \"host\" shares the host's)"),
+        ));
+    }
+    if let Some(user) = &limits.user {
+        v.ensure(
+            parse_sandbox_user(user).is_some(),
+            format!("{path}.docker.user"),
+            format!("{user:?} must be a numeric \"uid\" or \"uid:gid\" (the sandbox has no user database for names)"),
+        )?;
+    }
     v.size(limits.memory.as_deref(), &format!("{path}.docker.memory"))?;
     v.range(limits.cpus, 0.01, 1024.0, &format!("{path}.docker.cpus"))?;
     for (name, value) in &limits.ulimits {

@@ -197,6 +197,8 @@ pub async fn chat_completions(
         extra_system_prompt: parsed.system.clone(),
         label: None,
         channel: Some("openai-http".into()),
+        skill_filter: None,
+        interaction: true,
     };
     let (tap_tx, tap_rx) = mpsc::channel(64);
     if let Err(error) = runs::start(

@@ -47,6 +47,8 @@ impl SessionRunner for GatewaySessionRunner {
             extra_system_prompt: Some(send.extra_system_prompt),
             label: None,
             channel: None,
+            skill_filter: None,
+            interaction: false,
         };
         let placement = RunPlacement {
             lane: LaneKind::Subagent,

@@ -227,6 +227,8 @@ fn turn_spec(
         extra_system_prompt: None,
         label: None,
         channel: None,
+        skill_filter: None,
+        interaction: false,
     }
 }
 

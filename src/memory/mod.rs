@@ -13,6 +13,7 @@
 pub mod chunker;
 pub mod discovery;
 pub mod embedder;
+mod freshness;
 pub mod index;
 pub mod keywords;
 #[cfg(not(target_arch = "arm"))]
@@ -120,6 +121,8 @@ pub struct MemoryService {
     keyword_only_reason: Option<String>,
     limits: ChunkLimits,
     sync_gate: Mutex<Option<(u64, SyncReport)>>,
+    /// What the last sync saw and which sessions searched (`sync.onSearch`, `sync.onSessionStart`).
+    freshness: freshness::Freshness,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -170,6 +173,7 @@ impl MemoryService {
             keyword_only_reason,
             limits,
             sync_gate: Mutex::new(None),
+            freshness: freshness::Freshness::default(),
         }
     }
 
@@ -223,8 +227,11 @@ impl MemoryService {
             cache_enabled: self.settings.cache_enabled,
             cache_max_entries: self.settings.cache_max_entries,
         };
+        // Taken first: a file changed while this sync runs then counts as a change.
+        let seen = watch::fingerprint(self);
         let files = self.files();
         let report = indexer.sync(&files, force, progress)?;
+        self.freshness.record(seen);
         if report.files_indexed + report.files_removed > 0 {
             log::info!(
                 "memory: agent {} synced: {} of {} files indexed, {} removed, {} chunks ({} embedded)",
@@ -255,6 +262,26 @@ impl MemoryService {
     pub fn ensure_synced(&self) -> Result<(), MemoryError> {
         let synced = self.sync_gate.lock().is_some();
         if !synced && self.settings.enabled {
+            self.sync(false, &mut |_| {})?;
+        }
+        Ok(())
+    }
+
+    /// Before a search: the first sync of this process (as `ensure_synced`), else a sync when the memory
+    /// files changed since the last one and `sync.onSearch` is on, or this is the first search of
+    /// `session_key` and `sync.onSessionStart` is on.
+    pub fn before_search(&self, session_key: Option<&str>) -> Result<(), MemoryError> {
+        if !self.settings.enabled {
+            return Ok(());
+        }
+        let first_in_session = self.settings.sync_on_session_start
+            && session_key.is_some_and(|key| self.freshness.claim_session(key));
+        if self.sync_gate.lock().is_none() {
+            return self.ensure_synced();
+        }
+        if (self.settings.sync_on_search || first_in_session)
+            && self.freshness.is_dirty(&watch::fingerprint(self))
+        {
             self.sync(false, &mut |_| {})?;
         }
         Ok(())

@@ -210,7 +210,8 @@ impl MemoryServices {
     }
 }
 
-/// Starts the sync-on-start + debounced watcher of `service` on `tasks`; returns its cancel token.
+/// Starts the watcher of `service` on `tasks` (a sync at once, then the debounced watch and the periodic
+/// sync its settings ask for); returns its cancel token.
 fn start_watcher(
     service: &Arc<MemoryService>,
     shutdown: &CancellationToken,
@@ -221,17 +222,10 @@ fn start_watcher(
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     let cancel = shutdown.child_token();
     let service = Arc::clone(service);
-    let debounce = std::time::Duration::from_millis(service.settings().watch_debounce_ms);
-    let watch = service.settings().watch;
+    let plan = super::watch::WatchPlan::of(&service);
     let token = cancel.clone();
     tasks.spawn_on(
-        async move {
-            if watch {
-                super::watch::run(service, debounce, token, progress).await;
-            } else {
-                super::watch::sync_now(&service, &progress).await;
-            }
-        },
+        async move { super::watch::run(service, plan, token, progress).await },
         &runtime,
     );
     Some(cancel)

@@ -1,7 +1,8 @@
-//! Keeps the index fresh: one sync when the watcher starts, then a poll of the memory files' size and
-//! modification time; a change starts a quiet period (the debounce, 1,500 ms by default) and the sync runs
-//! once nothing has changed for that long. Polling (no inotify) keeps it portable and bounded: one stat per
-//! memory file per poll, one sync at a time, on the blocking pool.
+//! Keeps the index fresh: one sync when the watcher starts, then (with `sync.watch`, the default) a poll
+//! of the memory files' size and modification time; a change starts a quiet period (the debounce, 1,500 ms
+//! by default) and the sync runs once nothing has changed for that long. With `sync.intervalMinutes` a
+//! sync also runs that often, watching or not. Polling (no inotify) keeps it portable and bounded: one
+//! stat per memory file per poll, one sync at a time, on the blocking pool.
 //!
 //! This file must not index by itself; it only decides when `MemoryService::sync` runs. Each sync's
 //! progress goes to a bounded broadcast channel ([`IndexProgress`]): the gateway forwards it to its
@@ -13,6 +14,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use super::MemoryService;
+use crate::config::schema::memory::ResolvedMemorySearch;
 
 /// How often the files are checked for changes.
 pub const POLL_INTERVAL_MS: u64 = 500;
@@ -103,22 +105,63 @@ async fn current_fingerprint(service: &Arc<MemoryService>) -> Vec<(String, u64, 
         .unwrap_or_default()
 }
 
-/// Syncs once, then watches until `cancel` fires.
+/// When the watcher syncs besides its first sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchPlan {
+    /// Poll the files and sync after a change (`sync.watch`), after this quiet period.
+    pub watch: Option<Duration>,
+    /// Sync this often whatever happened (`sync.intervalMinutes`; `None` for 0).
+    pub every: Option<Duration>,
+}
+
+impl WatchPlan {
+    /// The plan `service`'s settings describe.
+    pub fn of(service: &MemoryService) -> WatchPlan {
+        let settings: &ResolvedMemorySearch = service.settings();
+        WatchPlan {
+            watch: settings
+                .watch
+                .then(|| Duration::from_millis(settings.watch_debounce_ms)),
+            every: (settings.sync_interval_minutes > 0)
+                .then(|| Duration::from_secs(u64::from(settings.sync_interval_minutes) * 60)),
+        }
+    }
+}
+
+/// Syncs once, then as `plan` says until `cancel` fires (at once when it says nothing more).
 pub async fn run(
     service: Arc<MemoryService>,
-    debounce: Duration,
+    plan: WatchPlan,
     cancel: CancellationToken,
     progress: ProgressSender,
 ) {
-    let poll = Duration::from_millis(POLL_INTERVAL_MS);
+    // Polling without watching only to see the interval come round.
+    let poll = match (plan.watch, plan.every) {
+        (Some(_), _) => Duration::from_millis(POLL_INTERVAL_MS),
+        (None, Some(every)) => every,
+        (None, None) => {
+            sync_now(&service, &progress).await;
+            return;
+        }
+    };
     // Fingerprint first: a file changed while the first sync runs is then seen as a change, never missed.
     let mut seen = current_fingerprint(&service).await;
     sync_now(&service, &progress).await;
+    let mut next_periodic = plan.every.map(|every| tokio::time::Instant::now() + every);
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(poll) => {}
         }
+        if next_periodic.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            seen = current_fingerprint(&service).await;
+            sync_now(&service, &progress).await;
+            next_periodic = plan.every.map(|every| tokio::time::Instant::now() + every);
+            continue;
+        }
+        let Some(debounce) = plan.watch else {
+            continue;
+        };
         let now = current_fingerprint(&service).await;
         if now == seen {
             continue;

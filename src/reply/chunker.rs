@@ -73,6 +73,29 @@ impl ChunkerLimits {
     }
 }
 
+/// Default smallest and largest piece of a block-mode preview (`streaming.preview.chunk`;
+/// upstream's draft chunking).
+pub const DEFAULT_PREVIEW_MIN_CHARS: usize = 200;
+pub const DEFAULT_PREVIEW_MAX_CHARS: usize = 800;
+
+impl ChunkerLimits {
+    /// Limits of a block-mode preview from `streaming.preview.chunk`: 200..800 characters with
+    /// paragraph breaks unless set, `max_chars` capped by the channel's text limit.
+    pub fn for_preview(config: Option<&BlockStreamingChunk>, text_limit_chars: usize) -> Self {
+        let max = config
+            .and_then(|c| c.max_chars)
+            .map_or(DEFAULT_PREVIEW_MAX_CHARS, |v| v as usize)
+            .clamp(1, text_limit_chars.max(1));
+        let min = config
+            .and_then(|c| c.min_chars)
+            .map_or(DEFAULT_PREVIEW_MIN_CHARS, |v| v as usize);
+        let preference = config
+            .and_then(|c| c.break_preference)
+            .unwrap_or(BreakPreference::Paragraph);
+        Self::new(min, max).with_preference(preference)
+    }
+}
+
 /// Where a block may end: after the separator that precedes position `p`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BreakKind {

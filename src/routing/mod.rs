@@ -98,6 +98,10 @@ pub struct RouteInput {
     pub guild_id: Option<String>,
     pub team_id: Option<String>,
     pub member_roles: Vec<String>,
+    /// The agent the conversation itself names (a Telegram forum topic's `agentId`): it answers
+    /// instead of the one the bindings choose, in its own session for the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_override: Option<String>,
 }
 
 /// Where a message goes.
@@ -237,10 +241,17 @@ impl RoutingTables {
             team_id: input.team_id.as_deref().map(str::trim),
             member_roles: &input.member_roles,
         };
-        match self.index.resolve(&scope) {
-            Some((agent, matched_by)) => self.route_for(input, &agent, matched_by),
-            None => self.route_for(input, &self.default_agent.clone(), MatchedBy::Default),
-        }
+        let (agent, matched_by) = self
+            .index
+            .resolve(&scope)
+            .unwrap_or_else(|| (self.default_agent.clone(), MatchedBy::Default));
+        let agent = input
+            .agent_override
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map_or(agent, str::to_string);
+        self.route_for(input, &agent, matched_by)
     }
 
     /// An existing agent id: the requested one if listed (or nothing is
@@ -306,7 +317,7 @@ fn cache_key(input: &RouteInput, dm_scope: DmScope) -> String {
     let mut roles: Vec<&str> = input.member_roles.iter().map(String::as_str).collect();
     roles.sort_unstable();
     format!(
-        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:?}",
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:?}\t{}",
         input.channel.trim().to_lowercase(),
         normalize_account_id(input.account_id.as_deref()),
         peer_label(input.peer.as_ref()),
@@ -315,5 +326,6 @@ fn cache_key(input: &RouteInput, dm_scope: DmScope) -> String {
         input.team_id.as_deref().unwrap_or("-"),
         roles.join(","),
         dm_scope,
+        input.agent_override.as_deref().unwrap_or("-"),
     )
 }

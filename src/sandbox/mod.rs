@@ -137,6 +137,9 @@ pub struct SandboxPolicy {
     pub path_prepend: Vec<String>,
     /// Extra host paths visible read-only, at the same path.
     pub read_only_paths: Vec<PathBuf>,
+    /// The uid and gid commands run as inside the sandbox's user namespace (`sandbox.docker.user`),
+    /// mapped to the service's own ids outside; `None` is root inside. Needs the namespaces layer.
+    pub user: Option<(u32, u32)>,
     /// `LANG` inside the sandbox.
     pub lang: String,
     /// `TERM` inside the sandbox.
@@ -157,6 +160,7 @@ impl Default for SandboxPolicy {
             env: BTreeMap::new(),
             path_prepend: Vec::new(),
             read_only_paths: Vec::new(),
+            user: None,
             lang: "C.UTF-8".to_owned(),
             term: "dumb".to_owned(),
         }

@@ -179,7 +179,7 @@ pub(crate) struct RootPlan {
     isolate_network: bool,
 }
 
-/// The user-namespace maps of the service user to root inside.
+/// The user-namespace maps of the service user to root inside (or to the configured user).
 #[derive(Clone, Debug)]
 pub(crate) struct IdMaps {
     uid_map: CString,
@@ -187,13 +187,15 @@ pub(crate) struct IdMaps {
 }
 
 impl IdMaps {
-    /// Maps this process's effective uid and gid to 0 inside.
-    pub(crate) fn for_current_user() -> Self {
+    /// Maps this process's effective uid and gid to `inside` (uid, gid), else to 0 and 0. The
+    /// command keeps no capabilities either way (the child drops them before it runs it).
+    pub(crate) fn for_current_user(inside: Option<(u32, u32)>) -> Self {
         // SAFETY: geteuid/getegid cannot fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (inner_uid, inner_gid) = inside.unwrap_or((0, 0));
         Self {
-            uid_map: CString::new(format!("0 {uid} 1\n")).expect("digits contain no NUL"),
-            gid_map: CString::new(format!("0 {gid} 1\n")).expect("digits contain no NUL"),
+            uid_map: CString::new(format!("{inner_uid} {uid} 1\n")).expect("digits contain no NUL"),
+            gid_map: CString::new(format!("{inner_gid} {gid} 1\n")).expect("digits contain no NUL"),
         }
     }
 

@@ -356,7 +356,7 @@ fn plan_isolation(inputs: &IsolationInputs<'_>) -> Result<Isolation, SandboxErro
     Ok(Isolation {
         namespaces: Some(NamespacePlan {
             root,
-            maps: IdMaps::for_current_user(),
+            maps: IdMaps::for_current_user(inputs.spec.policy.user),
             unshare_flags: namespaces::unshare_flags(inputs.isolate_network),
         }),
         landlock,

@@ -79,6 +79,9 @@ pub struct SessionEntry {
     /// Last delivered heartbeat text and when, to suppress duplicate heartbeat notifications.
     pub last_heartbeat_text: Option<String>,
     pub last_heartbeat_sent_at_ms: Option<u64>,
+    /// The start of the last turn that was a user's message (not a heartbeat, cron job or
+    /// announcement): what `session.reset`'s idle window counts from. `None` until the first.
+    pub last_interaction_at_ms: Option<u64>,
 }
 
 impl SessionEntry {
@@ -99,7 +102,23 @@ impl SessionEntry {
 }
 
 impl Record for SessionEntry {
-    const VERSION: u8 = 1;
+    const VERSION: u8 = 2;
+
+    /// Version 1 lacked `last_interaction_at_ms` (the last field): its bytes plus a postcard `None`
+    /// decode as version 2. Without a better witness, its last update counts as its last interaction.
+    fn upgrade(version: u8, body: &[u8]) -> Result<Self, String> {
+        match version {
+            1 => {
+                let mut bytes = body.to_vec();
+                bytes.push(0);
+                let mut entry: SessionEntry = postcard::from_bytes(&bytes)
+                    .map_err(|e| format!("malformed version 1 session: {e}"))?;
+                entry.last_interaction_at_ms = Some(entry.updated_at_ms);
+                Ok(entry)
+            }
+            other => Err(format!("unknown record version {other}")),
+        }
+    }
 }
 
 impl Store {
@@ -338,6 +357,26 @@ mod tests {
         }
         assert!(error.to_string().contains("agent:main:broken"));
         assert!(matches!(store.sessions(), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_version_1_entry_reads_with_its_last_update_as_its_last_interaction() {
+        let (_dir, store) = temp_store();
+        let mut entry = full_entry();
+        entry.updated_at_ms = 1_700_000_500_000;
+        // Version 1 was this record without its last field.
+        let mut v2 = postcard::to_stdvec(&entry).expect("encode");
+        assert_eq!(v2.pop(), Some(0), "the new last field, None");
+        let mut v1 = vec![1];
+        v1.extend(v2);
+        put_raw(&store, "agent:main:old", &v1);
+        let read = store
+            .session("agent:main:old")
+            .expect("read")
+            .expect("entry");
+        assert_eq!(read.last_interaction_at_ms, Some(1_700_000_500_000));
+        entry.last_interaction_at_ms = Some(1_700_000_500_000);
+        assert_eq!(read, entry);
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! `security`, `allowlist`) decides: run, refuse, or wait for an operator's
 //! decision through the context's approval gate.
 //!
+//! `tools.exec.host` picks where: `auto` (the default) in the sandbox when it
+//! confines the session, `sandbox` only there (refused in a session no sandbox
+//! confines), `gateway` on the host outside the sandbox in the agent's
+//! workspace, as upstream's hosts; upstream's `node` hosts do not exist here.
+//!
 //! A foreground command that is still running after its yield window (`yieldMs`, else
 //! `tools.exec.backgroundMs`, else 10 s; kept within 10 ms..120 s, as upstream) is not waited
 //! for: it becomes a background run in the process registry and the tool answers "still
@@ -17,6 +22,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::config::ExecHost;
 use crate::sandbox::exec::{validate_command, ExecRequest};
 use crate::sandbox::{BackgroundRun, RunState, SandboxPolicy, Termination};
 
@@ -99,6 +105,18 @@ pub fn policy_for(config: &crate::config::Config, agent_id: &str) -> SandboxPoli
         }
         policy.env.extend(limits.env.clone());
         apply_docker_cpu_and_ulimits(&mut policy, limits);
+        // `docker.user`: the ids the command has inside the user namespace; only that layer can
+        // give them, so a run without it is refused rather than run as the service user.
+        if let Some(user) = limits
+            .user
+            .as_deref()
+            .and_then(crate::config::parse_sandbox_user)
+        {
+            policy.user = Some(user);
+            if !policy.require.contains(&crate::sandbox::Layer::Namespaces) {
+                policy.require.push(crate::sandbox::Layer::Namespaces);
+            }
+        }
     }
     let exec = exec_settings(config, agent_id);
     if let Some(secs) = exec.pick(|e| e.timeout_sec) {
@@ -192,14 +210,35 @@ impl Tool for ExecTool {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let command = arg_str(&args, "command")?;
-            let view = sandbox_workspace::for_context(ctx)?;
-            let mut request = ExecRequest::new(command, view.root);
-            request.read_only_workspace = view.read_only;
+            let session =
+                sandbox_workspace::session_scope(&ctx.config, &ctx.agent_id, &ctx.session_key);
+            let mut policy = policy_for(&ctx.config, &ctx.agent_id);
+            let host = exec_settings(&ctx.config, &ctx.agent_id)
+                .pick(|e| e.host)
+                .unwrap_or_default();
+            let (root, read_only) = match host {
+                ExecHost::Sandbox if !policy.confines(session) => {
+                    return Err(ToolError::Denied(
+                        "exec host=sandbox (tools.exec.host) needs a sandbox for this session: set agents.defaults.sandbox.mode to \"non-main\" or \"all\", or tools.exec.host to \"auto\" or \"gateway\"".to_owned(),
+                    ));
+                }
+                // On the gateway's host, outside the sandbox, in the agent's workspace (upstream's
+                // `gateway` host; the approval policy still decides first).
+                ExecHost::Gateway => {
+                    policy.mode = crate::sandbox::SandboxMode::Off;
+                    (ctx.workspace.clone(), None)
+                }
+                ExecHost::Auto | ExecHost::Sandbox | ExecHost::Node => {
+                    let view = sandbox_workspace::for_context(ctx)?;
+                    (view.root, view.read_only)
+                }
+            };
+            let mut request = ExecRequest::new(command, root);
+            request.read_only_workspace = read_only;
             request.workdir = args.get("workdir").and_then(Value::as_str).map(Into::into);
             request.timeout = arg_u64(&args, "timeout")?.map(Duration::from_secs);
-            request.session =
-                sandbox_workspace::session_scope(&ctx.config, &ctx.agent_id, &ctx.session_key);
-            request.policy = policy_for(&ctx.config, &ctx.agent_id);
+            request.session = session;
+            request.policy = policy;
             tokio::select! {
                 checked = check_approval(ctx, &request) => checked?,
                 _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),

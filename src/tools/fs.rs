@@ -57,13 +57,7 @@ pub(crate) fn reaches_host(ctx: &ToolContext) -> bool {
     if workspace_only {
         return false;
     }
-    let mode_set = agent
-        .and_then(|a| a.sandbox.as_ref())
-        .and_then(|s| s.mode)
-        .or(config.agents.defaults.sandbox.as_ref().and_then(|s| s.mode))
-        .is_some();
-    let scope = sandbox_workspace::session_scope(config, &ctx.agent_id, &ctx.session_key);
-    !(mode_set && super::exec::policy_for(config, &ctx.agent_id).confines(scope))
+    !sandbox_workspace::confined_by_config(config, &ctx.agent_id, &ctx.session_key)
 }
 
 /// The file a tool opens: confined to what the session's workspace view

@@ -22,8 +22,14 @@ pub struct MemoryGetTool;
 
 type MemoryCall = fn(&MemoryService, &Value) -> Result<Value, MemoryToolError>;
 
-/// Runs one memory call on the blocking pool (sync, ONNX inference, LMDB).
-async fn call(ctx: &ToolContext, args: Value, f: MemoryCall) -> Result<ToolOutput, ToolError> {
+/// Runs one memory call on the blocking pool (sync, ONNX inference, LMDB); a search first brings the
+/// index up to date as `sync.onSearch` / `sync.onSessionStart` say, a read waits for the first sync.
+async fn call(
+    ctx: &ToolContext,
+    args: Value,
+    f: MemoryCall,
+    search: bool,
+) -> Result<ToolOutput, ToolError> {
     let access = ctx.services.memory.clone().ok_or_else(|| {
         ToolError::Failed("memory search is not available in this process".into())
     })?;
@@ -36,8 +42,14 @@ async fn call(ctx: &ToolContext, args: Value, f: MemoryCall) -> Result<ToolOutpu
             ctx.agent_id
         )));
     }
+    let session_key = ctx.session_key.clone();
     let work = tokio::task::spawn_blocking(move || {
-        if let Err(error) = service.ensure_synced() {
+        let synced = if search {
+            service.before_search(Some(&session_key))
+        } else {
+            service.ensure_synced()
+        };
+        if let Err(error) = synced {
             log::warn!("memory: sync before a tool call failed: {error}");
         }
         f(&service, &args).map_err(|error| match error {
@@ -72,7 +84,7 @@ impl Tool for MemorySearchTool {
         }, "required": ["query"]})
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(call(ctx, args, crate::memory::tools::search))
+        Box::pin(call(ctx, args, crate::memory::tools::search, true))
     }
 }
 
@@ -91,6 +103,6 @@ impl Tool for MemoryGetTool {
         }, "required": ["path"]})
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
-        Box::pin(call(ctx, args, crate::memory::tools::get))
+        Box::pin(call(ctx, args, crate::memory::tools::get, false))
     }
 }

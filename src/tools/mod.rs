@@ -200,7 +200,7 @@ impl ToolRegistry {
             Arc::new(sessions_spawn::SessionsSpawnTool),
             Arc::new(subagents::SubagentsTool),
             Arc::new(cron::CronTool),
-            Arc::new(web_fetch::WebFetchTool),
+            Arc::new(web_fetch::WebFetchTool::default()),
             Arc::new(message::MessageTool),
             Arc::new(memory::MemorySearchTool),
             Arc::new(memory::MemoryGetTool),

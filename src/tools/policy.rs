@@ -2,7 +2,9 @@
 //! then the global allow / alsoAllow / deny, then `tools.byProvider` for the
 //! run's model, then the agent's, then the agent's `byProvider`. A deny of
 //! any layer wins over an alsoAllow of a later one; `group:<name>` expands
-//! to a tool group and `*` matches everything.
+//! to a tool group and `*` matches everything. Sub-agent sessions lose more
+//! by depth (`restrict_for_depth`), and sessions a configured sandbox confines
+//! keep only what `tools.sandbox.tools` allows (`restrict_for_sandbox`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -121,6 +123,11 @@ fn by_provider<'a>(
     find(&full).or_else(|| find(model.provider))
 }
 
+/// Whether the config switches a tool off altogether (`tools.web.fetch.enabled: false`).
+fn switched_off(config: &Config, tool: &str) -> bool {
+    tool == "web_fetch" && !config.tools.web.fetch.enabled
+}
+
 /// The tools `agent_id` may use with `model`, out of `available`.
 pub fn allowed_tools(
     config: &Config,
@@ -128,6 +135,12 @@ pub fn allowed_tools(
     model: Option<RunModel<'_>>,
     available: &[&str],
 ) -> Vec<String> {
+    let available: Vec<&str> = available
+        .iter()
+        .copied()
+        .filter(|t| !switched_off(config, t))
+        .collect();
+    let available = available.as_slice();
     let tools = &config.tools;
     let mut layers = vec![Layer {
         profile: tools.profile,
@@ -161,6 +174,97 @@ pub fn allowed_tools(
             .any(|layer| layer.deny.iter().any(|p| matches(p, t)))
     });
     set.into_iter().collect()
+}
+
+/// What a sandboxed session may use when `tools.sandbox.tools.allow` is unset (upstream's default
+/// allowlist; names pincer has no tool for match nothing).
+pub const SANDBOX_DEFAULT_ALLOW: &[&str] = &[
+    "exec",
+    "process",
+    "read",
+    "ls",
+    "write",
+    "edit",
+    "apply_patch",
+    "view_image",
+    "sessions_list",
+    "sessions_history",
+    "sessions_search",
+    "sessions_send",
+    "sessions_spawn",
+    "sessions_yield",
+    "subagents",
+    "session_status",
+];
+/// What a sandboxed session never gets when `tools.sandbox.tools.deny` is unset (upstream's default
+/// denylist: scheduling, gateway control, devices and the chat channels' own tools), less what the
+/// configured allow lists name.
+pub const SANDBOX_DEFAULT_DENY: &[&str] = &[
+    "browser",
+    "canvas",
+    "computer",
+    "mobile_ui",
+    "nodes",
+    "cron",
+    "automations",
+    "gateway",
+    "telegram",
+    "discord",
+    "slack",
+];
+
+/// The tool policy of a session a configured sandbox confines (`tools.sandbox.tools`, an agent's own
+/// lists over the global ones, each list on its own), as upstream resolves it: `allow` (plus
+/// `alsoAllow`) replaces the default allowlist, `alsoAllow` alone extends it, an empty `allow` leaves
+/// no allowlist; `deny` replaces the default denylist, which otherwise loses what the allow lists
+/// name. Deny wins.
+pub fn restrict_for_sandbox(config: &Config, agent_id: &str, tools: Vec<String>) -> Vec<String> {
+    let global = &config.tools.sandbox.tools;
+    let own = config
+        .agents
+        .entry(agent_id)
+        .and_then(|a| a.tools.as_ref())
+        .map(|t| &t.sandbox.tools);
+    let pick = |list: fn(&crate::config::SandboxToolPolicy) -> &Option<Vec<String>>| {
+        own.and_then(|p| list(p).as_ref())
+            .or(list(global).as_ref())
+            .cloned()
+    };
+    let (allow, also_allow, deny) = (
+        pick(|p| &p.allow),
+        pick(|p| &p.also_allow),
+        pick(|p| &p.deny),
+    );
+    let extra = also_allow.clone().unwrap_or_default();
+    let allowlist: Vec<String> = match allow.clone() {
+        Some(base) if base.is_empty() => Vec::new(),
+        Some(base) => base.into_iter().chain(extra).collect(),
+        None => SANDBOX_DEFAULT_ALLOW
+            .iter()
+            .map(|t| t.to_string())
+            .chain(extra)
+            .collect(),
+    };
+    let denylist: Vec<String> = match deny {
+        Some(deny) => deny,
+        None => {
+            let named: Vec<String> = allow
+                .into_iter()
+                .flatten()
+                .chain(also_allow.into_iter().flatten())
+                .collect();
+            SANDBOX_DEFAULT_DENY
+                .iter()
+                .filter(|t| !named.iter().any(|p| matches(p, t)))
+                .map(|t| t.to_string())
+                .collect()
+        }
+    };
+    tools
+        .into_iter()
+        .filter(|t| !denylist.iter().any(|p| matches(p, t)))
+        .filter(|t| allowlist.is_empty() || allowlist.iter().any(|p| matches(p, t)))
+        .collect()
 }
 
 /// Tools no sub-agent gets: gateway and scheduling control, messaging other sessions, status and memory
@@ -342,5 +446,42 @@ mod tests {
         assert!(tools.contains(&"read".to_string()));
         assert!(!tools.contains(&"exec".to_string()));
         assert!(!tools.contains(&"write".to_string()));
+    }
+
+    #[test]
+    fn sandboxed_sessions_keep_the_sandbox_allowlist_and_lose_its_denylist() {
+        let available = names(&[
+            "read",
+            "exec",
+            "web_fetch",
+            "cron",
+            "memory_search",
+            "sessions_list",
+        ]);
+        let config = Config::default();
+        assert_eq!(
+            restrict_for_sandbox(&config, "main", available.clone()),
+            names(&["read", "exec", "sessions_list"])
+        );
+        let config: Config = serde_json::from_value(serde_json::json!({
+            "tools": {"sandbox": {"tools": {"alsoAllow": ["cron", "web_fetch"], "deny": ["exec"]}}},
+            "agents": {"list": [{"id": "ops", "tools": {"sandbox": {"tools": {"allow": []}}}}]}
+        }))
+        .expect("config");
+        assert_eq!(
+            restrict_for_sandbox(&config, "main", available.clone()),
+            names(&["read", "web_fetch", "cron", "sessions_list"])
+        );
+        // An empty allow leaves no allowlist; the global deny still applies.
+        assert_eq!(
+            restrict_for_sandbox(&config, "ops", available),
+            names(&[
+                "read",
+                "web_fetch",
+                "cron",
+                "memory_search",
+                "sessions_list"
+            ])
+        );
     }
 }

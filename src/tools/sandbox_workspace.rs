@@ -62,18 +62,36 @@ impl ToolWorkspace {
 /// The tools that write files, which `ro` disables.
 pub const WRITING_TOOLS: [&str; 3] = ["write", "edit", "apply_patch"];
 
-/// `tools` without the writing ones when the session's access is `ro` (upstream does not offer
-/// them then).
+/// `tools` as a sandboxed session may use them: in a session a configured sandbox confines, only
+/// what `tools.sandbox.tools` allows, and without the writing ones when the session's access is
+/// `ro` (upstream does not offer them then).
 pub fn restrict_tools(
     config: &Config,
     agent_id: &str,
     session_key: &str,
     mut tools: Vec<String>,
 ) -> Vec<String> {
+    if confined_by_config(config, agent_id, session_key) {
+        tools = super::policy::restrict_for_sandbox(config, agent_id, tools);
+    }
     if access_for(config, agent_id, session_key) == WorkspaceAccess::Ro {
         tools.retain(|t| !WRITING_TOOLS.contains(&t.as_str()));
     }
     tools
+}
+
+/// Whether a sandbox the config turns on (`sandbox.mode` set, the agent's or the defaults') confines
+/// this session, as upstream's sandbox would; pincer's implicit confinement (no mode set) does not
+/// count, so sessions of a config without a sandbox keep their tools and host-path rules.
+pub fn confined_by_config(config: &Config, agent_id: &str, session_key: &str) -> bool {
+    let (agent, defaults) = sandbox_blocks(config, agent_id);
+    let mode_set = agent.and_then(|s| s.mode).or(defaults.and_then(|s| s.mode));
+    mode_set.is_some()
+        && super::exec::policy_for(config, agent_id).confines(session_scope(
+            config,
+            agent_id,
+            session_key,
+        ))
 }
 
 /// `main` or not, for `sandbox.mode: "non-main"`.

@@ -1,5 +1,7 @@
 //! `sessions_list`, `sessions_history` and `session_status`: what the agent
-//! may see of sessions, read from the store.
+//! may see of sessions, read from the store. The sessions it may list or read
+//! are those `tools.sessions.visibility` (and, across agents,
+//! `tools.agentToAgent`) let it reach, as for `sessions_send`.
 
 use serde_json::{json, Value};
 
@@ -7,6 +9,21 @@ use super::{arg_str, arg_u64, Tool, ToolContext, ToolError, ToolFuture, ToolOutp
 
 fn store_error(e: crate::store::StoreError) -> ToolError {
     ToolError::Failed(format!("session store: {e}"))
+}
+
+/// Whether this run's session may reach `key` (see `sessions_send::check_visible`).
+fn visible(
+    ctx: &ToolContext,
+    key: &str,
+    spawned_by: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    super::sessions_send::check_visible(
+        &ctx.config,
+        &ctx.session_key,
+        &ctx.agent_id,
+        key,
+        spawned_by,
+    )
 }
 
 pub struct SessionsListTool;
@@ -29,6 +46,7 @@ impl Tool for SessionsListTool {
                 .sessions()
                 .map_err(store_error)?
                 .into_iter()
+                .filter(|(key, e)| visible(ctx, key, e.spawned_by.as_deref()).is_ok())
                 .take(limit)
                 .map(|(key, e)| json!({"key": key, "label": e.label, "updatedAt": e.updated_at_ms, "totalTokens": e.total_tokens}))
                 .collect();
@@ -63,6 +81,8 @@ impl Tool for SessionsHistoryTool {
                 .session(key)
                 .map_err(store_error)?
                 .ok_or_else(|| ToolError::Failed(format!("no session {key}")))?;
+            visible(ctx, key, entry.spawned_by.as_deref())
+                .map_err(|(_, message)| ToolError::Denied(message))?;
             let lines: Vec<String> = ctx
                 .store
                 .transcript_tail(&entry.session_id, limit)

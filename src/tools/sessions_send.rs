@@ -167,11 +167,34 @@ pub fn check_send_allowed(
             "sessions_send cannot target the current session; answer here instead".into(),
         ));
     }
+    check_visible(
+        config,
+        requester_key,
+        requester_agent,
+        target_key,
+        target_spawned_by,
+    )
+}
+
+/// Whether the session tools (`sessions_list`, `sessions_history`, `sessions_send`) of a session may
+/// reach `target_key`, by `tools.sessions.visibility` (`self`: only its own session; `tree`: also the
+/// sessions it spawned; `agent`: its agent's sessions; `all`: any, another agent's only as
+/// `tools.agentToAgent` allows): `Err((status, message))` when not.
+pub fn check_visible(
+    config: &Config,
+    requester_key: &str,
+    requester_agent: &str,
+    target_key: &str,
+    target_spawned_by: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    if target_key == requester_key {
+        return Ok(());
+    }
     let visibility = config.tools.sessions.visibility;
     let target_agent = agent_of_key(target_key).unwrap_or(requester_agent);
     if target_agent != requester_agent {
         if visibility != SessionsVisibility::All {
-            return Err(("forbidden", "Session send visibility is restricted. Set tools.sessions.visibility=all to allow cross-agent access.".into()));
+            return Err(("forbidden", "Session visibility is restricted. Set tools.sessions.visibility=all to allow cross-agent access.".into()));
         }
         let a2a = &config.tools.agent_to_agent;
         if !a2a.enabled {
@@ -188,8 +211,8 @@ pub fn check_send_allowed(
         return Ok(());
     }
     match visibility {
-        SessionsVisibility::OwnSession => Err(("forbidden", "Session send visibility is restricted to the current session (tools.sessions.visibility=self).".into())),
-        SessionsVisibility::Tree if target_spawned_by != Some(requester_key) => Err(("forbidden", "Session send visibility is restricted to the current session tree (tools.sessions.visibility=tree).".into())),
+        SessionsVisibility::OwnSession => Err(("forbidden", "Session visibility is restricted to the current session (tools.sessions.visibility=self).".into())),
+        SessionsVisibility::Tree if target_spawned_by != Some(requester_key) => Err(("forbidden", "Session visibility is restricted to the current session tree (tools.sessions.visibility=tree).".into())),
         _ => Ok(()),
     }
 }

@@ -351,7 +351,13 @@ async fn an_agent_turn_in_a_session_idle_past_idle_minutes_runs_in_a_new_session
         let store = Store::open(&gateway.data_dir().join("store"), StoreOptions::default())
             .expect("open the gateway's store");
         let mut entry = store.session(MAIN_KEY).expect("read").expect("exists");
+        assert!(
+            entry.last_interaction_at_ms.is_some(),
+            "an agent turn is the user's interaction"
+        );
         entry.updated_at_ms -= 31 * 60_000;
+        entry.created_at_ms -= 31 * 60_000;
+        entry.last_interaction_at_ms = entry.last_interaction_at_ms.map(|at| at - 31 * 60_000);
         store.put_session(MAIN_KEY, &entry).expect("write");
     }
     gateway.crash_and_restart(&config, &args);

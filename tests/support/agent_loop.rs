@@ -107,6 +107,8 @@ impl LoopHarness {
             extra_system_prompt: None,
             label: None,
             channel: None,
+            skill_filter: None,
+            interaction: true,
         };
         let (events, mut received) = mpsc::channel(4096);
         let input = LoopInput {

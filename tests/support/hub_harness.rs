@@ -33,12 +33,23 @@ pub struct Hub {
 /// A gateway state with the recording channel as `telegram`; `telegram`
 /// holds extra keys of `channels.telegram`, `extra` extra top-level keys.
 pub async fn start(telegram: &str, extra: &str, abilities: Abilities) -> Hub {
+    start_with_agents(telegram, "", extra, abilities).await
+}
+
+/// As [`start`], with `agents` holding keys of the `agents` section after
+/// `defaults` (`defaults` itself only names the fake model).
+pub async fn start_with_agents(
+    telegram: &str,
+    agents: &str,
+    extra: &str,
+    abilities: Abilities,
+) -> Hub {
     let fake = FakeOpenAi::start().await;
     let text = format!(
         r#"{{
   models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
                                    models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
-  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }}, {agents} }},
   channels: {{ telegram: {{ botToken: "123:abc", {telegram} }} }},
   {extra}
 }}"#,

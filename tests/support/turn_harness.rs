@@ -100,6 +100,8 @@ impl Harness {
             extra_system_prompt: Some("EXTRA-INSTRUCTIONS".into()),
             label: None,
             channel: None,
+            skill_filter: None,
+            interaction: true,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });

@@ -1,6 +1,6 @@
 //! What the config allows a sub-agent spawn: the depth and children limits,
 //! which agents a requester may spawn into (`allowAgents`), and the child's
-//! model and run timeout. Read-only over the config; the registry
+//! model, thinking level and run timeout. Read-only over the config; the registry
 //! (`subagents/mod.rs`) applies the answers.
 
 use super::{SubagentError, MAX_SPAWN_DEPTH_LIMIT};
@@ -93,6 +93,37 @@ pub(super) fn check_target_agent(
             allowed.join(", ")
         },
     })
+}
+
+/// The child's thinking level: the request's, else `subagents.thinking` of the requester agent, of the
+/// target agent, of the defaults (upstream's order); `None` leaves the child's session without one.
+pub(super) fn child_thinking(
+    config: &Config,
+    requester: &str,
+    target: &str,
+    requested: Option<&str>,
+) -> Option<String> {
+    let own = |agent: &str| {
+        config
+            .agents
+            .entry(agent)
+            .and_then(|a| a.subagents.as_ref())
+            .and_then(|s| s.thinking.clone())
+    };
+    let defaults = || {
+        config
+            .agents
+            .defaults
+            .subagents
+            .as_ref()
+            .and_then(|s| s.thinking.clone())
+    };
+    requested
+        .map(str::to_string)
+        .or_else(|| own(requester))
+        .or_else(|| own(target))
+        .or_else(defaults)
+        .filter(|level| !level.trim().is_empty())
 }
 
 /// The child's model: the request's, else the agent's or the defaults' `subagents.model`.

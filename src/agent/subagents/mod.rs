@@ -20,7 +20,8 @@ use futures_util::future::BoxFuture;
 
 pub use self::config::max_spawn_depth;
 use self::config::{
-    check_agent_named, check_target_agent, child_model, child_timeout_ms, max_children,
+    check_agent_named, check_target_agent, child_model, child_thinking, child_timeout_ms,
+    max_children,
 };
 use self::prompt::{announce_message, child_system_prompt, ChildPromptParts};
 use self::steer::LiveTurns;
@@ -177,7 +178,20 @@ impl SubagentRegistry {
             .map(crate::routing::session_key::normalize_agent_id)
             .unwrap_or_else(|| requester.agent_id.clone());
         check_target_agent(config, &requester.agent_id, &agent_id)?;
-        let thinking = request.thinking.clone();
+        let thinking = child_thinking(
+            config,
+            &requester.agent_id,
+            &agent_id,
+            request.thinking.as_deref(),
+        );
+        if let Some(level) = thinking
+            .as_deref()
+            .filter(|l| crate::agent::failover::ThinkingLevel::parse(l).is_none())
+        {
+            return Err(SubagentError::Invalid(format!(
+                "invalid thinking level {level:?} (off, minimal, low, medium, high, xhigh)"
+            )));
+        }
         let run = new_record(config, requester, request, agent_id, depth + 1);
         let mut entry = SessionEntry::new(uuid::Uuid::new_v4().to_string(), run.created_at_ms);
         entry.spawned_by = Some(run.requester_session_key.clone());
@@ -243,6 +257,8 @@ impl SubagentRegistry {
             extra_system_prompt: Some(prompt),
             label: run.label.clone(),
             channel: None,
+            skill_filter: None,
+            interaction: false,
         }
     }
 

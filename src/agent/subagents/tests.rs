@@ -315,6 +315,52 @@ async fn require_agent_id_refuses_a_spawn_that_names_no_agent() {
         .expect("the agent relaxes it");
 }
 
+/// The child session's thinking level: the spawn's own, else `subagents.thinking` of the requester, of the
+/// target agent, of the defaults.
+#[tokio::test]
+async fn the_child_thinks_at_the_configured_subagent_level_unless_the_spawn_says_otherwise() {
+    let thinking_of = |config: &Config, request: SpawnRequest| {
+        let f = fixture();
+        let run = f
+            .registry
+            .spawn(config, &main_requester(), request)
+            .expect("spawn");
+        f.store
+            .session(&run.child_session_key)
+            .expect("read")
+            .expect("child")
+            .thinking_level
+    };
+    let defaults =
+        config(serde_json::json!({"agents": {"defaults": {"subagents": {"thinking": "low"}}}}));
+    assert_eq!(thinking_of(&defaults, task("a")).as_deref(), Some("low"));
+    let own = config(serde_json::json!({"agents": {
+        "defaults": {"subagents": {"thinking": "low", "allowAgents": ["*"]}},
+        "list": [{"id": "main", "subagents": {"thinking": "high"}}, {"id": "ops", "subagents": {"thinking": "minimal"}}]}}));
+    assert_eq!(thinking_of(&own, task("b")).as_deref(), Some("high"));
+    let into_ops = SpawnRequest {
+        agent_id: Some("ops".into()),
+        ..task("c")
+    };
+    // The requester's own setting comes before the target's.
+    assert_eq!(thinking_of(&own, into_ops).as_deref(), Some("high"));
+    let asked = SpawnRequest {
+        thinking: Some("off".into()),
+        ..task("d")
+    };
+    assert_eq!(thinking_of(&own, asked).as_deref(), Some("off"));
+    assert_eq!(thinking_of(&Config::default(), task("e")), None);
+    let bad = SpawnRequest {
+        thinking: Some("loud".into()),
+        ..task("f")
+    };
+    let error = fixture()
+        .registry
+        .spawn(&Config::default(), &main_requester(), bad)
+        .expect_err("unknown level");
+    assert!(error.to_string().contains("loud"), "{error}");
+}
+
 #[tokio::test]
 async fn kill_cascades_to_grandchildren_and_announces_nothing() {
     let f = fixture();

@@ -200,6 +200,7 @@ pub fn translate_message(
             .as_ref()
             .map(|m| m.roles.clone())
             .unwrap_or_default(),
+        agent_override: None,
     };
     Some(InboundEvent {
         channel: CHANNEL_ID.into(),

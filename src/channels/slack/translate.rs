@@ -121,6 +121,7 @@ pub fn translate_event(payload: &Value, ctx: &TranslateContext) -> Option<Inboun
         guild_id: None,
         team_id,
         member_roles: Vec::new(),
+        agent_override: None,
     };
     Some(InboundEvent {
         channel: CHANNEL_ID.into(),

@@ -311,5 +311,6 @@ fn entry_from(fields: &Map<String, Value>) -> Result<SessionEntry, String> {
             .unwrap_or(0),
         last_heartbeat_text: text(fields, "lastHeartbeatText"),
         last_heartbeat_sent_at_ms: number(fields, "lastHeartbeatSentAt"),
+        last_interaction_at_ms: number(fields, "lastInteractionAt"),
     })
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::automation::{AgentSubagentsConfig, HeartbeatConfig, SubagentsConfig};
 use super::common::{
-    BlockStreamingChunk, BlockStreamingCoalesce, GroupChatConfig, HumanDelayConfig, TypingMode,
+    AgentGroupChatConfig, BlockStreamingChunk, BlockStreamingCoalesce, HumanDelayConfig, TypingMode,
 };
 use super::memory::MemorySearchConfig;
 use super::sandbox::SandboxConfig;
@@ -177,7 +177,7 @@ pub struct AgentEntry {
     pub memory_search: Option<MemorySearchConfig>,
     pub human_delay: Option<HumanDelayConfig>,
     pub heartbeat: Option<HeartbeatConfig>,
-    pub group_chat: Option<GroupChatConfig>,
+    pub group_chat: Option<AgentGroupChatConfig>,
     pub subagents: Option<AgentSubagentsConfig>,
     pub sandbox: Option<SandboxConfig>,
     pub tools: Option<AgentToolsConfig>,

@@ -124,6 +124,16 @@ pub struct GroupChatConfig {
     pub history_limit: Option<u32>,
 }
 
+/// `agents.list[].groupChat`: an agent's own mention patterns. Upstream also
+/// accepts `historyLimit` here and never reads it (only
+/// `messages.groupChat.historyLimit` counts), so pincer refuses it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AgentGroupChatConfig {
+    /// Replaces `messages.groupChat.mentionPatterns` for this agent.
+    pub mention_patterns: Option<Vec<String>>,
+}
+
 /// Compiled size allowed for one mention pattern (the regex crate's
 /// `size_limit`): a pattern past it is refused, so a hostile or careless
 /// pattern cannot take unbounded memory.
@@ -199,9 +209,27 @@ pub struct AllowDeny {
     pub deny: Vec<String>,
 }
 
-/// Wrapper used by `tools.sandbox` and `tools.subagents`.
+/// Wrapper used by `tools.subagents`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ToolsScope {
     pub tools: AllowDeny,
+}
+
+/// `tools.sandbox` (and an agent's): the tool policy of sessions a configured
+/// sandbox confines. Each list is kept as written, set or not: an unset
+/// `allow` means upstream's default allowlist and an unset `deny` its default
+/// denylist, while an empty list written out means "none".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SandboxToolsScope {
+    pub tools: SandboxToolPolicy,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SandboxToolPolicy {
+    pub allow: Option<Vec<String>>,
+    pub also_allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
 }

@@ -1,9 +1,12 @@
 //! The `cron` section: whether scheduled jobs run, how many at once,
-//! webhook delivery, and how many run-log lines each job keeps.
+//! the bearer token of webhook deliveries, and how many run-log lines each
+//! job keeps.
 //!
 //! Names and defaults follow OpenClaw's cron schema (`cron.enabled` on
 //! unless false, run logs of 2000 lines). pincer keeps run logs in its
-//! database by line count, so upstream's `runLog.maxBytes` is unsupported.
+//! database by line count, so upstream's `runLog.maxBytes` is unsupported,
+//! and the retired global `cron.webhook` (upstream moved it into each job's
+//! `delivery`) is too.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,8 +21,6 @@ pub struct CronConfig {
     pub store: Option<String>,
     /// Concurrent cron runs (the cron lane); unset: the board profile's (upstream's default is 1).
     pub max_concurrent_runs: Option<u32>,
-    /// Legacy webhook for jobs with `notify: true`.
-    pub webhook: Option<String>,
     /// Bearer token for webhook delivery.
     pub webhook_token: Option<String>,
     pub run_log: CronRunLogConfig,
@@ -31,7 +32,6 @@ impl Default for CronConfig {
             enabled: true,
             store: None,
             max_concurrent_runs: None,
-            webhook: None,
             webhook_token: None,
             run_log: CronRunLogConfig::default(),
         }

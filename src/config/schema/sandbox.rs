@@ -82,7 +82,7 @@ pub struct SandboxConfig {
 pub struct SandboxLimits {
     /// "none" or "bridge"; "host" is refused.
     pub network: Option<String>,
-    /// "uid:gid" to run as.
+    /// "uid" or "uid:gid" (numbers) commands run as inside the sandbox.
     pub user: Option<String>,
     pub env: BTreeMap<String, String>,
     pub pids_limit: Option<u32>,
@@ -93,6 +93,21 @@ pub struct SandboxLimits {
     pub cpus: Option<f64>,
     /// Resource limits by name (`nofile`, `nproc`, `fsize`).
     pub ulimits: BTreeMap<String, Ulimit>,
+}
+
+/// `docker.user` as numbers: `"uid"` (gid 0, as Docker gives a bare numeric uid) or `"uid:gid"`;
+/// `None` for anything else (validation refuses it: the sandbox has no user database for names).
+pub fn parse_sandbox_user(text: &str) -> Option<(u32, u32)> {
+    let (uid, gid) = match text.trim().split_once(':') {
+        Some((uid, gid)) => (uid, Some(gid)),
+        None => (text.trim(), None),
+    };
+    let uid = uid.parse().ok()?;
+    let gid = match gid {
+        Some(gid) => gid.parse().ok()?,
+        None => 0,
+    };
+    Some((uid, gid))
 }
 
 impl SandboxLimits {

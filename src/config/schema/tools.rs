@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{ToolPolicy, ToolProfile, ToolsScope};
+use super::common::{SandboxToolsScope, ToolPolicy, ToolProfile, ToolsScope};
 
-/// Hard cap on characters returned by `web_fetch`.
-pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 50_000;
+/// Hard cap on characters returned by `web_fetch` (upstream's default).
+pub const DEFAULT_WEB_FETCH_MAX_CHARS_CAP: u32 = 20_000;
 /// Redirects `web_fetch` follows.
 pub const DEFAULT_WEB_FETCH_MAX_REDIRECTS: u32 = 3;
 
@@ -33,7 +33,7 @@ pub struct ToolsConfig {
     pub agent_to_agent: AgentToAgentConfig,
     pub loop_detection: Option<LoopDetectionConfig>,
     pub subagents: ToolsScope,
-    pub sandbox: ToolsScope,
+    pub sandbox: SandboxToolsScope,
 }
 
 /// `agents.list[].tools`: the same policy keys, scoped to one agent.
@@ -48,7 +48,7 @@ pub struct AgentToolsConfig {
     pub exec: Option<ExecToolConfig>,
     pub fs: Option<FsToolsConfig>,
     pub loop_detection: Option<LoopDetectionConfig>,
-    pub sandbox: ToolsScope,
+    pub sandbox: SandboxToolsScope,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -68,6 +68,16 @@ pub struct WebFetchConfig {
     pub cache_ttl_minutes: Option<f64>,
     pub max_redirects: u32,
     pub user_agent: Option<String>,
+    pub ssrf_policy: WebFetchSsrfPolicy,
+}
+
+/// `tools.web.fetch.ssrfPolicy`: only `allowedHostnames` (exact hostnames or IP literals fetched
+/// even when they resolve to a private, loopback or link-local address); upstream's other SSRF keys
+/// are refused (`unsupported.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WebFetchSsrfPolicy {
+    pub allowed_hostnames: Vec<String>,
 }
 
 impl Default for WebFetchConfig {
@@ -81,6 +91,7 @@ impl Default for WebFetchConfig {
             cache_ttl_minutes: None,
             max_redirects: DEFAULT_WEB_FETCH_MAX_REDIRECTS,
             user_agent: None,
+            ssrf_policy: WebFetchSsrfPolicy::default(),
         }
     }
 }
@@ -221,6 +232,6 @@ mod tests {
         assert_eq!(tools.exec.effective_security(), ExecSecurity::Allowlist);
         assert_eq!(tools.web.fetch.max_chars, Some(20000));
         assert_eq!(tools.sessions.visibility, SessionsVisibility::OwnSession);
-        assert_eq!(tools.sandbox.tools.allow, vec!["exec".to_string()]);
+        assert_eq!(tools.sandbox.tools.allow, Some(vec!["exec".to_string()]));
     }
 }

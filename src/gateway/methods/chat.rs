@@ -123,6 +123,8 @@ fn start_agent(
         extra_system_prompt: p.opt_str("extraSystemPrompt")?.map(str::to_string),
         label: p.opt_str("label")?.map(str::to_string),
         channel: p.opt_str("channel")?.map(str::to_string),
+        skill_filter: None,
+        interaction: true,
     };
     roll_over_if_stale(state, &spec, now);
     let ack = json!({"runId": key, "status": "accepted", "acceptedAt": now});

@@ -196,6 +196,8 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob, slot: LaneS
         extra_system_prompt: None,
         label: Some(format!("cron: {}", job.name)),
         channel: None,
+        skill_filter: None,
+        interaction: false,
     };
     let (tap, mut events) = mpsc::channel(64);
     let origin = RunOrigin {

@@ -34,12 +34,7 @@ fn service(
         }
         None => config.agents.default_agent_id(),
     };
-    let service = state.services.memory.service(&config, &agent_id);
-    // Answers wait for the first sync of this process (the watcher's, or this one).
-    if let Err(error) = service.ensure_synced() {
-        log::warn!("memory: sync for agent {agent_id} failed: {error}");
-    }
-    Ok(service)
+    Ok(state.services.memory.service(&config, &agent_id))
 }
 
 fn tool_error(error: MemoryToolError) -> ErrorShape {
@@ -55,6 +50,13 @@ fn tool_error(error: MemoryToolError) -> ErrorShape {
 pub fn status(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
     let params = Params::new("memory.status", params)?;
     let service = service(state, &params)?;
+    // The status waits for the first sync of this process (the watcher's, or this one).
+    if let Err(error) = service.ensure_synced() {
+        log::warn!(
+            "memory: sync for agent {} failed: {error}",
+            service.agent_id()
+        );
+    }
     let status = service
         .status()
         .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
@@ -65,6 +67,13 @@ pub fn status(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorS
 pub fn search(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
     let parsed = Params::new("memory.search", params)?;
     let service = service(state, &parsed)?;
+    // First the index is brought up to date as `sync.onSearch` says.
+    if let Err(error) = service.before_search(None) {
+        log::warn!(
+            "memory: sync for agent {} failed: {error}",
+            service.agent_id()
+        );
+    }
     tools::search(&service, params).map_err(tool_error)
 }
 
