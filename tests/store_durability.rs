@@ -47,6 +47,7 @@ const LARGE_RECORD_BYTES: usize = 20_000;
 
 fn writer_options() -> StoreOptions {
     StoreOptions {
+        lock_dir: None,
         max_disk_bytes: 256 * 1024 * 1024,
         initial_map_bytes: 64 * 1024,
     }

@@ -644,6 +644,7 @@ mod tests {
     fn a_store_full_at_its_cap_accepts_writes_again_after_maintenance() {
         let dir = tempfile::tempdir().expect("temp dir");
         let options = crate::store::StoreOptions {
+            lock_dir: None,
             max_disk_bytes: 512 * 1024,
             initial_map_bytes: 64 * 1024,
         };

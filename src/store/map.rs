@@ -139,6 +139,7 @@ mod tests {
     fn small_store(initial_map_bytes: u64, max_disk_bytes: u64) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("temp dir");
         let options = StoreOptions {
+            lock_dir: None,
             max_disk_bytes,
             initial_map_bytes,
         };
@@ -206,6 +207,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let limit = 512 * KIB;
         let options = StoreOptions {
+            lock_dir: None,
             max_disk_bytes: limit,
             initial_map_bytes: MIN_MAP_BYTES,
         };

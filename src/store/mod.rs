@@ -18,6 +18,7 @@ mod devices;
 mod dm_pairing;
 mod env;
 mod group_commit;
+pub mod lock_file;
 pub use group_commit::{GroupFigures, MAX_GROUP_JOBS};
 mod maintenance;
 mod map;
@@ -83,6 +84,9 @@ pub struct StoreOptions {
     pub max_disk_bytes: u64,
     /// Map size at open; grows by doubling (capped at `max_disk_bytes`) whenever a write finds the map full.
     pub initial_map_bytes: u64,
+    /// Where LMDB's lock file lives (`lock_file.rs`): a RAM directory spares the disk the reader table's
+    /// writes. Default: `$PINCER_STORE_LOCK_DIR`, else beside the data file.
+    pub lock_dir: Option<PathBuf>,
 }
 
 impl Default for StoreOptions {
@@ -90,6 +94,7 @@ impl Default for StoreOptions {
         StoreOptions {
             max_disk_bytes: DEFAULT_MAX_DISK_BYTES,
             initial_map_bytes: DEFAULT_INITIAL_MAP_BYTES,
+            lock_dir: lock_file::lock_dir_from_env(),
         }
     }
 }
@@ -200,6 +205,15 @@ impl Store {
                     path: dir.to_path_buf(),
                     source,
                 })?;
+        }
+        if let Some(lock_dir) = &options.lock_dir {
+            if let Err(e) = lock_file::place(dir, lock_dir) {
+                log::warn!(
+                    "store: cannot keep the lock file in {} ({e}); it stays in {}",
+                    lock_dir.display(),
+                    dir.display()
+                );
+            }
         }
         let env = LmdbEnv::open(dir, options.initial_map_bytes, options.max_disk_bytes)?;
         log::debug!(
@@ -383,6 +397,7 @@ mod tests {
     fn options_below_the_minimum_map_are_rejected() {
         let dir = tempfile::tempdir().expect("temp dir");
         let tiny = StoreOptions {
+            lock_dir: None,
             max_disk_bytes: 4096,
             initial_map_bytes: DEFAULT_INITIAL_MAP_BYTES,
         };
@@ -391,6 +406,7 @@ mod tests {
             Err(StoreError::InvalidOptions { .. })
         ));
         let tiny_initial = StoreOptions {
+            lock_dir: None,
             max_disk_bytes: DEFAULT_MAX_DISK_BYTES,
             initial_map_bytes: 1,
         };
