@@ -17,6 +17,7 @@ pub mod pairing;
 pub mod params;
 pub mod send;
 pub mod sessions;
+pub mod update;
 pub mod views;
 
 use std::sync::Arc;
@@ -85,6 +86,7 @@ pub const METHODS: &[&str] = &[
     "agent.identity.get",
     "models.authStatus",
     "update.status",
+    "update.apply",
     "plugin.approval.list",
     "openclaw.approval.list",
     "question.list",
@@ -192,6 +194,13 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     if method == "send" {
         return send::send(state, &params).await.into();
     }
+    // Both wait for RAUC over D-Bus; an installation for minutes.
+    if method == "update.status" {
+        return update::status(&params).await.into();
+    }
+    if method == "update.apply" {
+        return update::apply(state, info, &params).await.into();
+    }
     if method == "chat.send" && chat::compact_command(&params).is_some() {
         return chat::compact(state, &params).await.into();
     }
@@ -275,7 +284,6 @@ fn dispatch_sync(
         "sessions.describe" => views::sessions_describe(state, &params).into(),
         "agent.identity.get" => views::agent_identity(state, &params).into(),
         "models.authStatus" => views::models_auth_status(state).into(),
-        "update.status" => Reply::Ok(views::update_status()),
         other => match views::absent_feature(other) {
             Some(answer) => answer.into(),
             None => Reply::Err(ErrorShape::invalid(format!("unknown method: {other}"))),

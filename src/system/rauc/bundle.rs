@@ -1,6 +1,12 @@
 //! What a bundle says about itself, read before it is installed: its manifest, through
-//! `rauc info --output-format=json` (RAUC verifies the signature against the system's keyring
-//! first, so only a signed manifest is believed), and the store schemas its pincer opens.
+//! `rauc info --no-verify --output-format=json`, and the store schemas its pincer opens.
+//!
+//! The manifest is read without verifying the bundle's signature, and it is only ever used to
+//! refuse: whatever passes goes to RAUC, which verifies the signature of everything it installs
+//! (and runs the bundle's install-check hook, which repeats the store check on the verified
+//! manifest). Verifying here as well would read the whole bundle once more: `rauc info` with
+//! verification peaked at 80 MB RSS for a 64 MiB bundle, 15 MB without (measured 2026-11-27),
+//! and it needs a file lease only the bundle's owner or root gets.
 //!
 //! The claim: the manifest's `build` field is a space-separated list of words, one of them
 //! `store-schema=<min>-<max>` (or `store-schema=<n>`), the LMDB store schema versions the
@@ -8,22 +14,16 @@
 //! `update.apply` and the bundle's install-check hook compare it with the store on this box.
 //! RAUC 1.8 has no custom manifest sections and its D-Bus `Info` returns only the compatible
 //! string and the version, hence the `build` field and `rauc info`.
-//!
-//! `rauc info` runs as the caller; RAUC takes a file lease on the bundle, which the kernel
-//! grants only to the file's owner (or root): a non-root caller must own the bundle.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-/// The environment variable naming RAUC's system.conf for `rauc info` (default: RAUC's own,
-/// `/etc/rauc/system.conf`).
-pub const RAUC_CONF_ENV: &str = "PINCER_RAUC_CONF";
 /// Most bytes of `rauc info` output read.
 const MAX_INFO_OUTPUT_BYTES: u64 = 256 * 1024;
-/// How long `rauc info` may take (it hashes nothing for a plain bundle but reads its signature).
+/// How long `rauc info` may take (without verification it reads the manifest only).
 const INFO_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The manifest fields pincer reads.
@@ -59,7 +59,7 @@ impl std::fmt::Display for SchemaRange {
 pub enum BundleError {
     #[error("cannot run `rauc info`: {0}")]
     Spawn(String),
-    /// RAUC's own words (a bad signature, a truncated bundle, a file it may not lease).
+    /// RAUC's own words (a truncated or malformed bundle, a file it cannot read).
     #[error("rauc info refused the bundle: {0}")]
     Refused(String),
     #[error("rauc info printed no manifest: {0}")]
@@ -112,23 +112,12 @@ pub fn check_store(manifest: &Manifest, store: Option<u32>) -> Result<(), Bundle
     }
 }
 
-/// RAUC's system.conf for `rauc info`: `explicit`, else `$PINCER_RAUC_CONF`, else RAUC's default.
-pub fn rauc_conf(explicit: Option<&Path>) -> Option<PathBuf> {
-    explicit.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os(RAUC_CONF_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })
-}
-
-/// Reads a bundle's manifest with `rauc info` (signature verified).
-pub async fn read_manifest(bundle: &Path, conf: Option<&Path>) -> Result<Manifest, BundleError> {
+/// Reads a bundle's manifest with `rauc info` (not verified: see the module's note).
+pub async fn read_manifest(bundle: &Path) -> Result<Manifest, BundleError> {
     let mut command = tokio::process::Command::new("rauc");
-    if let Some(conf) = conf {
-        command.arg(format!("--conf={}", conf.display()));
-    }
     command
         .arg("info")
+        .arg("--no-verify")
         .arg("--output-format=json")
         .arg(bundle)
         .stdin(Stdio::null())
