@@ -205,6 +205,23 @@ fn bundles_rauc_refuses_leave_both_slots_untouched() {
         Err(RaucError::InstallFailed(why)) => assert!(why.contains("signature"), "{why}"),
         other => panic!("expected RAUC to refuse the rogue bundle: {other:?}"),
     }
+    // RAUC's Info reads a bundle it trusts and refuses the rogue one (1.8 says only
+    // "rauc info error", which is why pincer's messages come from the installation).
+    let (info, rogue_info) = runtime.block_on(async {
+        let mut client = Rauc::connect().await.expect("connect");
+        (
+            client.info(&good.path.display().to_string()).await,
+            client.info(&rogue.path.display().to_string()).await,
+        )
+    });
+    assert_eq!(
+        info.map_err(|e| e.to_string()),
+        Ok((COMPATIBLE.to_string(), "2026.12.1".to_string()))
+    );
+    match rogue_info {
+        Err(RaucError::Refused(why)) => assert!(why.contains("rauc info error"), "{why}"),
+        other => panic!("expected Info to refuse the rogue bundle: {other:?}"),
+    }
     let status = status_json(&rauc);
     assert!(
         status["lastError"]

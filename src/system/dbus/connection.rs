@@ -208,20 +208,6 @@ impl Connection {
         .map(drop)
     }
 
-    /// Whether `name` has an owner on the bus.
-    pub async fn name_has_owner(&mut self, name: &str) -> Result<bool, DbusError> {
-        let reply = self
-            .call(Message::method_call(
-                BUS_NAME,
-                BUS_PATH,
-                BUS_NAME,
-                "NameHasOwner",
-                vec![Value::str(name)],
-            ))
-            .await?;
-        Ok(reply.first().and_then(Value::as_bool).unwrap_or(false))
-    }
-
     /// `org.freedesktop.DBus.Properties.Get`: one property's value (variant unwrapped).
     pub async fn get_property(
         &mut self,
