@@ -356,23 +356,20 @@ fn mark_good_bad_and_active_reach_the_boot_loader() {
 
 /// Runs `pincer update confirm` with a fake reboot that leaves a marker file.
 fn confirm(rauc: &RaucSystem, readyz: &str, timeout: u64) -> (Output, bool) {
+    confirm_with(rauc, &["--readyz", readyz], timeout)
+}
+
+/// `pincer update confirm` with `args` (how it finds the gateway).
+fn confirm_with(rauc: &RaucSystem, args: &[&str], timeout: u64) -> (Output, bool) {
     let marker = rauc.root().join("rebooted");
     let _ = std::fs::remove_file(&marker);
-    let out = pincer(
-        &[
-            "update",
-            "confirm",
-            "--timeout",
-            &timeout.to_string(),
-            "--readyz",
-            readyz,
-            "--state-dir",
-            &rauc.root().join("update-state").display().to_string(),
-            "--reboot-command",
-            &format!("touch {}", marker.display()),
-        ],
-        &rauc.env(),
-    );
+    let state_dir = rauc.root().join("update-state").display().to_string();
+    let reboot = format!("touch {}", marker.display());
+    let timeout = timeout.to_string();
+    let mut all = vec!["update", "confirm", "--timeout", &timeout];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--state-dir", &state_dir, "--reboot-command", &reboot]);
+    let out = pincer(&all, &rauc.env());
     (out, marker.exists())
 }
 
@@ -422,10 +419,22 @@ fn confirm_marks_a_healthy_trial_boot_good() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     rauc.reboot_into("B");
-    let gateway = GatewayProcess::start("{}", &["--port", "0", "--token", TOKEN]);
-    let (out, rebooted) = confirm(&rauc, &gateway.http("/readyz"), 30);
+    // No --readyz: confirm finds the gateway's port in its config.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let config = format!("{{ gateway: {{ port: {port} }} }}");
+    let gateway = GatewayProcess::start(&config, &["--token", TOKEN]);
+    assert_eq!(gateway.port, port);
+    let config_path = gateway.config_path().display().to_string();
+    let (out, rebooted) = confirm_with(&rauc, &["--config", &config_path], 30);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("for http://127.0.0.1:{port}/readyz to answer 200")),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("trial boot: rootfs.1 runs the installation of"),
         "{stderr}"

@@ -222,8 +222,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::system::logging::init(cli.global.log_level.as_deref().unwrap_or("info"));
     let cli = match cli.command {
-        Command::Update(command) => return update::run(&commands::data_dir(&cli.global), command),
-        Command::Store(command) => return update::store(&commands::data_dir(&cli.global), command),
+        Command::Update(command) => return update::run(&cli.global, command),
+        Command::Store(command) => return update::store(&cli.global, command),
         command => Cli { command, ..cli },
     };
     match commands::run(cli) {

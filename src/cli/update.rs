@@ -14,6 +14,9 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use crate::gateway::state::store_dir;
+
+use super::commands::data_dir;
+use super::GlobalArgs;
 use crate::store::{read_schema_version, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION};
 use crate::system::clock::now_ms;
 use crate::system::rauc::bundle::{self, BundleError};
@@ -56,13 +59,10 @@ pub struct ConfirmArgs {
     /// Seconds the gateway has, on a trial boot, to answer 200 on /readyz.
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
-    /// The gateway's readiness URL.
-    #[arg(
-        long,
-        value_name = "URL",
-        default_value = "http://127.0.0.1:18789/readyz"
-    )]
-    pub readyz: String,
+    /// The gateway's readiness URL (default: `/readyz` on 127.0.0.1 at the config's
+    /// gateway.port, https when gateway.tls.enabled).
+    #[arg(long, value_name = "URL")]
+    pub readyz: Option<String>,
     /// Root-owned directory of the confirmation ledger (confirmed.json).
     #[arg(long, value_name = "DIR", env = "PINCER_UPDATE_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
@@ -98,15 +98,37 @@ fn fail(code: u8, message: &str) -> ExitCode {
 }
 
 /// Runs one `pincer update …` command.
-pub fn run(data_dir: &Path, command: UpdateCommand) -> ExitCode {
+pub fn run(global: &GlobalArgs, command: UpdateCommand) -> ExitCode {
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(e) => return fail(2, &e),
     };
     match command {
         UpdateCommand::Status { json } => runtime.block_on(status(json)),
-        UpdateCommand::Apply { bundle } => runtime.block_on(apply(data_dir, &bundle)),
-        UpdateCommand::Confirm(args) => runtime.block_on(confirm(&args)),
+        UpdateCommand::Apply { bundle } => runtime.block_on(apply(&data_dir(global), &bundle)),
+        UpdateCommand::Confirm(args) => {
+            let readyz = args
+                .readyz
+                .clone()
+                .unwrap_or_else(|| default_readyz(global));
+            runtime.block_on(confirm(&args, &readyz))
+        }
+    }
+}
+
+/// The gateway's `/readyz` on loopback, from the config (its port, and TLS); the defaults
+/// (port 18789, plain HTTP) when the config does not load, which is logged.
+fn default_readyz(global: &GlobalArgs) -> String {
+    match crate::config::load(global.config.as_deref()) {
+        Ok(loaded) => {
+            let gateway = &loaded.config.gateway;
+            let scheme = if gateway.tls.enabled { "https" } else { "http" };
+            format!("{scheme}://127.0.0.1:{}/readyz", gateway.port)
+        }
+        Err(e) => {
+            log::warn!("update confirm: the config does not load ({e}); probing the default port");
+            "http://127.0.0.1:18789/readyz".to_string()
+        }
     }
 }
 
@@ -263,7 +285,7 @@ fn progress_printer(terminal: bool) -> impl FnMut(&Progress) + Send {
     }
 }
 
-async fn confirm(args: &ConfirmArgs) -> ExitCode {
+async fn confirm(args: &ConfirmArgs, readyz: &str) -> ExitCode {
     let status = match wait_for_rauc().await {
         Ok(status) => status,
         Err(e) => {
@@ -271,88 +293,86 @@ async fn confirm(args: &ConfirmArgs) -> ExitCode {
             return fail(2, &e.to_string());
         }
     };
-    let mut ledger = match Ledger::load(&args.state_dir) {
-        Ok(ledger) => ledger,
-        Err(e) => {
-            log::warn!("update confirm: {e}; deciding as if nothing was confirmed before");
-            Ledger::default()
-        }
-    };
-    let boot = match classify(&status, &ledger) {
-        Ok(boot) => boot,
-        Err(e) => {
+    let mut ledger = Ledger::load(&args.state_dir).unwrap_or_else(|e| {
+        log::warn!("update confirm: {e}; deciding as if nothing was confirmed before");
+        Ledger::default()
+    });
+    let (boot, booted) = match (classify(&status, &ledger), status.booted()) {
+        (Ok(boot), Some(booted)) => (boot, booted.clone()),
+        (Err(e), _) => {
             log::error!("update confirm: {e}; nothing marked");
             return fail(2, &e);
         }
+        (Ok(_), None) => return fail(2, "RAUC names no booted slot"),
     };
-    let Some(booted) = status.booted().cloned() else {
-        return fail(2, "RAUC names no booted slot");
-    };
-    let (good, reason) = match boot {
-        Boot::Normal { slot, reason } => {
-            log::info!("update confirm: normal boot of {slot}: {reason}; marking it good");
-            (true, reason)
-        }
-        Boot::Trial { slot, reason, .. } => {
-            log::info!(
-                "update confirm: trial boot: {reason}; waiting up to {} s for {} to answer 200",
-                args.timeout,
-                args.readyz
-            );
-            match wait_ready(&args.readyz, Duration::from_secs(args.timeout)).await {
-                Ok(after) => {
-                    let why = format!(
-                        "the gateway answered 200 on {} after {} ms",
-                        args.readyz,
-                        after.as_millis()
-                    );
-                    log::info!("update confirm: trial of {slot} passed: {why}; marking it good");
-                    (true, why)
-                }
-                Err(last) => {
-                    let why = format!(
-                        "the gateway did not answer 200 on {} within {} s (last: {last})",
-                        args.readyz, args.timeout
-                    );
-                    log::warn!("update confirm: trial of {slot} failed: {why}; marking it bad and rebooting into the other slot");
-                    (false, why)
-                }
-            }
-        }
-    };
-    let mark = if good { Mark::Good } else { Mark::Bad };
+    let (mark, reason) = judge(boot, readyz, Duration::from_secs(args.timeout)).await;
     let marked = async { Rauc::connect().await?.mark(mark, "booted").await }.await;
     match &marked {
-        Ok((slot, message)) => log::info!(
-            "update confirm: RAUC marked {slot} {}: {message}",
-            mark.as_str()
-        ),
+        Ok((slot, message)) => {
+            log::info!(
+                "update confirm: RAUC marked {slot} {}: {message}",
+                mark.as_str()
+            );
+            ledger.record(&booted, mark.as_str(), &reason, now_ms());
+            if let Err(e) = ledger.save(&args.state_dir) {
+                log::error!("update confirm: {e}");
+            }
+        }
         Err(e) => log::error!(
             "update confirm: RAUC did not mark {} {}: {e}",
             booted.name,
             mark.as_str()
         ),
     }
-    if marked.is_ok() {
-        ledger.record(&booted, mark.as_str(), &reason, now_ms());
-        if let Err(e) = ledger.save(&args.state_dir) {
-            log::error!("update confirm: {e}");
+    if mark == Mark::Bad {
+        // Even when the mark failed: the boot loader's attempt counter then falls back.
+        if let Err(e) = reboot(&args.reboot_command) {
+            log::error!("update confirm: reboot failed: {e}");
+            return fail(2, &e);
         }
+        log::info!("update confirm: reboot requested ({})", args.reboot_command);
     }
-    if good {
-        return match marked {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => fail(2, &e.to_string()),
-        };
+    match (marked, mark) {
+        (Err(e), _) => fail(2, &e.to_string()),
+        (Ok(_), Mark::Bad) => ExitCode::from(1),
+        (Ok(_), _) => ExitCode::SUCCESS,
     }
-    if let Err(e) = reboot(&args.reboot_command) {
-        log::error!("update confirm: reboot failed: {e}");
-        return fail(2, &e);
-    }
-    log::info!("update confirm: reboot requested ({})", args.reboot_command);
-    match marked {
-        Ok(_) => ExitCode::from(1),
-        Err(e) => fail(2, &e.to_string()),
+}
+
+/// What to mark the booted slot, and why: a normal boot good at once; a trial boot good once the
+/// gateway answers 200 on `readyz` within `timeout`, else bad.
+async fn judge(boot: Boot, readyz: &str, timeout: Duration) -> (Mark, String) {
+    let (slot, reason) = match boot {
+        Boot::Normal { slot, reason } => {
+            log::info!("update confirm: normal boot of {slot}: {reason}; marking it good");
+            return (Mark::Good, reason);
+        }
+        Boot::Trial { slot, reason, .. } => (slot, reason),
+    };
+    log::info!(
+        "update confirm: trial boot: {reason}; waiting up to {} s for {readyz} to answer 200",
+        timeout.as_secs()
+    );
+    match wait_ready(readyz, timeout).await {
+        Ok(after) => {
+            let why = format!(
+                "the gateway answered 200 on {readyz} after {} ms",
+                after.as_millis()
+            );
+            log::info!("update confirm: trial of {slot} passed: {why}; marking it good");
+            (Mark::Good, why)
+        }
+        Err(last) => {
+            let why = format!(
+                "the gateway did not answer 200 on {readyz} within {} s (last: {last})",
+                timeout.as_secs()
+            );
+            log::warn!(
+                "update confirm: trial of {slot} failed: {why}; marking it bad and rebooting into \
+                 the other slot"
+            );
+            (Mark::Bad, why)
+        }
     }
 }
 
@@ -374,9 +394,14 @@ async fn wait_for_rauc() -> Result<Status, RaucError> {
 /// Polls `url` until it answers 200 (`Ok(elapsed)`) or `timeout` passes (`Err(last answer)`).
 async fn wait_ready(url: &str, timeout: Duration) -> Result<Duration, String> {
     let started = Instant::now();
+    // The gateway's own TLS certificate is self-signed: on loopback, only the status counts.
+    let loopback = ["https://127.0.0.1", "https://localhost", "https://[::1]"]
+        .iter()
+        .any(|prefix| url.starts_with(prefix));
     let client = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .no_proxy()
+        .danger_accept_invalid_certs(loopback)
         .build()
         .map_err(|e| e.to_string())?;
     loop {
@@ -409,9 +434,9 @@ fn reboot(command: &str) -> Result<(), String> {
 }
 
 /// Runs `pincer store schema`.
-pub fn store(data_dir: &Path, command: StoreCommand) -> ExitCode {
+pub fn store(global: &GlobalArgs, command: StoreCommand) -> ExitCode {
     let StoreCommand::Schema { json, bundle_build } = command;
-    let dir = store_dir(data_dir);
+    let dir = store_dir(&data_dir(global));
     let found = match read_schema_version(&dir) {
         Ok(found) => found,
         Err(e) => {

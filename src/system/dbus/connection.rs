@@ -16,7 +16,7 @@ use tokio::net::UnixStream;
 
 use super::message::{frame_length, Kind, Message, FIXED_HEADER_BYTES, FLAG_NO_REPLY_EXPECTED};
 use super::value::Value;
-use super::{DbusError, WireError};
+use super::DbusError;
 
 /// The system bus when `DBUS_SYSTEM_BUS_ADDRESS` is not set.
 pub const DEFAULT_SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
@@ -329,14 +329,10 @@ impl Connection {
 async fn read_message(stream: &mut UnixStream) -> Result<Message, DbusError> {
     let mut head = [0u8; FIXED_HEADER_BYTES];
     read_exact(stream, &mut head).await?;
+    // At least the 16 bytes already read: the header's length counts them.
     let total = frame_length(&head).map_err(DbusError::Malformed)?;
     let mut bytes = vec![0u8; total];
     bytes[..FIXED_HEADER_BYTES].copy_from_slice(&head);
-    if total < FIXED_HEADER_BYTES {
-        return Err(DbusError::Malformed(WireError::new(
-            "message shorter than its header",
-        )));
-    }
     read_exact(stream, &mut bytes[FIXED_HEADER_BYTES..]).await?;
     Message::decode(&bytes).map_err(DbusError::Malformed)
 }
