@@ -418,26 +418,62 @@ mod tests {
 
     /// A peer that answers authentication and `Hello`, then runs `then` on the raw socket.
     async fn fake_bus(mut peer: UnixStream, then: Vec<Vec<u8>>) {
-        let mut nul = [0u8; 1];
-        peer.read_exact(&mut nul).await.expect("nul");
-        let line = read_auth_line(&mut peer).await.expect("auth line");
-        assert!(line.starts_with("AUTH EXTERNAL "), "{line}");
-        peer.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
-            .await
-            .expect("ok");
-        assert_eq!(read_auth_line(&mut peer).await.expect("begin"), "BEGIN");
-        let hello = read_message(&mut peer).await.expect("hello");
-        let mut reply = Message::method_return(&hello, vec![Value::str(":1.42")]);
-        reply.serial = 1;
-        peer.write_all(&reply.encode().expect("enc"))
-            .await
-            .expect("hello reply");
+        handshake(&mut peer).await;
         for raw in then {
             peer.write_all(&raw).await.expect("raw");
         }
         // Keep the socket open until the client is done.
         let mut sink = Vec::new();
         let _ = peer.read_to_end(&mut sink).await;
+    }
+
+    /// Authentication and `Hello`, as a bus answers them.
+    async fn handshake(peer: &mut UnixStream) {
+        let mut nul = [0u8; 1];
+        peer.read_exact(&mut nul).await.expect("nul");
+        let line = read_auth_line(peer).await.expect("auth line");
+        assert!(line.starts_with("AUTH EXTERNAL "), "{line}");
+        peer.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
+            .await
+            .expect("ok");
+        assert_eq!(read_auth_line(peer).await.expect("begin"), "BEGIN");
+        let hello = read_message(peer).await.expect("hello");
+        let mut reply = Message::method_return(&hello, vec![Value::str(":1.42")]);
+        reply.serial = 1;
+        peer.write_all(&reply.encode().expect("enc"))
+            .await
+            .expect("hello reply");
+    }
+
+    #[tokio::test]
+    async fn a_call_addressed_to_pincer_is_answered_unknown_method() {
+        let (ours, mut peer) = pair().await;
+        let bus = tokio::spawn(async move {
+            handshake(&mut peer).await;
+            let mut call = Message::method_call(":1.42", "/x", "org.example.Peer", "Ping", vec![]);
+            call.serial = 5;
+            call.sender = Some(":1.7".into());
+            peer.write_all(&call.encode().expect("enc"))
+                .await
+                .expect("call");
+            let reply = read_message(&mut peer).await.expect("reply");
+            peer.write_all(&signal(6, 1)).await.expect("signal");
+            let mut sink = Vec::new();
+            let _ = peer.read_to_end(&mut sink).await;
+            reply
+        });
+        let mut c = Connection::start(ours).await.expect("start");
+        let signal = c.next_signal(Duration::from_secs(5)).await.expect("read");
+        assert_eq!(signal.map(|s| s.serial), Some(6));
+        drop(c);
+        let reply = bus.await.expect("bus");
+        assert_eq!(reply.kind, Kind::Error);
+        assert_eq!(reply.reply_serial, Some(5));
+        assert_eq!(reply.destination.as_deref(), Some(":1.7"));
+        assert_eq!(
+            reply.error_name.as_deref(),
+            Some("org.freedesktop.DBus.Error.UnknownMethod")
+        );
     }
 
     fn signal(serial: u32, n: i32) -> Vec<u8> {
