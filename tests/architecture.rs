@@ -382,6 +382,42 @@ fn session_entries_are_written_only_by_agent_sessions() {
     );
 }
 
+/// One D-Bus client, one way to RAUC (ARCHITECTURE.md, "Updates"): the bus is spoken only in
+/// `system/dbus/`, RAUC's bus name appears only under `system/` (its client and the bus's tests), and a
+/// method call is built nowhere else.
+#[test]
+fn dbus_and_rauc_are_reached_through_system_only() {
+    const OWNED: &[(&str, &str)] = &[
+        ("de.pengutronix.rauc", "system/"),
+        ("Message::method_call(", "system/"),
+        ("AUTH EXTERNAL", "system/dbus/"),
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).unwrap_or(&file).to_path_buf();
+        let name = relative.to_string_lossy().replace('\\', "/");
+        let text = fs::read_to_string(&file).expect("source file is UTF-8");
+        for (index, line) in text.lines().enumerate() {
+            for (needle, home) in OWNED {
+                if line.contains(needle) && !name.starts_with(home) {
+                    found.push(format!(
+                        "src/{name}:{}: {needle} outside src/{home}",
+                        index + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "D-Bus or RAUC reached around system/:\n{}",
+        found.join("\n")
+    );
+}
+
 /// Prints the graph of top-level modules and its cycles (see the file's doc).
 #[test]
 fn print_module_graph() {

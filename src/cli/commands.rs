@@ -83,6 +83,10 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Cron(command) => super::cron::run(&cli.global, command, client),
         Command::ImportOpenclaw(args) => import_state(&cli.global, args),
+        // Run by `cli::main` itself (their own exit codes).
+        Command::Update(_) | Command::Store(_) => {
+            Err("update/store commands run from cli::main".into())
+        }
     }
 }
 

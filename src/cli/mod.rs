@@ -1,5 +1,5 @@
 //! Command-line interface: `pincer gateway`, `config`, `status`, `doctor`,
-//! `devices`, `pairing`. Parsing and printing only; the work happens in the library.
+//! `devices`, `pairing`, `update`, `store`. Parsing and printing only; the work happens in the library.
 
 mod client;
 mod commands;
@@ -8,6 +8,7 @@ pub mod firstboot;
 mod import_state;
 mod memory;
 mod pairing;
+mod update;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +66,12 @@ pub enum Command {
     /// Import an OpenClaw state directory: config, sessions and transcripts, cron jobs, paired devices,
     /// DM pairing approvals and the workspace. Safe to run again: nothing is imported twice.
     ImportOpenclaw(ImportOpenclawArgs),
+    /// The appliance's A/B updates through RAUC: status, install a signed bundle, confirm a boot.
+    #[command(subcommand)]
+    Update(update::UpdateCommand),
+    /// The LMDB store's schema version and the versions this pincer opens.
+    #[command(subcommand)]
+    Store(update::StoreCommand),
     /// Apply what the boot partition carries (pincer.json5, wifi.json5, hostname, ssh) and make the
     /// gateway token; run as root by the appliance's pincer-firstboot.service (see image/FIRSTBOOT.md).
     Firstboot(FirstbootArgs),
@@ -214,6 +221,11 @@ pub fn main() -> ExitCode {
     crate::system::memory::tune_allocator();
     let cli = Cli::parse();
     crate::system::logging::init(cli.global.log_level.as_deref().unwrap_or("info"));
+    let cli = match cli.command {
+        Command::Update(command) => return update::run(&cli.global, command),
+        Command::Store(command) => return update::store(&cli.global, command),
+        command => Cli { command, ..cli },
+    };
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

@@ -37,7 +37,7 @@ pub(super) type RawDb = Database<'static, Bytes, Bytes>;
 pub const MAX_READERS: u32 = 126;
 /// Named databases the environment may hold: the six used today plus room for the modules still to come
 /// (cron, subagents, memory, embedding cache) without a format change.
-const MAX_DBS: u32 = 32;
+pub(super) const MAX_DBS: u32 = 32;
 /// LMDB keeps two meta pages at the start of the file; they count as used space.
 const META_PAGES: u64 = 2;
 /// Attempts at one write before giving up when the map keeps being resized under it by another process.

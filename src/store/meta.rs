@@ -3,17 +3,25 @@
 //! The schema version (a big-endian u32 under `SCHEMA_VERSION_KEY`) is checked when the store opens: an
 //! environment written by a newer pincer is refused before anything is written to it. The key is reserved:
 //! `put_meta` cannot overwrite it. This file must not interpret any other meta value.
+//!
+//! [`read_schema_version`] reads the version of a store without opening it for writing (for
+//! `pincer store schema` and the update check, which may run beside a running gateway, as root).
+
+use std::path::Path;
 
 use heed::types::Bytes;
-use heed::{Database, RwTxn};
+use heed::{CommitOrAbort, Database, EnvFlags, EnvOpenOptions, RwTxn};
 
 use super::codec::{check_key, corrupt};
-use super::env::{TxnError, META_DB};
+use super::env::{lmdb_error, TxnError, MAX_DBS, MAX_READERS, META_DB};
 use super::{Store, StoreError};
 
 /// The schema version this build writes and understands. Bump it (and add a migration) when a database's key
 /// layout or meaning changes; record shapes evolve through their own version byte instead.
 pub const SCHEMA_VERSION: u32 = 1;
+/// The oldest schema version this build opens (older ones would be migrated up to
+/// [`SCHEMA_VERSION`] on open; schema 1 is the first, so there is nothing older yet).
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 /// Meta key holding the schema version.
 pub const SCHEMA_VERSION_KEY: &str = "schema_version";
 
@@ -57,6 +65,44 @@ fn parse_schema_version(bytes: &[u8]) -> Result<u32, StoreError> {
         )
     })?;
     Ok(u32::from_be_bytes(raw))
+}
+
+/// The schema version recorded in the store in `dir`, read without writing to it; `None` when
+/// there is no store there yet. Uses the store's lock file when there is one (so it reads
+/// safely beside a running gateway) and never creates one: run as root, it must not leave a
+/// root-owned lock file the gateway's user cannot open.
+pub fn read_schema_version(dir: &Path) -> Result<Option<u32>, StoreError> {
+    if !dir.join("data.mdb").exists() {
+        return Ok(None);
+    }
+    let mut flags = EnvFlags::READ_ONLY;
+    if !dir.join("lock.mdb").exists() {
+        flags |= EnvFlags::NO_LOCK;
+    }
+    let mut options = EnvOpenOptions::new().read_txn_without_tls();
+    options.max_dbs(MAX_DBS).max_readers(MAX_READERS);
+    // SAFETY: read-only: nothing is written through this environment. NO_LOCK only when the
+    // store has no lock file, which LMDB creates on every open: no pincer has it open.
+    let env = unsafe {
+        options.flags(flags);
+        options.open(dir)
+    }
+    .map_err(|e| lmdb_error("open read-only", e))?;
+    let rtxn = env.read_txn().map_err(|e| lmdb_error("read schema", e))?;
+    let meta = env
+        .open_databases_and_commit(rtxn, |opener, rtxn| -> Result<_, heed::Error> {
+            let db = opener.open_database::<Bytes, Bytes>(rtxn, Some(META_DB))?;
+            Ok(CommitOrAbort::<_, ()>::Commit(db))
+        })
+        .map_err(|e| lmdb_error("open meta", e))?;
+    let Some(Some(meta)) = meta.commit() else {
+        return Ok(None);
+    };
+    let rtxn = env.read_txn().map_err(|e| lmdb_error("read schema", e))?;
+    let raw = meta
+        .get(&rtxn, SCHEMA_VERSION_KEY.as_bytes())
+        .map_err(|e| lmdb_error("read schema", e))?;
+    raw.map(parse_schema_version).transpose()
 }
 
 impl Store {
@@ -165,6 +211,36 @@ mod tests {
             .expect("meta")
             .expect("schema version present");
         assert_eq!(raw, SCHEMA_VERSION.to_be_bytes().to_vec());
+    }
+
+    #[test]
+    fn the_schema_version_is_read_without_writing() {
+        // (Beside a gateway that has the store open: tests/update_rauc.rs; LMDB must not open one
+        // environment twice in one process.)
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert_eq!(read_schema_version(dir.path()).expect("no store"), None);
+        let store = Store::open(dir.path(), StoreOptions::default()).expect("open");
+        write_schema_version(&store, &7u32.to_be_bytes());
+        drop(store);
+        let data = dir.path().join("data.mdb");
+        let before = std::fs::read(&data).expect("data");
+        assert_eq!(read_schema_version(dir.path()).expect("read"), Some(7));
+        assert_eq!(
+            std::fs::read(&data).expect("data"),
+            before,
+            "nothing written"
+        );
+        // A copied data file without its lock file: read without creating one.
+        let copy = tempfile::tempdir().expect("copy");
+        std::fs::copy(&data, copy.path().join("data.mdb")).expect("copy");
+        assert_eq!(
+            read_schema_version(copy.path()).expect("read copy"),
+            Some(7)
+        );
+        assert!(
+            !copy.path().join("lock.mdb").exists(),
+            "no lock file created"
+        );
     }
 
     #[test]

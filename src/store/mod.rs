@@ -57,7 +57,7 @@ pub use memory::{
     CacheWrite, MemoryChunk, MemoryFileRecord, MemoryFileWrite, MemoryIndexStats, NewMemoryChunk,
     QuantizedVector, ScoredChunk, MAX_TERM_BYTES,
 };
-pub use meta::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+pub use meta::{read_schema_version, OLDEST_SCHEMA_VERSION, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 pub use sessions::{SessionEntry, SessionOrigin};
 pub use transcript_truncate::TruncateOutcome;
 pub use transcripts::{TranscriptEntry, MAX_SESSION_ID_BYTES};

@@ -1,6 +1,6 @@
 //! The methods OpenClaw's Control UI calls while it opens (`chat.startup`,
 //! `sessions.subscribe`, `sessions.messages.subscribe`, `sessions.describe`,
-//! `agent.identity.get`, `models.authStatus`, `update.status`, …) and the
+//! `agent.identity.get`, `models.authStatus`, …) and the
 //! `session.message` events it listens for.
 
 use serde_json::{json, Value};
@@ -190,11 +190,6 @@ async fn features_pincer_lacks_answer_empty_or_unavailable() {
             "sessions.branches.list",
             json!({"key": "main"}),
             json!({"branches": []}),
-        ),
-        (
-            "update.status",
-            json!({}),
-            json!({"sentinel": null, "updateAvailable": null}),
         ),
     ];
     for (method, params, expected) in empty {

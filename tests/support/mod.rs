@@ -14,6 +14,7 @@ pub mod fake_telegram;
 pub mod gateway;
 pub mod hub_harness;
 pub mod process_tree;
+pub mod rauc;
 pub mod recording_channel;
 pub mod skip;
 pub mod telegram_harness;

@@ -31,11 +31,26 @@ export default async function system({ gw }) {
       row("Memory (RSS)", bytes(info.processMemory?.rssBytes)),
       row("Store", status.store ? `${bytes(status.store.usedBytes)} used, file ${bytes(status.store.fileBytes)} (${status.store.path})` : "—"),
       row("Clients", String(status.clients)),
-      row("Update", update.error ? h("span", { class: "error" }, update.error)
-        : available ? chip(`${available.latestVersion} available`, "warn") : "No update known (pincer has no updater yet)"))),
+      row("Update", updateText(update, available)))),
     h("div", { class: "card" }, h("h2", {}, "Sandbox"), layers.length
       ? h("dl", { class: "facts" }, layers.map(([name, value]) => row(name, value === "available"
         ? chip("available", "ok") : [chip("missing", "bad"), ` ${value.replace(/^unavailable: /, "")}`])))
       : h("p", { class: "muted" }, "Not probed yet.")));
   return { el };
+}
+
+// What `update.status` says: RAUC's booted slot and the last installation's outcome, or why
+// this host has no updater (not an appliance).
+function updateText(update, available) {
+  if (update.error) return h("span", { class: "error" }, update.error);
+  const rauc = update.rauc || {};
+  if (!rauc.available) return `No A/B updates here: ${rauc.reason || "RAUC is not running"}`;
+  const parts = [`slot ${rauc.booted || "?"} booted`];
+  if (rauc.operation && rauc.operation !== "idle") parts.push(`RAUC ${rauc.operation} ${rauc.progress?.percent ?? 0}%`);
+  const last = rauc.lastUpdate;
+  if (last) parts.push(`last update ${last.version || "?"} to ${last.slot}: ${last.outcome}`);
+  const text = parts.join(" · ");
+  if (available) return [chip(`${available.latestVersion} available`, "warn"), ` ${text}`];
+  if (last?.outcome === "rolled-back") return [chip("rolled back", "bad"), ` ${text}`];
+  return text;
 }

@@ -19,6 +19,7 @@ pub mod send;
 pub mod sessions;
 pub mod setup;
 pub mod system;
+pub mod update;
 pub mod views;
 
 use std::sync::Arc;
@@ -88,6 +89,7 @@ pub const METHODS: &[&str] = &[
     "agent.identity.get",
     "models.authStatus",
     "update.status",
+    "update.apply",
     "plugin.approval.list",
     "openclaw.approval.list",
     "question.list",
@@ -221,6 +223,13 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     if method == "models.probe" {
         return catalog::probe(state, &params).await.into();
     }
+    // Both wait for RAUC over D-Bus; an installation for minutes.
+    if method == "update.status" {
+        return update::status(&params).await.into();
+    }
+    if method == "update.apply" {
+        return update::apply(state, info, &params).await.into();
+    }
     if method == "chat.send" && chat::compact_command(&params).is_some() {
         return chat::compact(state, &params).await.into();
     }
@@ -305,7 +314,6 @@ fn dispatch_sync(
         "sessions.describe" => views::sessions_describe(state, &params).into(),
         "agent.identity.get" => views::agent_identity(state, &params).into(),
         "models.authStatus" => views::models_auth_status(state).into(),
-        "update.status" => Reply::Ok(views::update_status()),
         "system.info" => system::info(state).into(),
         "channels.pairing.list" => pairing::channels_list(state, &params).into(),
         "channels.pairing.approve" => pairing::channels_approve(state, &params).into(),

@@ -1,7 +1,7 @@
 //! Methods OpenClaw's Control UI calls while it opens its chat, sessions and
 //! approvals views, answered in upstream's shapes from what pincer has.
 //! Features pincer does not have (plugins, questions, tasks, progress cards,
-//! branches, side chat, talk, the updater) answer with what is true: an empty
+//! branches, side chat, talk) answer with what is true: an empty
 //! list, nothing pending, or upstream's own "unavailable" error.
 
 use serde_json::{json, Value};
@@ -138,12 +138,6 @@ pub fn models_auth_status(state: &GatewayState) -> Result<Value, ErrorShape> {
         })
         .collect();
     Ok(json!({"ts": now_ms(), "providers": providers}))
-}
-
-/// `update.status`: pincer has no in-place updater, so there is no restart
-/// sentinel, no run, and no known update.
-pub fn update_status() -> Value {
-    json!({"sentinel": null, "updateAvailable": null})
 }
 
 /// Answers for features pincer does not have, in upstream's shapes.
