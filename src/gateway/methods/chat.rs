@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::{ResetChat, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{record_user_message, ResetChat, TurnSpec, UserMessage, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
@@ -19,7 +19,7 @@ use crate::gateway::state::GatewayState;
 use crate::gateway::webchat::hub_of;
 use crate::pipeline::commands::{parse_command, parse_reset_trigger, CommandInvocation};
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
-use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
+use crate::queue::{EnqueueOutcome, IdleClaim, LaneKind, QueueSettings, QueuedMessage};
 use crate::system::clock::now_ms;
 
 use super::params::Params;
@@ -324,15 +324,20 @@ fn send_or_command(
         text: sanitize_user_text(&normalize_newlines(message)),
         timeout_ms,
     };
-    // Kept before the `res`: a crash before the run ends replays it.
-    let inbox = inbox::record_webchat(&state.services.store, &record)
-        .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
+    // Kept before the `res`: a crash before the run ends replays it. An idle
+    // session is claimed so the message starts its turn at once, and the
+    // turn's user entry goes into the same commit (one fsync for both).
+    let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
+    let claim = hub_of(state)
+        .queue
+        .claim_idle(&session_key, LaneKind::Main, settings);
+    let inbox = keep_webchat(state, &record, claim.is_some()).map_err(ErrorShape::unavailable)?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
         idempotency_key: cache_key,
     };
-    match enqueue_webchat(state, record, Some(requester), inbox) {
+    match enqueue_webchat(state, record, Some(requester), inbox, claim) {
         // The refused message's origin forgot its idempotency key and its
         // record on drop.
         EnqueueOutcome::Dropped => Err(ErrorShape::unavailable(format!(
@@ -348,12 +353,40 @@ struct WebchatRequester {
     idempotency_key: String,
 }
 
-/// Queues a web chat message on its session's main lane.
+/// Writes a web chat message's record (blocks on the store); with
+/// `user_turn` (its session is claimed: the turn starts with it) the turn's
+/// user entry is written in the same commit. Returns the record's key.
+fn keep_webchat(
+    state: &GatewayState,
+    record: &WebchatRecord,
+    user_turn: bool,
+) -> Result<String, String> {
+    let store = &state.services.store;
+    if !user_turn {
+        return inbox::record_webchat(store, record).map_err(|e| e.to_string());
+    }
+    let (key, bytes) = inbox::webchat_record(record).map_err(|e| e.to_string())?;
+    let message = UserMessage {
+        session_key: &record.session_key,
+        run_id: &record.run_id,
+        text: &record.text,
+        label: None,
+        channel: Some(WEBCHAT_CHANNEL),
+        now_ms: now_ms(),
+    };
+    record_user_message(store, &message, (&key, &bytes))
+        .map_err(|e| format!("cannot keep the message: {e}"))?;
+    Ok(key)
+}
+
+/// Queues a web chat message on its session's main lane (starts it in the
+/// session `claim` holds, when given).
 fn enqueue_webchat(
     state: &Arc<GatewayState>,
     record: WebchatRecord,
     requester: Option<WebchatRequester>,
     inbox: String,
+    claim: Option<IdleClaim>,
 ) -> EnqueueOutcome {
     let (requester, idempotency_key) = match requester {
         Some(r) => (Some(r.conn_id), Some(r.idempotency_key)),
@@ -378,6 +411,9 @@ fn enqueue_webchat(
         text: record.text,
         attachment: Some(Box::new(origin)),
     };
+    if let Some(claim) = claim {
+        return claim.start(queued);
+    }
     let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
     hub.queue
         .enqueue(&record.session_key, LaneKind::Main, settings, queued)
@@ -391,7 +427,7 @@ pub async fn replay_webchat(state: Arc<GatewayState>) {
             "replaying web chat message {} accepted before the restart",
             record.run_id
         );
-        if let EnqueueOutcome::Dropped = enqueue_webchat(&state, record, None, key) {
+        if let EnqueueOutcome::Dropped = enqueue_webchat(&state, record, None, key, None) {
             log::warn!("replayed web chat message dropped: the session's queue is full");
         }
     }
