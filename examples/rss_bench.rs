@@ -89,7 +89,9 @@ fn parse_options() -> Result<Options, BenchError> {
     let missing = |what: &str| BenchError::Usage(format!("{what} is required"));
     options.bin = bin.ok_or_else(|| missing("--bin"))?;
     options.node = node.ok_or_else(|| missing("--node"))?;
-    options.clients_dir = clients_dir.ok_or_else(|| missing("--clients-dir"))?;
+    options.clients_dir = clients_dir
+        .ok_or_else(|| missing("--clients-dir"))?
+        .canonicalize()?;
     Ok(options)
 }
 
@@ -123,12 +125,19 @@ fn mib(kib: u64) -> String {
     format!("{:.2} MiB", kib as f64 / 1024.0)
 }
 
-/// The children of `pid` (the embedding worker, sandboxed commands).
+/// The children of `pid` (the embedding worker, sandboxed commands), whichever of its threads started
+/// them.
 fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten();
+    tasks
+        .flatten()
+        .flat_map(|task| {
+            std::fs::read_to_string(task.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 

@@ -40,7 +40,10 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (!line.trim()) continue;
   try {
     const { method, params } = JSON.parse(line);
-    const payload = await client.request(method, params ?? {});
+    // request() resolves with the whole `res` frame.
+    const frame = await client.request(method, params ?? {});
+    if (frame?.ok === false) throw new Error(JSON.stringify(frame.error ?? frame));
+    const payload = frame?.type === "res" ? frame.payload : frame;
     process.stdout.write(`${JSON.stringify({ ok: true, payload })}\n`);
   } catch (error) {
     process.stdout.write(`${JSON.stringify({ ok: false, error: String(error?.message ?? error) })}\n`);

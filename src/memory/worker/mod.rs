@@ -182,6 +182,8 @@ impl WorkerEmbedder {
         };
         if tokenizer_went || worker.is_some() {
             release_freed_memory();
+            // The code that indexed and searched (tokenizer, chunker, index writes) is not needed now.
+            crate::system::memory::release_code_pages();
         }
         let Some(worker) = worker else {
             return false;
