@@ -69,13 +69,17 @@ pub fn record_user_message(
     message: &UserMessage<'_>,
     record: (&str, &[u8]),
 ) -> Result<(), StoreError> {
-    let session = session_for(store.session(message.session_key)?, message);
-    let stored = session.clone();
+    let current = store.session(message.session_key)?;
+    let session = session_for(current.clone(), message);
+    // An existing session whose entry would change only its time is left alone: the reply's commit
+    // touches it anyway, and the commit writes one database less.
+    let unchanged = current.is_some_and(|current| same_but_time(&current, &session));
+    let stored = (!unchanged).then(|| session.clone());
     store.record_turn_keeping(
         message.session_key,
         &session.session_id,
         Some(&user_entry(message)),
-        move |_| Some(stored.clone()),
+        move |_| stored.clone(),
         record,
     )?;
     Ok(())

@@ -438,7 +438,10 @@ fn spawn_background(state: &Arc<GatewayState>) {
             _ = settling.shutdown.cancelled() => return,
         }
         let released = crate::system::memory::release_code_pages();
-        log::debug!("start-up over: {} KiB of code pages released", released / 1024);
+        log::debug!(
+            "start-up over: {} KiB of code pages released",
+            released / 1024
+        );
     });
 }
 

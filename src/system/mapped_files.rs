@@ -160,7 +160,13 @@ fn clean_mappings_of(smaps: &str, dev: &str, inode: u64) -> Vec<Mapping> {
             current = mappings_of(line, dev, inode)
                 .into_iter()
                 .next()
-                .filter(|_| !line.split_ascii_whitespace().nth(1).unwrap_or("w").contains('w'))
+                .filter(|_| {
+                    !line
+                        .split_ascii_whitespace()
+                        .nth(1)
+                        .unwrap_or("w")
+                        .contains('w')
+                })
                 .map(|mapping| (mapping, true));
         } else if first == "Anonymous:" {
             let anonymous = line.split_ascii_whitespace().nth(1).unwrap_or("1") != "0";

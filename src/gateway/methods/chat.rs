@@ -140,7 +140,7 @@ fn start_agent(
         idempotency_key: Some(cache_key.clone()),
         tap: None,
     };
-    if let Err(error) = runs::start(state, spec, origin) {
+    if let Err(error) = runs::start_answering(state, spec, origin, &cache_key) {
         state.idempotency.forget(&cache_key);
         return Err(error);
     }
@@ -328,10 +328,15 @@ fn send_or_command(
     // session is claimed so the message starts its turn at once, and the
     // turn's user entry goes into the same commit (one fsync for both).
     let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
-    let claim = hub_of(state)
-        .queue
-        .claim_idle(&session_key, LaneKind::Main, settings);
-    let inbox = keep_webchat(state, &record, claim.is_some()).map_err(ErrorShape::unavailable)?;
+    let claim = claim_session(state, &session_key, settings);
+    // A commit waits for its fsync: the worker's other tasks go on meanwhile, and concurrent sessions'
+    // writes can join one group commit (`store/group_commit.rs`).
+    let user_turn = claim.is_some();
+    let inbox = state
+        .services
+        .store
+        .run_blocking(|| keep_webchat(state, &record, user_turn))
+        .map_err(ErrorShape::unavailable)?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
@@ -351,6 +356,47 @@ fn send_or_command(
 struct WebchatRequester {
     conn_id: String,
     idempotency_key: String,
+}
+
+/// Longest wait for a session whose run has ended to leave the queue (its turn's last steps take
+/// microseconds; a client answering the final at once can be faster).
+const CLAIM_WAIT: Duration = Duration::from_millis(20);
+/// Pause between looks while waiting.
+const CLAIM_RETRY: Duration = Duration::from_micros(100);
+
+/// Claims the session for this message when it is idle, or about to be: a session whose run has ended and
+/// which has nothing waiting is only finishing its turn, so the claim waits for that (up to `CLAIM_WAIT`,
+/// off the event loop) rather than queueing the message behind it (which costs a commit of its own).
+fn claim_session(
+    state: &Arc<GatewayState>,
+    session_key: &str,
+    settings: QueueSettings,
+) -> Option<IdleClaim> {
+    let queue = &hub_of(state).queue;
+    if let Some(claim) = queue.claim_idle(session_key, LaneKind::Main, settings) {
+        return Some(claim);
+    }
+    let ending = || {
+        queue.pending_len(session_key) == 0
+            && state
+                .services
+                .runs
+                .active_in_session(session_key)
+                .is_empty()
+    };
+    if !ending() {
+        return None;
+    }
+    crate::system::blocking::off_worker(|| {
+        let deadline = std::time::Instant::now() + CLAIM_WAIT;
+        while std::time::Instant::now() < deadline && ending() {
+            std::thread::sleep(CLAIM_RETRY);
+            if let Some(claim) = queue.claim_idle(session_key, LaneKind::Main, settings) {
+                return Some(claim);
+            }
+        }
+        None
+    })
 }
 
 /// Writes a web chat message's record (blocks on the store); with
