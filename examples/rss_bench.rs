@@ -128,7 +128,9 @@ fn mib(kib: u64) -> String {
 /// The children of `pid` (the embedding worker, sandboxed commands), whichever of its threads started
 /// them.
 fn children(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
     tasks
         .flatten()
         .flat_map(|task| {
