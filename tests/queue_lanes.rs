@@ -352,3 +352,56 @@ async fn abort_cancels_the_running_turn_and_drops_the_waiting_ones() {
     assert_eq!(runner.prompts(), ["running"]);
     assert!(!queue.abort("k"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_session_starts_with_the_claimed_message_alone_and_others_wait_behind_it() {
+    let (queue, runner, _) = setup(4, false);
+    let s = settings(QueueMode::Collect, 20, QueueDrop::Summarize);
+    let claim = queue
+        .claim_idle("agent:main:main", LaneKind::Main, s)
+        .expect("an idle session can be claimed");
+    assert!(
+        queue
+            .claim_idle("agent:main:main", LaneKind::Main, s)
+            .is_none(),
+        "a claimed session is busy"
+    );
+    // Arriving while the claimed message is being written: they wait, and in collect mode they are
+    // merged with each other, never with the claimed message.
+    for text in ["two", "three"] {
+        assert_eq!(
+            queue.enqueue("agent:main:main", LaneKind::Main, s, msg(text)),
+            EnqueueOutcome::Queued
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(runner.started(), 0, "nothing runs before the claim starts");
+    assert_eq!(claim.start(msg("one")), EnqueueOutcome::Started);
+    eventually("the claimed turn", || runner.started() == 1).await;
+    assert_eq!(runner.prompts(), ["one"]);
+    runner.release.add_permits(2);
+    eventually("the follow-up", || runner.started() == 2).await;
+    eventually("idle", || queue.session_count() == 0).await;
+    assert!(runner.prompts()[1].contains("two") && runner.prompts()[1].contains("three"));
+    assert_eq!(runner.max_per_session.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_dropped_unstarted_runs_what_arrived_meanwhile_or_forgets_the_session() {
+    let (queue, runner, _) = setup(4, false);
+    let s = settings(QueueMode::Followup, 20, QueueDrop::Summarize);
+    let claim = queue.claim_idle("a", LaneKind::Main, s).expect("claim");
+    assert_eq!(
+        queue.enqueue("a", LaneKind::Main, s, msg("late")),
+        EnqueueOutcome::Queued
+    );
+    drop(claim);
+    eventually("the waiting message runs", || runner.started() == 1).await;
+    runner.release.add_permits(1);
+    eventually("idle", || queue.session_count() == 0).await;
+    assert_eq!(runner.prompts(), ["late"]);
+
+    drop(queue.claim_idle("b", LaneKind::Main, s).expect("claim"));
+    eventually("forgotten", || queue.session_count() == 0).await;
+    assert_eq!(runner.started(), 1);
+}

@@ -382,6 +382,80 @@ async fn an_acknowledged_message_survives_a_crash_and_is_answered_once_after_the
     );
 }
 
+/// The web chat's fold: a message to an idle session is kept (its inbox record) with its turn's user entry in
+/// one commit made before the `res`, so a SIGKILL right after the ack finds both on disk, and the turn after
+/// the restart answers it without recording it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_to_an_idle_session_is_on_disk_with_its_user_turn_when_acknowledged() {
+    let fake = FakeOpenAi::start().await;
+    // Slow enough that the killed gateway never records a reply; the run after the restart gets it (or
+    // the fake's default answer, when the first run had taken it).
+    fake.push_reply(FakeReply::Text {
+        chunks: vec!["Watered.".into()],
+        delay_ms: 1_000,
+    });
+    let config = config(&fake, r#"{ mode: "collect" }"#);
+    let args = ["--port", "0", "--token", TOKEN];
+    let mut gateway = GatewayProcess::start(&config, &args);
+    let mut first = client(&gateway, 38).await;
+    let ack = first
+        .call("chat.send", send("fold-1", "water the plants"))
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    // SAFETY: kill only signals the gateway child this test started.
+    unsafe { libc::kill(gateway.child.id() as i32, libc::SIGKILL) };
+    gateway.child.wait().expect("the killed gateway is reaped");
+    drop(first);
+    let store = pincer::store::Store::open(
+        &gateway.data_dir().join("store"),
+        pincer::store::StoreOptions::default(),
+    )
+    .expect("the killed gateway's store opens");
+    let kept = pincer::channels::inbox::pending_webchat(&store).await;
+    assert_eq!(kept.len(), 1, "the acknowledged message is kept");
+    let session = store
+        .session("agent:main:main")
+        .expect("read")
+        .expect("the session was created with the message");
+    let tail = store
+        .transcript_tail(&session.session_id, 5)
+        .expect("transcript");
+    let users: Vec<_> = tail
+        .iter()
+        .map(|(_, entry)| {
+            (
+                entry.role.as_str(),
+                entry.text.as_str(),
+                entry.run_id.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        users,
+        vec![("user", "water the plants", Some("fold-1"))],
+        "the user turn was committed with the ack"
+    );
+    drop(store);
+    gateway.crash_and_restart(&config, &args);
+    let mut reader = client(&gateway, 39).await;
+    let mut history = Value::Null;
+    for _ in 0..200 {
+        history = reader
+            .call("chat.history", json!({"sessionKey": "main"}))
+            .await;
+        let answered = history["payload"]["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant"));
+        if answered {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let messages = history["payload"]["messages"].as_array().expect("messages");
+    let roles: Vec<_> = messages.iter().map(|m| m["role"].clone()).collect();
+    assert_eq!(roles, ["user", "assistant"], "answered once: {history}");
+}
+
 /// One gate for every run: with `agents.defaults.maxConcurrent: 1` a web chat turn in one session waits
 /// for an `agent` run in another session (the board's own main lane would let both run), and starts as
 /// soon as that run ends.

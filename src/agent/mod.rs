@@ -27,6 +27,7 @@ mod skills;
 mod subagents;
 mod tool_loop;
 mod turn;
+mod user_turn;
 
 // Runs: starting, observing and ending them (the gateway, channels, cron, heartbeat).
 pub use runs::{RunEvent, RunOutcome, RunRegistry, RunStatus};
@@ -35,6 +36,7 @@ pub use runtime::{
     RunPlacement, RunStartError, RunWaiters, RuntimeParts,
 };
 pub use turn::{ReplySettlement, TurnOverrides, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+pub use user_turn::{record_user_message, UserMessage};
 
 // Reasoning levels and their display.
 pub use reasoning::{format_reasoning_block, ReasoningLevel};

@@ -231,8 +231,22 @@ impl AgentRuntime {
         origin: RunOrigin,
         placement: RunPlacement,
     ) -> Result<(), RunStartError> {
+        self.start_settling(spec, origin, placement, None)
+    }
+
+    /// [`AgentRuntime::start`], with writes of the run's owner committed together with its reply.
+    pub fn start_settling(
+        self: &Arc<Self>,
+        spec: TurnSpec,
+        origin: RunOrigin,
+        placement: RunPlacement,
+        settlement: Option<Arc<dyn ReplySettlement>>,
+    ) -> Result<(), RunStartError> {
         let mut prepared = self.prepare(spec, origin)?;
         prepared.placement = placement;
+        if let Some(settlement) = settlement {
+            prepared.set_settlement(settlement);
+        }
         self.lifecycle.tasks.spawn(prepared.execute());
         Ok(())
     }

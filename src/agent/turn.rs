@@ -22,6 +22,7 @@ use super::providers::Usage;
 use super::reasoning::ReasoningLevel;
 use super::runs::{RunEvent, RunOutcome, RunStatus};
 use super::tool_loop::{self, LoopInput, LoopResult};
+use super::user_turn::{same_but_time, session_for, user_entry, UserMessage};
 use super::{context, prompt, prompt_files, skills};
 
 /// The one bootstrap file a `light_context` run keeps.
@@ -290,49 +291,40 @@ fn fail(mut outcome: RunOutcome, message: String) -> RunOutcome {
 /// session and whether this is its first run (nothing recorded before).
 fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bool), String> {
     let store_err = |e: crate::store::StoreError| format!("session store: {e}");
-    let mut session = match env.store.session(&spec.session_key).map_err(store_err)? {
-        Some(entry) => entry,
-        None => SessionEntry::new(uuid::Uuid::new_v4().to_string(), now),
+    let stored = env.store.session(&spec.session_key).map_err(store_err)?;
+    let message = UserMessage {
+        session_key: &spec.session_key,
+        run_id: &spec.run_id,
+        text: &spec.message,
+        label: spec.label.as_deref(),
+        channel: spec.channel.as_deref(),
+        now_ms: now,
+        interaction: spec.interaction,
     };
+    let session = session_for(stored.clone(), &message);
     let tail = env
         .store
         .transcript_tail(&session.session_id, 2)
         .map_err(store_err)?;
     // A message replayed after a crash runs again under the same run id: its
-    // user turn is already recorded when nothing came after it.
+    // user turn is already recorded when nothing came after it. So is the
+    // web chat's message that `chat.send` recorded with its inbox record.
     let recorded = tail.last().is_some_and(|(_, entry)| {
         entry.role == "user" && entry.run_id.as_deref() == Some(spec.run_id.as_str())
     });
     let first_run = tail.is_empty() || (recorded && tail.len() == 1);
-    let user_entry = TranscriptEntry {
-        role: "user".into(),
-        text: spec.message.clone(),
-        timestamp_ms: now,
-        run_id: Some(spec.run_id.clone()),
-        stop_reason: None,
-        input_tokens: None,
-        output_tokens: None,
-        extra_json: None,
-    };
-    session.updated_at_ms = now;
-    if spec.interaction {
-        session.last_interaction_at_ms = Some(now);
-    }
-    if let Some(label) = &spec.label {
-        session.label = Some(label.clone());
-    }
-    if spec.channel.is_some() {
-        session.last_channel = spec.channel.clone();
-        session.channel = session.channel.clone().or_else(|| spec.channel.clone());
+    // Recorded with the session entry as this turn would leave it: nothing to write.
+    if recorded && stored.as_ref().is_some_and(|s| same_but_time(s, &session)) {
+        return Ok((session, first_run));
     }
     // The user's message and the session entry in one commit.
-    let stored = session.clone();
+    let kept = session.clone();
     env.store
         .record_turn(
             &spec.session_key,
             &session.session_id,
-            (!recorded).then_some(&user_entry),
-            move |_| Some(stored.clone()),
+            (!recorded).then(|| user_entry(&message)).as_ref(),
+            move |_| Some(kept.clone()),
         )
         .map_err(store_err)?;
     Ok((session, first_run))

@@ -62,10 +62,15 @@ fn new_key(prefix: &str) -> String {
 /// Writes a web chat message's record (blocks on the store); its key is
 /// returned for [`forget`].
 pub fn record_webchat(store: &Store, record: &WebchatRecord) -> Result<String, InboxError> {
-    let bytes = serde_json::to_vec(record)?;
-    let key = new_key(WEBCHAT_PREFIX);
+    let (key, bytes) = webchat_record(record)?;
     store.put_meta(&key, &bytes)?;
     Ok(key)
+}
+
+/// A web chat message's record as [`record_webchat`] writes it (its meta key
+/// and value), for a caller that writes it in a commit of its own.
+pub fn webchat_record(record: &WebchatRecord) -> Result<(String, Vec<u8>), InboxError> {
+    Ok((new_key(WEBCHAT_PREFIX), serde_json::to_vec(record)?))
 }
 
 /// Writes the event's record; its key is returned for [`forget`].

@@ -75,6 +75,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::Status(connect) => status(&cli.global, &connect),
         Command::Doctor => doctor(&cli.global),
         Command::Firstboot(args) => firstboot(&cli.global, args),
+        #[cfg(not(target_arch = "arm"))]
+        Command::EmbedWorker => crate::memory::worker::serve_stdio(),
         Command::Devices(command) => devices(&cli.global, command),
         Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
         Command::Memory(command) => {

@@ -75,6 +75,11 @@ pub enum Command {
     /// Apply what the boot partition carries (pincer.json5, wifi.json5, hostname, ssh) and make the
     /// gateway token; run as root by the appliance's pincer-firstboot.service (see image/FIRSTBOOT.md).
     Firstboot(FirstbootArgs),
+    /// Runs the model of local embeddings for a gateway that started this process with pipes (internal:
+    /// see `memory::worker`).
+    #[cfg(not(target_arch = "arm"))]
+    #[command(name = "embed-worker", hide = true)]
+    EmbedWorker,
 }
 
 /// Where `pincer firstboot` reads and writes (defaults: the appliance's layout; `--data-dir`
@@ -220,6 +225,9 @@ pub enum PairingCommand {
 pub fn main() -> ExitCode {
     crate::system::memory::tune_allocator();
     let cli = Cli::parse();
+    // Local embeddings run in a worker: this very binary, whatever its path now (`/proc/self/exe`).
+    #[cfg(not(target_arch = "arm"))]
+    crate::memory::worker::use_worker_program("/proc/self/exe".into());
     crate::system::logging::init(cli.global.log_level.as_deref().unwrap_or("info"));
     let cli = match cli.command {
         Command::Update(command) => return update::run(&cli.global, command),

@@ -39,10 +39,15 @@ pub enum Seen {
     },
 }
 
+/// An answer as `finish` takes it: `ok`, the `res` payload, the error as JSON.
+pub type Answer = (bool, Value, Option<Value>);
+
 struct Entry {
     expires_at_ms: u64,
     seen: Seen,
     waiters: Vec<Waiter>,
+    /// The answer the run's reply commit already kept in the store (`mark_persisted`).
+    persisted: Option<Answer>,
     /// Matches the key's latest place in `Entries::order`.
     stamp: u64,
 }
@@ -81,6 +86,7 @@ impl Entries {
                 expires_at_ms: now_ms + DEDUPE_TTL_MS,
                 seen,
                 waiters: Vec::new(),
+                persisted: None,
                 stamp,
             },
         );
@@ -143,6 +149,24 @@ impl IdempotencyCache {
         true
     }
 
+    /// Notes that `answer` for the in-flight `key` was committed to the store with the run's reply, so
+    /// finishing the key with the same answer writes nothing more.
+    pub fn mark_persisted(&self, key: &str, answer: Answer) {
+        if let Some(entry) = self.entries.lock().map.get_mut(key) {
+            entry.persisted = Some(answer);
+        }
+    }
+
+    /// Whether `key` was finished in the store already with this very answer.
+    fn already_persisted(&self, key: &str, answer: (bool, &Value, Option<&Value>)) -> bool {
+        let guard = self.entries.lock();
+        let persisted = guard
+            .map
+            .get(key)
+            .and_then(|entry| entry.persisted.as_ref());
+        persisted.is_some_and(|(ok, payload, error)| (*ok, payload, error.as_ref()) == answer)
+    }
+
     /// Adds a waiter for an in-flight key; `false` when full or not in flight.
     pub fn add_waiter(&self, key: &str, waiter: Waiter) -> bool {
         let mut guard = self.entries.lock();
@@ -181,7 +205,8 @@ impl IdempotencyCache {
         now_ms: u64,
         done: &[String],
     ) -> Vec<Waiter> {
-        if let Some(store) = &self.store {
+        let kept = done.is_empty() && self.already_persisted(key, (ok, &payload, error.as_ref()));
+        if let Some(store) = self.store.as_ref().filter(|_| !kept) {
             let settle = settlement(key, ok, &payload, error.as_ref(), now_ms, done);
             if let Err(e) = store.settle(&settle) {
                 log::warn!("could not persist idempotency key {key}: {e}");
@@ -280,6 +305,23 @@ mod tests {
             cache.get("agent:k", 2 + DEDUPE_TTL_MS + 1).is_none(),
             "expires"
         );
+    }
+
+    #[test]
+    fn an_answer_kept_with_the_reply_is_not_written_again() {
+        let (_dir, store) = crate::store::test_support::temp_store();
+        let cache = IdempotencyCache::new(Some(store.clone()));
+        cache.begin("agent:k", json!({"status": "accepted"}), 0);
+        let answer = (true, json!({"status": "ok"}), None);
+        cache.mark_persisted("agent:k", answer.clone());
+        let before = store.group_figures().jobs;
+        cache.finish("agent:k", true, json!({"status": "ok"}), None, 1);
+        assert_eq!(store.group_figures().jobs, before, "nothing written");
+        // Another answer than the one kept (a reasoning block added, say) is written.
+        cache.begin("agent:j", json!({"status": "accepted"}), 0);
+        cache.mark_persisted("agent:j", answer);
+        cache.finish("agent:j", true, json!({"status": "ok", "more": 1}), None, 1);
+        assert_eq!(store.group_figures().jobs, before + 1);
     }
 
     #[test]

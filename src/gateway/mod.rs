@@ -432,7 +432,24 @@ fn spawn_background(state: &Arc<GatewayState>) {
     health_events::spawn(state);
     memory_events::spawn(state);
     spawn_reload(state);
+    let settling = state.clone();
+    tokio::spawn(async move {
+        // Start-up's code (argument parsing, config loading, building the services, the channels'
+        // first connections) has run by then: its pages leave the process, what runs again maps back.
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(STARTUP_SETTLE_MS)) => {}
+            _ = settling.shutdown.cancelled() => return,
+        }
+        let released = crate::system::memory::release_code_pages();
+        log::debug!(
+            "start-up over: {} KiB of code pages released",
+            released / 1024
+        );
+    });
 }
+
+/// How long after the gateway is ready its start-up code is given back (`system::memory`).
+const STARTUP_SETTLE_MS: u64 = 3_000;
 
 fn spawn_reload(state: &Arc<GatewayState>) {
     let loaded = state.loaded();

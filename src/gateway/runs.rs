@@ -11,16 +11,19 @@ use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use parking_lot::Mutex;
+
 use crate::agent::{
-    format_reasoning_block, RunEvent, RunListeners, RunObserver, RunOutcome, RunStartError,
-    RunStatus, RunWaiters, TurnSpec,
+    format_reasoning_block, ReplySettlement, RunEvent, RunListeners, RunObserver, RunOutcome,
+    RunStartError, RunStatus, RunWaiters, TurnSpec,
 };
 use crate::queue::LaneKind;
+use crate::store::Settlement;
 use crate::system::clock::now_ms;
 
 use super::clients::BroadcastOptions;
 use super::frames::{self, ErrorShape};
-use super::idempotency::Waiter;
+use super::idempotency::{self, Answer, Waiter};
 use super::scopes;
 use super::state::GatewayState;
 
@@ -70,6 +73,56 @@ pub fn start_placed(
         .runtime
         .start(spec, origin, placement)
         .map_err(start_error)
+}
+
+/// [`start`] for an `agent` request with an idempotency key: the key's answer is committed with the
+/// run's reply ([`AgentAnswer`]), so the run ends with one commit instead of two.
+pub fn start_answering(
+    state: &Arc<GatewayState>,
+    spec: TurnSpec,
+    origin: RunOrigin,
+    key: &str,
+) -> Result<(), ErrorShape> {
+    let answer: Arc<dyn ReplySettlement> = Arc::new(AgentAnswer {
+        state: Arc::downgrade(state),
+        key: key.to_string(),
+        answer: Mutex::new(None),
+    });
+    let placement = RunPlacement {
+        lane: LaneKind::Main,
+        quiet: false,
+    };
+    state
+        .services
+        .runtime
+        .start_settling(spec, origin, placement, Some(answer))
+        .map_err(start_error)
+}
+
+/// The `agent` answer of one idempotency key, kept in the store by the reply's commit; once committed the
+/// cache knows, and finishing the key with the same answer writes nothing more (an answer that differs,
+/// with a reasoning block, is written as before).
+struct AgentAnswer {
+    state: Weak<GatewayState>,
+    key: String,
+    answer: Mutex<Option<Answer>>,
+}
+
+impl ReplySettlement for AgentAnswer {
+    fn settlements(&self, outcome: &RunOutcome) -> Vec<Settlement> {
+        let (ok, payload, error) = final_payload(outcome);
+        let error = error.as_ref().map(ErrorShape::to_json);
+        let settlement =
+            idempotency::settlement(&self.key, ok, &payload, error.as_ref(), now_ms(), &[]);
+        *self.answer.lock() = Some((ok, payload, error));
+        vec![settlement]
+    }
+
+    fn committed(&self) {
+        if let (Some(state), Some(answer)) = (self.state.upgrade(), self.answer.lock().take()) {
+            state.idempotency.mark_persisted(&self.key, answer);
+        }
+    }
 }
 
 /// Registers the run and prepares its environment, without starting it.

@@ -8,7 +8,8 @@
 //! call blocks: callers on the async runtime use `spawn_blocking`. On 32-bit ARM (no ONNX Runtime exists)
 //! this file has no local embedder and memory search is keyword-only.
 //!
-//! This is the one place that reads `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR`. Without them (or the
+//! This is the one place that reads `PINCER_ORT_DYLIB` / `PINCER_EMBED_MODEL_DIR` /
+//! `PINCER_EMBED_IDLE_UNLOAD_MS`. Without them (or the
 //! config's `local.modelPath` / `local.modelCacheDir`) the runtime and model are looked for where
 //! `scripts/setup memory` and the appliance image install them: see `EmbedderSettings::resolve`.
 
@@ -21,6 +22,9 @@ use crate::memory::chunker::TokenCounter;
 pub const ORT_DYLIB_ENV: &str = "PINCER_ORT_DYLIB";
 /// Environment variable naming the embedding model directory.
 pub const EMBED_MODEL_DIR_ENV: &str = "PINCER_EMBED_MODEL_DIR";
+/// Environment variable setting the idle period after which the model is dropped, in milliseconds
+/// (benchmarks and tests; the default is `DEFAULT_IDLE_UNLOAD`).
+pub const EMBED_IDLE_UNLOAD_ENV: &str = "PINCER_EMBED_IDLE_UNLOAD_MS";
 /// File name of the ONNX Runtime library `ort` is built against.
 pub const ORT_LIBRARY_NAME: &str = "libonnxruntime.so.1.31.1";
 /// Directory name of the default model (all-MiniLM-L6-v2, int8).
@@ -54,6 +58,8 @@ pub enum EmbedError {
     ModelLoad { dir: PathBuf, reason: String },
     #[error("embedding inference failed: {0}")]
     Inference(String),
+    #[error("embedding worker: {0}")]
+    Worker(String),
 }
 
 /// Turns text into vectors. `key()` names model + dimension so vectors of different models never mix.
@@ -212,7 +218,9 @@ impl EmbedderSettings {
             intra_threads: board.threads.max(1),
             batch_size: board.batch.max(1),
             max_sequence_tokens: DEFAULT_MAX_SEQUENCE_TOKENS,
-            idle_unload: DEFAULT_IDLE_UNLOAD,
+            idle_unload: env(EMBED_IDLE_UNLOAD_ENV)
+                .and_then(|ms| ms.to_str()?.parse::<u64>().ok())
+                .map_or(DEFAULT_IDLE_UNLOAD, Duration::from_millis),
         }
     }
 }
@@ -246,10 +254,14 @@ pub(crate) fn model_shape(dir: &Path) -> Result<(usize, usize), EmbedError> {
 #[cfg(not(target_arch = "arm"))]
 pub use super::onnx::OnnxEmbedder;
 
-/// Opens the local embedder, or says why there is none (then search is keyword-only).
+/// Opens the local embedder, or says why there is none (then search is keyword-only): in a worker process
+/// when the binary named one (`memory::worker::use_worker_program`), else in this process.
 #[cfg(not(target_arch = "arm"))]
 pub fn open_local(settings: EmbedderSettings) -> Result<std::sync::Arc<dyn Embedder>, EmbedError> {
-    let embedder: std::sync::Arc<dyn Embedder> = OnnxEmbedder::open(settings)?;
+    let embedder: std::sync::Arc<dyn Embedder> = match super::worker::worker_program() {
+        Some(program) => super::worker::WorkerEmbedder::open(settings, program)?,
+        None => OnnxEmbedder::open(settings)?,
+    };
     Ok(embedder)
 }
 
@@ -278,6 +290,13 @@ mod tests {
         assert_eq!(settings.model_dir, PathBuf::from("/models/multilingual"));
         assert_eq!((settings.intra_threads, settings.batch_size), (1, 4));
         assert_eq!(settings.idle_unload, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn the_idle_period_comes_from_its_variable_when_set() {
+        let env = env_of(vec![(EMBED_IDLE_UNLOAD_ENV, PathBuf::from("1500"))]);
+        let settings = EmbedderSettings::resolve_with(LocalAssets::default(), None, &BOARD, &env);
+        assert_eq!(settings.idle_unload, Duration::from_millis(1500));
     }
 
     const BOARD: EmbedderProfile = EmbedderProfile {

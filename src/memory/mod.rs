@@ -25,6 +25,8 @@ pub mod tools;
 pub mod watch;
 #[cfg(not(target_arch = "arm"))]
 pub mod wordpiece;
+#[cfg(not(target_arch = "arm"))]
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -14,6 +14,7 @@
 //! [`TurnRunner`]'s business, and per-message extras (a typing indicator)
 //! ride along as opaque attachments dropped when their turn ends.
 
+mod claim;
 pub mod lanes;
 pub mod pending;
 
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::schema::messages::{QueueConfig, QueueDrop, QueueMode};
 
+pub use claim::IdleClaim;
 pub use lanes::{Admission, LaneGate, LaneKind, LaneLimits, LanePass, LaneSlot, LaneUsage};
 pub use pending::{PendingQueue, PushOutcome, QueuedTurn};
 
@@ -356,13 +358,29 @@ fn push_outcome(outcome: PushOutcome) -> EnqueueOutcome {
 /// Runs a session's turns one after another until nothing waits, then
 /// forgets the session.
 async fn drain(queue: CommandQueue, session_key: String) {
-    let mut first = true;
+    drain_from(queue, session_key, None).await
+}
+
+/// [`drain`], beginning with `first` when given (a turn already marked
+/// active: an [`IdleClaim`] started).
+async fn drain_from(
+    queue: CommandQueue,
+    session_key: String,
+    mut first: Option<(Turn, LaneKind, ActiveTurn)>,
+) {
+    let mut initial = true;
     loop {
-        if !first {
-            wait_for_quiet(&queue, &session_key).await;
-        }
-        first = false;
-        let Some((turn, lane, active)) = begin_turn(&queue, &session_key) else {
+        let begun = match first.take() {
+            Some(turn) => Some(turn),
+            None => {
+                if !initial {
+                    wait_for_quiet(&queue, &session_key).await;
+                }
+                begin_turn(&queue, &session_key)
+            }
+        };
+        initial = false;
+        let Some((turn, lane, active)) = begun else {
             return;
         };
         let steer = active.steer.clone();

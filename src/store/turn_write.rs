@@ -9,7 +9,7 @@
 
 use super::codec::{check_key, encode};
 use super::dedupe::{EncodedSettlement, Settlement};
-use super::env::{SESSIONS_DB, TRANSCRIPTS_DB};
+use super::env::{META_DB, SESSIONS_DB, TRANSCRIPTS_DB};
 use super::sessions::{read_session, SessionEntry};
 use super::transcripts::{check_session_id, entry_key, last_seq, TranscriptEntry};
 use super::{Store, StoreError};
@@ -40,13 +40,41 @@ impl Store {
         session_key: &str,
         session_id: &str,
         entry: Option<&TranscriptEntry>,
-        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
+        update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
         settle: &[Settlement],
     ) -> Result<Option<u64>, StoreError> {
         let settle = settle
             .iter()
             .map(EncodedSettlement::new)
             .collect::<Result<Vec<_>, _>>()?;
+        self.write_turn(session_key, session_id, entry, update, settle, None)
+    }
+
+    /// [`Store::record_turn`] plus a meta record (`key` → `value`) in the same commit: a message's
+    /// durable record (the inbox) written with the turn's first entry, one fsync for both.
+    pub fn record_turn_keeping(
+        &self,
+        session_key: &str,
+        session_id: &str,
+        entry: Option<&TranscriptEntry>,
+        update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
+        (key, value): (&str, &[u8]),
+    ) -> Result<Option<u64>, StoreError> {
+        check_key(META_DB, key)?;
+        let kept = Some((key.to_string(), value.to_vec()));
+        self.write_turn(session_key, session_id, entry, update, Vec::new(), kept)
+    }
+
+    /// The one transaction behind the `record_turn*` methods.
+    fn write_turn(
+        &self,
+        session_key: &str,
+        session_id: &str,
+        entry: Option<&TranscriptEntry>,
+        mut update: impl FnMut(Option<SessionEntry>) -> Option<SessionEntry> + Send + 'static,
+        settle: Vec<EncodedSettlement>,
+        kept: Option<(String, Vec<u8>)>,
+    ) -> Result<Option<u64>, StoreError> {
         check_key(SESSIONS_DB, session_key)?;
         check_session_id(session_id)?;
         let value = entry
@@ -71,6 +99,9 @@ impl Store {
             }
             for settlement in &settle {
                 settlement.apply(txn, dbs)?;
+            }
+            if let Some((key, value)) = &kept {
+                dbs.meta.put(txn, key.as_bytes(), value)?;
             }
             Ok(seq)
         })
@@ -164,6 +195,29 @@ mod tests {
             .expect("read");
         assert!(!record, "the answered message's record went with the reply");
         assert_eq!(store.transcript_tail("sid-1", 5).expect("tail").len(), 1);
+    }
+
+    #[test]
+    fn a_kept_record_is_committed_with_the_first_entry() {
+        let (_dir, store) = temp_store();
+        store
+            .record_turn_keeping(
+                "agent:main:main",
+                "sid-1",
+                Some(&entry("user", "hi")),
+                |_| Some(SessionEntry::new("sid-1", 5)),
+                ("webchat-inbox/run-1", b"message"),
+            )
+            .expect("record");
+        assert_eq!(
+            store.meta("webchat-inbox/run-1").expect("meta"),
+            Some(b"message".to_vec())
+        );
+        assert_eq!(store.transcript_tail("sid-1", 5).expect("tail").len(), 1);
+        let error = store
+            .record_turn_keeping("agent:main:main", "sid-1", None, |_| None, ("", b"x"))
+            .expect_err("an empty key");
+        assert!(matches!(error, StoreError::InvalidKey { .. }), "{error:?}");
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Board profiles: per-board limits from `board/*.json5` (built into the
-//! binary), picked by the device-tree model string at start.
+//! binary), picked by the device-tree model string at start. One limit may be
+//! raised or lowered from the environment for load tests and benchmarks:
+//! `PINCER_MAX_CONNECTIONS` (the gateway's connection cap; `pincer doctor`
+//! shows the value in force).
 
 use serde::Deserialize;
 
@@ -10,6 +13,9 @@ const PROFILES: &[&str] = &[
     include_str!("../../board/pi5.json5"),
     include_str!("../../board/generic.json5"),
 ];
+
+/// Environment variable overriding the profile's `gateway.maxConnections`.
+pub const MAX_CONNECTIONS_ENV: &str = "PINCER_MAX_CONNECTIONS";
 
 /// Where Linux exposes the device-tree model.
 const MODEL_PATHS: &[&str] = &[
@@ -160,14 +166,45 @@ pub fn detect() -> BoardProfile {
                 .iter()
                 .find_map(|p| std::fs::read_to_string(p).ok())
                 .map(|m| m.trim_end_matches('\0').trim().to_string());
-            for_model(model.as_deref())
+            let env = std::env::var(MAX_CONNECTIONS_ENV).ok();
+            with_overrides(for_model(model.as_deref()), env.as_deref())
         })
         .clone()
+}
+
+/// `profile` with `PINCER_MAX_CONNECTIONS` applied (`value`: the variable's text); a value that is not a
+/// positive number is ignored with a warning.
+fn with_overrides(mut profile: BoardProfile, value: Option<&str>) -> BoardProfile {
+    match value.map(|v| v.trim().parse::<usize>()) {
+        Some(Ok(n)) if n > 0 => profile.gateway.max_connections = n,
+        Some(_) => {
+            log::warn!("{MAX_CONNECTIONS_ENV} must be a positive number; the board's limit stays")
+        }
+        None => {}
+    }
+    profile
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_cap_can_be_overridden_from_the_environment() {
+        let generic = for_model(None);
+        let raised = with_overrides(generic.clone(), Some("1500"));
+        assert_eq!(raised.limits().max_connections, 1500);
+        let kept = with_overrides(generic.clone(), Some("lots"));
+        assert_eq!(
+            kept.limits().max_connections,
+            generic.limits().max_connections
+        );
+        let zero = with_overrides(generic.clone(), Some("0"));
+        assert_eq!(
+            zero.limits().max_connections,
+            generic.limits().max_connections
+        );
+    }
 
     #[test]
     fn every_profile_parses_and_pi_models_match() {

@@ -1,5 +1,6 @@
 //! Giving back the resident pages of a file this process has mapped: the store's LMDB map after bulk writes,
-//! ONNX Runtime's code after the model is loaded.
+//! ONNX Runtime's code after the model is loaded, pincer's own code and constants once start-up is over
+//! ([`release_clean_pages`]).
 //!
 //! A file's mappings are found by its device and inode in `/proc/self/maps`, so a path that reaches the file
 //! through a symlink or a relative directory still matches. Two kinds of advice:
@@ -98,6 +99,86 @@ pub fn advise(_path: &Path, _advice: Advice) -> std::io::Result<usize> {
     Ok(0)
 }
 
+/// Unmaps the resident pages of this process's read-only mappings of `path` that hold nothing but the
+/// file's content (`MADV_DONTNEED`): its code and constants, never a mapping that is writable or holds
+/// copy-on-write pages (smaps' `Anonymous`), such as the relocated pointers of a binary's RELRO segment.
+/// The pages stay in the page cache; what runs again maps them back with a minor fault. Returns the bytes
+/// of mapping advised.
+#[cfg(target_os = "linux")]
+pub fn release_clean_pages(path: &Path) -> std::io::Result<usize> {
+    use std::os::unix::fs::MetadataExt;
+
+    let metadata = std::fs::metadata(path)?;
+    let (dev, inode) = (
+        format!(
+            "{:02x}:{:02x}",
+            libc::major(metadata.dev()),
+            libc::minor(metadata.dev())
+        ),
+        metadata.ino(),
+    );
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let mut advised = 0;
+    for mapping in clean_mappings_of(&smaps, &dev, inode) {
+        // SAFETY: a live read-only mapping of `path` holding only file pages (checked in smaps just now;
+        // read-only mappings gain no copy-on-write pages): unmapping them loses nothing, and a later access
+        // maps the same content back.
+        let result = unsafe {
+            libc::madvise(
+                mapping.start as *mut libc::c_void,
+                mapping.len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if result != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        advised += mapping.len;
+    }
+    Ok(advised)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn release_clean_pages(_path: &Path) -> std::io::Result<usize> {
+    Ok(0)
+}
+
+/// The read-only mappings in `smaps` (the text of `/proc/self/smaps`) of the file with `inode` on `dev`
+/// that hold no anonymous (copy-on-write) page.
+fn clean_mappings_of(smaps: &str, dev: &str, inode: u64) -> Vec<Mapping> {
+    let mut found = Vec::new();
+    let mut current: Option<(Mapping, bool)> = None;
+    let mut finish = |current: Option<(Mapping, bool)>| {
+        if let Some((mapping, true)) = current {
+            found.push(mapping);
+        }
+    };
+    for line in smaps.lines() {
+        let first = line.split_ascii_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            finish(current.take());
+            current = mappings_of(line, dev, inode)
+                .into_iter()
+                .next()
+                .filter(|_| {
+                    !line
+                        .split_ascii_whitespace()
+                        .nth(1)
+                        .unwrap_or("w")
+                        .contains('w')
+                })
+                .map(|mapping| (mapping, true));
+        } else if first == "Anonymous:" {
+            let anonymous = line.split_ascii_whitespace().nth(1).unwrap_or("1") != "0";
+            if let Some((_, clean)) = current.as_mut() {
+                *clean &= !anonymous;
+            }
+        }
+    }
+    finish(current);
+    found
+}
+
 /// Resident KiB of this process's mappings of `path` (from `/proc/self/smaps`; 0 when not mapped).
 pub fn resident_kib(path: &Path) -> std::io::Result<u64> {
     let Ok(path) = path.canonicalize() else {
@@ -146,6 +227,46 @@ mod tests {
         assert!(mappings_of(maps, "08:01", 9).is_empty());
         let data = "7f0005000000-7f0005001000 rw-p 00001000 08:01 77 /usr/lib/libx.so\n";
         assert!(mappings_of(data, "08:01", 77)[0].private_writable);
+    }
+
+    #[test]
+    fn only_read_only_mappings_without_copy_on_write_pages_are_clean() {
+        let smaps = "\
+55d0c0a00000-55d0c0a21000 r--p 00000000 08:01 1311 /usr/bin/pincer
+Rss:                 132 kB
+Anonymous:             0 kB
+55d0c0a21000-55d0c0b00000 r-xp 00021000 08:01 1311 /usr/bin/pincer
+Rss:                 800 kB
+Anonymous:             0 kB
+55d0c0b00000-55d0c0b10000 r--p 00100000 08:01 1311 /usr/bin/pincer
+Rss:                  64 kB
+Anonymous:            64 kB
+55d0c0b10000-55d0c0b11000 rw-p 00110000 08:01 1311 /usr/bin/pincer
+Rss:                   4 kB
+Anonymous:             0 kB
+7f0000000000-7f0000100000 r-xp 00000000 08:01 77 /usr/lib/libc.so.6
+Anonymous:             0 kB
+";
+        let starts: Vec<usize> = clean_mappings_of(smaps, "08:01", 1311)
+            .into_iter()
+            .map(|m| m.start)
+            .collect();
+        assert_eq!(
+            starts,
+            vec![0x55d0_c0a0_0000, 0x55d0_c0a2_1000],
+            "not the relocated RELRO pages, not the writable data, not another file"
+        );
+    }
+
+    #[test]
+    fn this_binarys_code_pages_are_released_and_run_again() {
+        let exe = std::env::current_exe().expect("exe");
+        let before = resident_kib(&exe).expect("smaps");
+        assert!(release_clean_pages(&exe).expect("advise") > 0);
+        let after = resident_kib(&exe).expect("smaps");
+        assert!(after < before, "resident {before} KiB -> {after} KiB");
+        // Code and constants come back as they run.
+        assert_eq!(format!("{:?}", Advice::Unmap), "Unmap");
     }
 
     #[test]

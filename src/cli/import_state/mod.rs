@@ -6,13 +6,13 @@
 //! Running it again imports nothing twice: every record is keyed (session key, job id, device id,
 //! channel/account/sender, workspace file path) and an existing key is left alone. A bad file or
 //! record is reported by path and never stops the rest. It reads OpenClaw's JSON layout (2026.4 and
-//! earlier) and, with the `openclaw-import` feature (on by default), the SQLite store of later
-//! releases (`sqlite.rs`).
+//! earlier) and the SQLite store of later releases (`sqlite.rs`, through the file reader in
+//! `sqlite_file/`).
 
 mod records;
 mod sessions;
-#[cfg(feature = "openclaw-import")]
 mod sqlite;
+mod sqlite_file;
 mod transcript;
 mod workspace;
 
@@ -130,7 +130,6 @@ pub fn import_state(options: &ImportOptions, store: &Store) -> Result<Report, St
     match sessions::SessionImporter::new(store) {
         Ok(mut importer) => {
             sessions::import_sessions(state, &mut importer, &mut report);
-            #[cfg(feature = "openclaw-import")]
             sqlite::import_agent_databases(state, &mut importer, &mut report);
         }
         Err(why) => report.failed("sessions", why),
@@ -139,7 +138,6 @@ pub fn import_state(options: &ImportOptions, store: &Store) -> Result<Report, St
     records::import_cron(&jobs, store, now, &mut report);
     records::import_devices(state, store, &mut report);
     records::import_allow_from(state, store, now, &mut report);
-    #[cfg(feature = "openclaw-import")]
     sqlite::import_shared(state, store, now, &mut report);
     workspace::import(
         options,
@@ -147,8 +145,6 @@ pub fn import_state(options: &ImportOptions, store: &Store) -> Result<Report, St
         pincer_config.as_ref(),
         &mut report,
     );
-    #[cfg(not(feature = "openclaw-import"))]
-    report_sqlite(state, &mut report);
     Ok(report)
 }
 
@@ -241,35 +237,4 @@ fn cron_store_path(state: &Path, openclaw: Option<&(String, Value)>) -> PathBuf 
         .filter(|p| !p.trim().is_empty())
         .map(|p| workspace::expand_home(Path::new(p.trim())))
         .unwrap_or_else(|| state.join("cron").join("jobs.json"))
-}
-
-/// Newer OpenClaw releases (2026.9.6 among them) keep sessions, transcripts, cron jobs, devices and
-/// pairing approvals in SQLite; a pincer built without the `openclaw-import` feature cannot read
-/// them, and says so instead of importing nothing quietly.
-#[cfg(not(feature = "openclaw-import"))]
-fn report_sqlite(state: &Path, report: &mut Report) {
-    let mut databases = Vec::new();
-    let shared = state.join("state").join("openclaw.sqlite");
-    if shared.exists() {
-        databases.push(shared);
-    }
-    if let Ok(agents) = std::fs::read_dir(state.join("agents")) {
-        let mut found: Vec<PathBuf> = agents
-            .filter_map(Result::ok)
-            .map(|a| a.path().join("agent").join("openclaw-agent.sqlite"))
-            .filter(|p| p.exists())
-            .collect();
-        found.sort();
-        databases.extend(found);
-    }
-    for db in databases {
-        report.failed(
-            &db.display().to_string(),
-            "newer OpenClaw releases (2026.9.6 among them) keep sessions, transcripts, cron jobs, paired devices and pairing \
-             approvals in SQLite, which this pincer (built without the openclaw-import feature) cannot read: whatever is only in this database was not \
-             imported (the JSON files beside it were; `openclaw sessions`, `openclaw cron list` and \
-             `openclaw devices list` show what it holds)"
-                .into(),
-        );
-    }
 }

@@ -10,11 +10,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use super::records::{import_allow_entries, import_device, import_jobs, PINCER_CHANNELS};
 use super::sessions::{SessionImporter, TranscriptFeed};
+use super::sqlite_file::{Row, SqliteError, SqliteFile};
 use super::transcript::{TranscriptImport, MAX_TRANSCRIPT_LINE_BYTES};
 use super::Report;
 use crate::store::Store;
@@ -24,24 +24,48 @@ pub fn shared_database(state: &Path) -> PathBuf {
     state.join("state").join("openclaw.sqlite")
 }
 
-fn open(path: &Path) -> Result<Connection, String> {
-    Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| format!("cannot open read-only: {e}"))
+/// Every row of `table` with `columns`, sorted by `order` (the SQL `ORDER BY` the rows are wanted in).
+fn sorted_rows(
+    db: &SqliteFile,
+    table: &str,
+    columns: &[&str],
+    order: impl Fn(&Row, &Row) -> std::cmp::Ordering,
+) -> Result<Vec<Row>, SqliteError> {
+    let mut rows = Vec::new();
+    db.for_each_row(table, columns, &mut |row| {
+        rows.push(row);
+        Ok(())
+    })?;
+    rows.sort_by(order);
+    Ok(rows)
 }
 
-fn has_table(db: &Connection, table: &str) -> bool {
-    db.query_row(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [table],
-        |_| Ok(()),
-    )
-    .optional()
-    .ok()
-    .flatten()
-    .is_some()
+/// Compares rows by their columns in `columns` order (text, then integers; NULL first).
+fn by_columns(columns: &'static [usize]) -> impl Fn(&Row, &Row) -> std::cmp::Ordering {
+    move |a, b| {
+        columns
+            .iter()
+            .map(|&c| compare_values(&a.0[c], &b.0[c]))
+            .find(|order| order.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }
+}
+
+fn compare_values(
+    a: &super::sqlite_file::Value,
+    b: &super::sqlite_file::Value,
+) -> std::cmp::Ordering {
+    use super::sqlite_file::Value::{Integer, Null, Text};
+    match (a, b) {
+        (Integer(x), Integer(y)) => x.cmp(y),
+        (Text(x), Text(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Null, Null) => std::cmp::Ordering::Equal,
+        (Null, _) => std::cmp::Ordering::Less,
+        (_, Null) => std::cmp::Ordering::Greater,
+        (Integer(_), _) => std::cmp::Ordering::Less,
+        (_, Integer(_)) => std::cmp::Ordering::Greater,
+        _ => std::cmp::Ordering::Equal,
+    }
 }
 
 /// Cron jobs, paired devices and DM approvals from `state/openclaw.sqlite`.
@@ -51,16 +75,16 @@ pub fn import_shared(state: &Path, store: &Store, now_ms: u64, report: &mut Repo
         return;
     }
     let label = path.display().to_string();
-    let db = match open(&path) {
+    let db = match SqliteFile::open(&path) {
         Ok(db) => db,
-        Err(why) => return report.failed(&label, why),
+        Err(why) => return report.failed(&label, why.to_string()),
     };
     for (table, step) in [
         ("cron_jobs", shared_cron as SharedStep),
         ("device_pairing_paired", shared_devices),
         ("channel_pairing_allow_entries", shared_allow),
     ] {
-        if !has_table(&db, table) {
+        if !db.has_table(table) {
             report.failed(
                 &label,
                 format!("no table {table} (an OpenClaw schema pincer does not know)"),
@@ -73,7 +97,7 @@ pub fn import_shared(state: &Path, store: &Store, now_ms: u64, report: &mut Repo
     }
 }
 
-type SharedStep = fn(&Connection, &str, &Store, u64, &mut Report) -> rusqlite::Result<()>;
+type SharedStep = fn(&SqliteFile, &str, &Store, u64, &mut Report) -> Result<(), String>;
 
 fn json_column(text: Option<String>) -> Value {
     text.and_then(|t| serde_json::from_str(&t).ok())
@@ -81,20 +105,23 @@ fn json_column(text: Option<String>) -> Value {
 }
 
 fn shared_cron(
-    db: &Connection,
+    db: &SqliteFile,
     label: &str,
     store: &Store,
     now_ms: u64,
     report: &mut Report,
-) -> rusqlite::Result<()> {
-    let mut query =
-        db.prepare("SELECT job_id, job_json FROM cron_jobs ORDER BY sort_order, job_id")?;
+) -> Result<(), String> {
+    // ORDER BY sort_order, job_id
+    let rows = sorted_rows(
+        db,
+        "cron_jobs",
+        &["job_id", "job_json", "sort_order"],
+        by_columns(&[2, 0]),
+    )
+    .map_err(|e| e.to_string())?;
     let mut jobs = Vec::new();
-    let rows = query.query_map([], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-    })?;
     for row in rows {
-        let (id, text) = row?;
+        let (id, text) = (row.required_text(0)?, row.required_text(1)?);
         match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(mut job)) => {
                 job.entry("id").or_insert(json!(id));
@@ -110,60 +137,76 @@ fn shared_cron(
     Ok(())
 }
 
+const DEVICE_COLUMNS: [&str; 16] = [
+    "device_id",
+    "public_key",
+    "display_name",
+    "platform",
+    "device_family",
+    "client_id",
+    "client_mode",
+    "role",
+    "roles_json",
+    "scopes_json",
+    "approved_scopes_json",
+    "remote_ip",
+    "tokens_json",
+    "created_at_ms",
+    "approved_at_ms",
+    "last_seen_at_ms",
+];
+
 fn shared_devices(
-    db: &Connection,
+    db: &SqliteFile,
     label: &str,
     store: &Store,
     _now_ms: u64,
     report: &mut Report,
-) -> rusqlite::Result<()> {
-    let mut query = db.prepare(
-        "SELECT device_id, public_key, display_name, platform, device_family, client_id, client_mode, \
-         role, roles_json, scopes_json, approved_scopes_json, remote_ip, tokens_json, created_at_ms, \
-         approved_at_ms, last_seen_at_ms FROM device_pairing_paired ORDER BY device_id",
-    )?;
-    let rows = query.query_map([], |row| {
-        let text = |i: usize| row.get::<_, Option<String>>(i);
+) -> Result<(), String> {
+    // ORDER BY device_id
+    let rows = sorted_rows(
+        db,
+        "device_pairing_paired",
+        &DEVICE_COLUMNS,
+        by_columns(&[0]),
+    )
+    .map_err(|e| e.to_string())?;
+    let source = format!("{label} (device_pairing_paired)");
+    for row in rows {
+        let text = |i: usize| row.text(i);
         let device = json!({
             "publicKey": text(1)?, "displayName": text(2)?, "platform": text(3)?,
             "deviceFamily": text(4)?, "clientId": text(5)?, "clientMode": text(6)?, "role": text(7)?,
             "roles": json_column(text(8)?), "scopes": json_column(text(9)?),
             "approvedScopes": json_column(text(10)?), "remoteIp": text(11)?,
             "tokens": json_column(text(12)?),
-            "createdAtMs": row.get::<_, i64>(13)?, "approvedAtMs": row.get::<_, Option<i64>>(14)?,
-            "lastSeenAtMs": row.get::<_, Option<i64>>(15)?,
+            "createdAtMs": row.integer(13)?.ok_or("created_at_ms is NULL")?,
+            "approvedAtMs": row.integer(14)?, "lastSeenAtMs": row.integer(15)?,
         });
-        Ok((row.get::<_, String>(0)?, device))
-    })?;
-    let source = format!("{label} (device_pairing_paired)");
-    for row in rows {
-        let (device_id, device) = row?;
-        import_device(&device_id, &device, &source, store, report);
+        import_device(&row.required_text(0)?, &device, &source, store, report);
     }
     Ok(())
 }
 
 fn shared_allow(
-    db: &Connection,
+    db: &SqliteFile,
     label: &str,
     store: &Store,
     now_ms: u64,
     report: &mut Report,
-) -> rusqlite::Result<()> {
-    let mut query = db.prepare(
-        "SELECT channel_key, account_id, entry FROM channel_pairing_allow_entries \
-         ORDER BY channel_key, account_id, sort_order, entry",
-    )?;
-    let rows = query.query_map([], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, String>(2)?,
-        ))
-    })?;
+) -> Result<(), String> {
+    // ORDER BY channel_key, account_id, sort_order, entry
+    let rows = sorted_rows(
+        db,
+        "channel_pairing_allow_entries",
+        &["channel_key", "account_id", "entry", "sort_order"],
+        by_columns(&[0, 1, 3, 2]),
+    )
+    .map_err(|e| e.to_string())?;
     let source = format!("{label} (channel_pairing_allow_entries)");
     for row in rows {
-        let (channel, account, entry) = row?;
+        let (channel, account) = (row.required_text(0)?, row.required_text(1)?);
+        let entry = row.required_text(2)?;
         match PINCER_CHANNELS.iter().find(|c| **c == channel) {
             Some(channel) => import_allow_entries(
                 channel,
@@ -183,33 +226,41 @@ fn shared_allow(
     Ok(())
 }
 
-/// Each agent's database: those the shared database lists, else `agents/*/agent/openclaw-agent.sqlite`.
-fn agent_databases(state: &Path) -> Vec<(String, PathBuf)> {
+/// The agent databases the shared database lists, `(agent id, path)` in order.
+fn listed_agent_databases(state: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(db) = SqliteFile::open(&shared_database(state)) else {
+        return Vec::new();
+    };
+    if !db.has_table("agent_databases") {
+        return Vec::new();
+    }
+    // ORDER BY agent_id, path
+    let rows = sorted_rows(
+        &db,
+        "agent_databases",
+        &["agent_id", "path"],
+        by_columns(&[0, 1]),
+    );
     let mut found = Vec::new();
-    if let Ok(db) = open(&shared_database(state)) {
-        if has_table(&db, "agent_databases") {
-            if let Ok(mut query) =
-                db.prepare("SELECT agent_id, path FROM agent_databases ORDER BY agent_id, path")
-            {
-                let rows = query.query_map([], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-                });
-                if let Ok(rows) = rows {
-                    for (agent, path) in rows.flatten() {
-                        let path = PathBuf::from(path);
-                        found.push((
-                            agent,
-                            if path.is_absolute() {
-                                path
-                            } else {
-                                state.join(path)
-                            },
-                        ));
-                    }
-                }
-            }
+    for row in rows.unwrap_or_default() {
+        if let (Ok(agent), Ok(path)) = (row.required_text(0), row.required_text(1)) {
+            let path = PathBuf::from(path);
+            found.push((
+                agent,
+                if path.is_absolute() {
+                    path
+                } else {
+                    state.join(path)
+                },
+            ));
         }
     }
+    found
+}
+
+/// Each agent's database: those the shared database lists, else `agents/*/agent/openclaw-agent.sqlite`.
+fn agent_databases(state: &Path) -> Vec<(String, PathBuf)> {
+    let mut found = listed_agent_databases(state);
     if let Ok(agents) = std::fs::read_dir(state.join("agents")) {
         for agent in agents.flatten() {
             let path = agent.path().join("agent").join("openclaw-agent.sqlite");
@@ -235,22 +286,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
 pub fn import_agent_databases(state: &Path, importer: &mut SessionImporter, report: &mut Report) {
     for (agent_id, path) in agent_databases(state) {
         let label = path.display().to_string();
-        let db = match open(&path) {
+        let db = match SqliteFile::open(&path) {
             Ok(db) => db,
             Err(why) => {
-                report.failed(&label, why);
+                report.failed(&label, why.to_string());
                 continue;
             }
         };
         for table in ["session_nodes", "transcript_events"] {
-            if !has_table(&db, table) {
+            if !db.has_table(table) {
                 report.failed(
                     &label,
                     format!("no table {table} (an OpenClaw schema pincer does not know)"),
                 );
             }
         }
-        if !has_table(&db, "session_nodes") {
+        if !db.has_table("session_nodes") {
             continue;
         }
         if let Err(e) = agent_sessions(&db, &agent_id, &label, importer, report) {
@@ -263,22 +314,25 @@ pub fn import_agent_databases(state: &Path, importer: &mut SessionImporter, repo
 }
 
 fn agent_sessions(
-    db: &Connection,
+    db: &SqliteFile,
     agent_id: &str,
     label: &str,
     importer: &mut SessionImporter,
     report: &mut Report,
-) -> rusqlite::Result<()> {
-    let mut query = db.prepare(
-        "SELECT session_key, current_session_id, entry_json FROM session_nodes ORDER BY session_key",
-    )?;
-    let rows: Vec<(String, String, String)> = query
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+) -> Result<(), String> {
+    // ORDER BY session_key
+    let rows = sorted_rows(
+        db,
+        "session_nodes",
+        &["session_key", "current_session_id", "entry_json"],
+        by_columns(&[0]),
+    )
+    .map_err(|e| e.to_string())?;
     let source = format!("{label} (session_nodes)");
-    let with_events = has_table(db, "transcript_events");
-    for (key, session_id, entry_json) in rows {
-        let mut entry = match serde_json::from_str::<Value>(&entry_json) {
+    let with_events = db.has_table("transcript_events");
+    for row in rows {
+        let (key, session_id) = (row.required_text(0)?, row.required_text(1)?);
+        let mut entry = match serde_json::from_str::<Value>(&row.required_text(2)?) {
             Ok(Value::Object(entry)) => entry,
             _ => {
                 report.failed(
@@ -311,7 +365,7 @@ fn agent_sessions(
 
 /// One session's rows of `transcript_events`, in sequence order.
 struct EventRows<'c> {
-    db: &'c Connection,
+    db: &'c SqliteFile,
     session_id: String,
     label: String,
     present: bool,
@@ -327,29 +381,23 @@ impl TranscriptFeed for EventRows<'_> {
     }
 
     fn feed(&self, import: &mut TranscriptImport<'_, '_>) -> Result<(), String> {
-        let fail = |e: rusqlite::Error| format!("cannot read {}: {e}", self.label);
-        let mut query = self
-            .db
-            .prepare(
-                "SELECT event_json, event_zstd FROM transcript_events WHERE session_id = ?1 ORDER BY seq",
+        // WHERE session_id = ? ORDER BY seq
+        self.db
+            .for_each_row_where(
+                "transcript_events",
+                ("session_id", &self.session_id),
+                "seq",
+                &["event_json", "event_zstd"],
+                &mut |row| match (row.text(0)?, row.blob(1)?) {
+                    (Some(text), _) => import.push(Ok(text.as_bytes())),
+                    (None, Some(packed)) => match unpack(packed) {
+                        Ok(bytes) => import.push(Ok(&bytes)),
+                        Err(why) => import.push(Err(why)),
+                    },
+                    (None, None) => import.push(Err("an event row without content".into())),
+                },
             )
-            .map_err(fail)?;
-        let mut rows = query.query([&self.session_id]).map_err(fail)?;
-        while let Some(row) = rows.next().map_err(fail)? {
-            let text: Option<String> = row.get(0).map_err(fail)?;
-            match text {
-                Some(text) => import.push(Ok(text.as_bytes()))?,
-                None => {
-                    let packed: Option<Vec<u8>> = row.get(1).map_err(fail)?;
-                    match packed.as_deref().map(unpack) {
-                        Some(Ok(bytes)) => import.push(Ok(&bytes))?,
-                        Some(Err(why)) => import.push(Err(why))?,
-                        None => import.push(Err("an event row without content".into()))?,
-                    }
-                }
-            }
-        }
-        Ok(())
+            .map_err(|e| format!("cannot read {}: {e}", self.label))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::agent::{ResetChat, TurnSpec, DEFAULT_RUN_TIMEOUT_MS};
+use crate::agent::{record_user_message, ResetChat, TurnSpec, UserMessage, DEFAULT_RUN_TIMEOUT_MS};
 use crate::channels::commands::{answer as answer_command, CommandCaller};
 use crate::channels::inbox::{self, WebchatRecord};
 use crate::channels::turns::TurnOrigin;
@@ -19,7 +19,7 @@ use crate::gateway::state::GatewayState;
 use crate::gateway::webchat::hub_of;
 use crate::pipeline::commands::{parse_command, parse_reset_trigger, CommandInvocation};
 use crate::pipeline::context::{normalize_newlines, sanitize_user_text};
-use crate::queue::{EnqueueOutcome, LaneKind, QueueSettings, QueuedMessage};
+use crate::queue::{EnqueueOutcome, IdleClaim, LaneKind, QueueSettings, QueuedMessage};
 use crate::system::clock::now_ms;
 
 use super::params::Params;
@@ -142,7 +142,7 @@ fn start_agent(
         idempotency_key: Some(cache_key.clone()),
         tap: None,
     };
-    if let Err(error) = runs::start(state, spec, origin) {
+    if let Err(error) = runs::start_answering(state, spec, origin, &cache_key) {
         state.idempotency.forget(&cache_key);
         return Err(error);
     }
@@ -326,15 +326,25 @@ fn send_or_command(
         text: sanitize_user_text(&normalize_newlines(message)),
         timeout_ms,
     };
-    // Kept before the `res`: a crash before the run ends replays it.
-    let inbox = inbox::record_webchat(&state.services.store, &record)
-        .map_err(|e| ErrorShape::unavailable(e.to_string()))?;
+    // Kept before the `res`: a crash before the run ends replays it. An idle
+    // session is claimed so the message starts its turn at once, and the
+    // turn's user entry goes into the same commit (one fsync for both).
+    let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
+    let claim = claim_session(state, &session_key, settings);
+    // A commit waits for its fsync: the worker's other tasks go on meanwhile, and concurrent sessions'
+    // writes can join one group commit (`store/group_commit.rs`).
+    let user_turn = claim.is_some();
+    let inbox = state
+        .services
+        .store
+        .run_blocking(|| keep_webchat(state, &record, user_turn))
+        .map_err(ErrorShape::unavailable)?;
     state.idempotency.begin(&cache_key, ack.clone(), now);
     let requester = WebchatRequester {
         conn_id: info.conn_id.clone(),
         idempotency_key: cache_key,
     };
-    match enqueue_webchat(state, record, Some(requester), inbox) {
+    match enqueue_webchat(state, record, Some(requester), inbox, claim) {
         // The refused message's origin forgot its idempotency key and its
         // record on drop.
         EnqueueOutcome::Dropped => Err(ErrorShape::unavailable(format!(
@@ -350,12 +360,82 @@ struct WebchatRequester {
     idempotency_key: String,
 }
 
-/// Queues a web chat message on its session's main lane.
+/// Longest wait for a session whose run has ended to leave the queue (its turn's last steps take
+/// microseconds; a client answering the final at once can be faster).
+const CLAIM_WAIT: Duration = Duration::from_millis(20);
+/// Pause between looks while waiting.
+const CLAIM_RETRY: Duration = Duration::from_micros(100);
+
+/// Claims the session for this message when it is idle, or about to be: a session whose run has ended and
+/// which has nothing waiting is only finishing its turn, so the claim waits for that (up to `CLAIM_WAIT`,
+/// off the event loop) rather than queueing the message behind it (which costs a commit of its own).
+fn claim_session(
+    state: &Arc<GatewayState>,
+    session_key: &str,
+    settings: QueueSettings,
+) -> Option<IdleClaim> {
+    let queue = &hub_of(state).queue;
+    if let Some(claim) = queue.claim_idle(session_key, LaneKind::Main, settings) {
+        return Some(claim);
+    }
+    let ending = || {
+        queue.pending_len(session_key) == 0
+            && state
+                .services
+                .runs
+                .active_in_session(session_key)
+                .is_empty()
+    };
+    if !ending() {
+        return None;
+    }
+    crate::system::blocking::off_worker(|| {
+        let deadline = std::time::Instant::now() + CLAIM_WAIT;
+        while std::time::Instant::now() < deadline && ending() {
+            std::thread::sleep(CLAIM_RETRY);
+            if let Some(claim) = queue.claim_idle(session_key, LaneKind::Main, settings) {
+                return Some(claim);
+            }
+        }
+        None
+    })
+}
+
+/// Writes a web chat message's record (blocks on the store); with
+/// `user_turn` (its session is claimed: the turn starts with it) the turn's
+/// user entry is written in the same commit. Returns the record's key.
+fn keep_webchat(
+    state: &GatewayState,
+    record: &WebchatRecord,
+    user_turn: bool,
+) -> Result<String, String> {
+    let store = &state.services.store;
+    if !user_turn {
+        return inbox::record_webchat(store, record).map_err(|e| e.to_string());
+    }
+    let (key, bytes) = inbox::webchat_record(record).map_err(|e| e.to_string())?;
+    let message = UserMessage {
+        session_key: &record.session_key,
+        run_id: &record.run_id,
+        text: &record.text,
+        label: None,
+        channel: Some(WEBCHAT_CHANNEL),
+        now_ms: now_ms(),
+        interaction: true,
+    };
+    record_user_message(store, &message, (&key, &bytes))
+        .map_err(|e| format!("cannot keep the message: {e}"))?;
+    Ok(key)
+}
+
+/// Queues a web chat message on its session's main lane (starts it in the
+/// session `claim` holds, when given).
 fn enqueue_webchat(
     state: &Arc<GatewayState>,
     record: WebchatRecord,
     requester: Option<WebchatRequester>,
     inbox: String,
+    claim: Option<IdleClaim>,
 ) -> EnqueueOutcome {
     let (requester, idempotency_key) = match requester {
         Some(r) => (Some(r.conn_id), Some(r.idempotency_key)),
@@ -380,6 +460,9 @@ fn enqueue_webchat(
         text: record.text,
         attachment: Some(Box::new(origin)),
     };
+    if let Some(claim) = claim {
+        return claim.start(queued);
+    }
     let settings = QueueSettings::for_channel(&state.config().messages.queue, WEBCHAT_CHANNEL);
     hub.queue
         .enqueue(&record.session_key, LaneKind::Main, settings, queued)
@@ -393,7 +476,7 @@ pub async fn replay_webchat(state: Arc<GatewayState>) {
             "replaying web chat message {} accepted before the restart",
             record.run_id
         );
-        if let EnqueueOutcome::Dropped = enqueue_webchat(&state, record, None, key) {
+        if let EnqueueOutcome::Dropped = enqueue_webchat(&state, record, None, key, None) {
             log::warn!("replayed web chat message dropped: the session's queue is full");
         }
     }
