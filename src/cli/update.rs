@@ -57,7 +57,12 @@ pub enum UpdateCommand {
 #[derive(Debug, Args)]
 pub struct ConfirmArgs {
     /// Seconds the gateway has, on a trial boot, to answer 200 on /readyz.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PINCER_UPDATE_CONFIRM_TIMEOUT",
+        default_value_t = 120
+    )]
     pub timeout: u64,
     /// The gateway's readiness URL (default: `/readyz` on 127.0.0.1 at the config's
     /// gateway.port, https when gateway.tls.enabled).

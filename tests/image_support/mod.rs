@@ -291,7 +291,21 @@ pub const QEMU_UBOOT: &str = "/usr/lib/u-boot/qemu_arm64/u-boot.bin";
 /// ports are forwarded to `gateway` and `ssh` on the host's loopback; the console goes to
 /// the card's dir. `reboot` lets the guest reboot (A/B tests) instead of ending QEMU.
 pub fn qemu_virt(card: &Card, gateway: u16, ssh: u16, memory_mib: u32, reboot: bool) -> Qemu {
-    let console = card.dir.path().join("console.log");
+    qemu_virt_with_disk(card, gateway, ssh, memory_mib, reboot, None, "console.log")
+}
+
+/// [`qemu_virt`] with a second virtio disk (`/dev/vdb` in the guest: the update tests' bundles)
+/// and the console in `console_name` in the card's dir (one file per QEMU start).
+pub fn qemu_virt_with_disk(
+    card: &Card,
+    gateway: u16,
+    ssh: u16,
+    memory_mib: u32,
+    reboot: bool,
+    second_disk: Option<&std::path::Path>,
+    console_name: &str,
+) -> Qemu {
+    let console = card.dir.path().join(console_name);
     let mut command = Command::new("qemu-system-aarch64");
     command
         .args(["-M", "virt", "-cpu", "cortex-a53", "-smp", "2"])
@@ -311,6 +325,15 @@ pub fn qemu_virt(card: &Card, gateway: u16, ssh: u16, memory_mib: u32, reboot: b
         .args(["-device", "virtio-net-pci,netdev=lan,romfile="])
         .args(["-monitor", "none", "-serial"])
         .arg(format!("file:{}", console.display()));
+    if let Some(disk) = second_disk {
+        command
+            .arg("-drive")
+            .arg(format!(
+                "if=none,id=extra,format=raw,readonly=on,file={}",
+                disk.display()
+            ))
+            .args(["-device", "virtio-blk-pci,drive=extra"]);
+    }
     if !reboot {
         command.arg("-no-reboot");
     }
