@@ -78,6 +78,11 @@ fn the_worker_exits_after_the_idle_period_and_comes_back_on_demand() {
         !worker.is_loaded(),
         "the worker was stopped after the idle period"
     );
+    // The slot empties before the worker is asked to exit and reaped (within its grace period).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(!alive(pid), "the worker process {pid} is gone and reaped");
     worker.embed(&SENTENCES[..1]).expect("embed again");
     assert_eq!(worker.spawns(), 2);
