@@ -64,6 +64,46 @@ pub fn place(store_dir: &Path, lock_dir: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink(&target, &link)
 }
 
+/// Before LMDB opens the store: a link left by an earlier start whose RAM directory is gone
+/// (after a reboot, for a process started without the variable) gets its directory back,
+/// or LMDB could not create the table through it.
+pub fn prepare(store_dir: &Path) -> std::io::Result<()> {
+    let link = store_dir.join(LOCK_FILE_NAME);
+    let Ok(target) = std::fs::read_link(&link) else {
+        return Ok(());
+    };
+    match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && !parent.exists() => {
+            DirBuilder::new().recursive(true).mode(0o700).create(parent)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// After LMDB opened the store: a table root just created (a `pincer` command over SSH
+/// before the gateway started) is handed to the store directory's owner, the gateway's user,
+/// who could not open a root-owned 0600 table otherwise.
+pub fn hand_over(store_dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let dir = std::fs::metadata(store_dir)?;
+    let table = store_dir.join(LOCK_FILE_NAME);
+    let meta = std::fs::metadata(&table)?;
+    if dir.uid() == 0 || meta.uid() != 0 {
+        return Ok(());
+    }
+    std::os::unix::fs::chown(&table, Some(dir.uid()), Some(dir.gid()))?;
+    if let Some(parent) = std::fs::canonicalize(&table)?.parent() {
+        if parent != std::fs::canonicalize(store_dir)? && std::fs::metadata(parent)?.uid() == 0 {
+            std::os::unix::fs::chown(parent, Some(dir.uid()), Some(dir.gid()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether anyone holds LMDB's lock on the lock file (a shared record lock on its first byte
 /// for as long as the environment is open). Asked as an open-file-description lock, which
 /// conflicts with record locks of this process too, not only of others.
@@ -144,5 +184,41 @@ mod tests {
             .expect("link")
             .file_type()
             .is_symlink());
+    }
+
+    #[test]
+    fn a_table_root_creates_goes_to_the_store_owner_and_a_lost_ram_dir_comes_back() {
+        use std::os::unix::fs::MetadataExt;
+        let data = tempfile::tempdir().expect("data");
+        let run = tempfile::tempdir().expect("run");
+        let store_dir = data.path().join("store");
+        let lock_dir = run.path().join("pincer");
+        let options = || StoreOptions {
+            lock_dir: Some(lock_dir.clone()),
+            ..StoreOptions::default()
+        };
+        drop(Store::open(&store_dir, options()).expect("open"));
+        // a reboot empties /run; a process without the variable still opens the store
+        std::fs::remove_dir_all(&lock_dir).expect("reboot");
+        let plain = Store::open(
+            &store_dir,
+            StoreOptions {
+                lock_dir: None,
+                ..StoreOptions::default()
+            },
+        )
+        .expect("open through the link");
+        assert!(lock_dir.join(LOCK_FILE_NAME).is_file());
+        drop(plain);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // handing over needs root (scripts/test runs as root in CI)
+        }
+        std::os::unix::fs::chown(&store_dir, Some(65534), Some(65534)).expect("chown");
+        std::fs::remove_dir_all(&lock_dir).expect("reboot");
+        drop(Store::open(&store_dir, options()).expect("root opens first"));
+        let table = std::fs::metadata(lock_dir.join(LOCK_FILE_NAME)).expect("table");
+        assert_eq!((table.uid(), table.gid()), (65534, 65534));
+        assert_eq!(std::fs::metadata(&lock_dir).expect("dir").uid(), 65534);
     }
 }

@@ -215,7 +215,13 @@ impl Store {
                 );
             }
         }
+        if let Err(e) = lock_file::prepare(dir) {
+            log::warn!("store: the lock file's directory: {e}");
+        }
         let env = LmdbEnv::open(dir, options.initial_map_bytes, options.max_disk_bytes)?;
+        if let Err(e) = lock_file::hand_over(dir) {
+            log::warn!("store: cannot hand the lock file to the store's owner: {e}");
+        }
         log::debug!(
             "store opened at {} (map {} bytes)",
             dir.display(),
