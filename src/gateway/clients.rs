@@ -18,10 +18,15 @@ use tokio::sync::mpsc;
 use super::frames::{event_frame, StateVersion};
 use super::scopes;
 
+/// A text frame as queued: reference-counted, so a broadcast holds one copy of its frame however
+/// many connections still have it queued (1,000 clients each queueing their own copy of every
+/// presence frame took gigabytes; `scripts/bench --scale`).
+pub type Frame = tokio_tungstenite::tungstenite::Utf8Bytes;
+
 /// What the writer task of a connection sends.
 #[derive(Debug)]
 pub enum Outbound {
-    Text(String),
+    Text(Frame),
     Close { code: u16, reason: String },
 }
 
@@ -63,7 +68,8 @@ impl ClientSender {
     }
 
     /// Queues a text frame unless the client is too far behind.
-    pub fn send(&self, text: String, drop_if_slow: bool) -> SendOutcome {
+    pub fn send(&self, text: impl Into<Frame>, drop_if_slow: bool) -> SendOutcome {
+        let text = text.into();
         let len = text.len();
         let queued = self.queued_bytes.load(Ordering::Acquire);
         if queued + len > self.max_buffered_bytes {
@@ -244,7 +250,12 @@ impl ClientRegistry {
     /// Sends an event to every eligible client with the next global `seq`.
     pub fn broadcast(&self, event: &str, payload: &Value, options: BroadcastOptions<'_>) -> u64 {
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
-        let frame = event_frame(event, payload, Some(seq), options.state_version);
+        let frame = Frame::from(event_frame(
+            event,
+            payload,
+            Some(seq),
+            options.state_version,
+        ));
         for entry in self.entries.lock().values() {
             if entry.info.may_see(options.scope) {
                 entry.sender.send(frame.clone(), options.drop_if_slow);
@@ -342,11 +353,37 @@ mod tests {
     }
 
     #[test]
+    fn a_broadcast_frame_is_one_allocation_however_many_clients_queue_it() {
+        let registry = ClientRegistry::new();
+        let mut receivers = Vec::new();
+        for n in 0..3 {
+            let (sender, rx, queued) = ClientSender::channel(1 << 20);
+            registry.insert(info(&format!("c{n}"), &[]), sender);
+            receivers.push((rx, queued));
+        }
+        let payload = json!({"presence": vec!["x".repeat(100); 100]});
+        registry.broadcast("presence", &payload, BroadcastOptions::default());
+        let mut addresses = Vec::new();
+        for (rx, queued) in &mut receivers {
+            let Ok(Outbound::Text(frame)) = rx.try_recv() else {
+                panic!("every client got the frame")
+            };
+            // each client's budget still counts the frame's whole length
+            assert_eq!(queued.load(Ordering::Acquire), frame.len());
+            addresses.push(frame.as_ptr());
+        }
+        assert!(
+            addresses.windows(2).all(|w| w[0] == w[1]),
+            "the clients share one copy"
+        );
+    }
+
+    #[test]
     fn slow_consumer_drops_droppable_and_closes_otherwise() {
         let (sender, mut rx, _) = ClientSender::channel(10);
-        assert_eq!(sender.send("12345678".into(), false), SendOutcome::Queued);
-        assert_eq!(sender.send("12345".into(), true), SendOutcome::Dropped);
-        assert_eq!(sender.send("12345".into(), false), SendOutcome::Closed);
+        assert_eq!(sender.send("12345678", false), SendOutcome::Queued);
+        assert_eq!(sender.send("12345", true), SendOutcome::Dropped);
+        assert_eq!(sender.send("12345", false), SendOutcome::Closed);
         assert!(matches!(rx.try_recv(), Ok(Outbound::Text(_))));
         match rx.try_recv() {
             Ok(Outbound::Close { code, reason }) => {

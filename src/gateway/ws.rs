@@ -451,7 +451,7 @@ mod tests {
         for n in 0..total {
             let text = n.to_string();
             queued.fetch_add(text.len(), Ordering::AcqRel);
-            tx.send(Outbound::Text(text)).expect("queue");
+            tx.send(Outbound::Text(text.into())).expect("queue");
         }
         drop(tx);
         let mut recorder = Recorder::default();
