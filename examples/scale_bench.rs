@@ -144,7 +144,21 @@ async fn next_json(socket: &mut Socket) -> Result<Value, Error> {
 
 /// Opens a socket and completes the handshake as a local operator client.
 async fn handshake(url: &str) -> Result<Socket, Error> {
-    let (mut socket, _) = tokio_tungstenite::connect_async(url).await?;
+    // The gateway refuses more than a few unauthenticated sockets per address at once (503), as
+    // it should: back off and try again, as a real client reconnects.
+    let mut attempts = 0;
+    let mut socket = loop {
+        match tokio_tungstenite::connect_async(url).await {
+            Ok((socket, _)) => break socket,
+            Err(tokio_tungstenite::tungstenite::Error::Http(response))
+                if response.status() == 503 && attempts < 200 =>
+            {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     loop {
         let frame = next_json(&mut socket).await?;
         if frame["event"] == "connect.challenge" {

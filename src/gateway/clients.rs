@@ -174,11 +174,59 @@ pub struct ClientRegistry {
     seq: AtomicU64,
     presence_version: AtomicU64,
     health_version: AtomicU64,
+    presence: Mutex<PresenceThrottle>,
+}
+
+/// When the `presence` snapshot last went out, and whether a later one is already due.
+#[derive(Debug, Default)]
+struct PresenceThrottle {
+    last_sent: Option<std::time::Instant>,
+    pending: bool,
+}
+
+/// When a presence change is announced (see [`ClientRegistry::presence_timing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PresenceTiming {
+    /// Broadcast the snapshot now.
+    Now,
+    /// Broadcast it after this long, once for every change until then.
+    Later(std::time::Duration),
+    /// A later broadcast is already due and will carry this change.
+    AlreadyDue,
 }
 
 impl ClientRegistry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Presence is a snapshot, so a burst of connects and disconnects needs only its first and its
+    /// last: at most one broadcast per `window` (the first change at once, the rest folded into one
+    /// at the window's end). Without it, N clients connecting made N snapshots of up to N entries
+    /// each for every client: 1,000 connects queued ~125 MB of presence frames.
+    pub fn presence_timing(&self, window: std::time::Duration) -> PresenceTiming {
+        let mut throttle = self.presence.lock();
+        if throttle.pending {
+            return PresenceTiming::AlreadyDue;
+        }
+        let now = std::time::Instant::now();
+        match throttle.last_sent {
+            Some(last) if now.duration_since(last) < window => {
+                throttle.pending = true;
+                PresenceTiming::Later(window - now.duration_since(last))
+            }
+            _ => {
+                throttle.last_sent = Some(now);
+                PresenceTiming::Now
+            }
+        }
+    }
+
+    /// The folded broadcast [`PresenceTiming::Later`] asked for goes out now.
+    pub fn presence_sent_later(&self) {
+        let mut throttle = self.presence.lock();
+        throttle.pending = false;
+        throttle.last_sent = Some(std::time::Instant::now());
     }
 
     /// Adds a connection after its hello; bumps the presence version.
@@ -376,6 +424,30 @@ mod tests {
             addresses.windows(2).all(|w| w[0] == w[1]),
             "the clients share one copy"
         );
+    }
+
+    #[test]
+    fn presence_changes_in_a_burst_go_out_first_and_once_more_at_the_end() {
+        let registry = ClientRegistry::new();
+        let window = std::time::Duration::from_secs(60);
+        assert_eq!(registry.presence_timing(window), PresenceTiming::Now);
+        let PresenceTiming::Later(wait) = registry.presence_timing(window) else {
+            panic!("the second change waits for the window's end")
+        };
+        assert!(wait <= window);
+        for _ in 0..100 {
+            assert_eq!(registry.presence_timing(window), PresenceTiming::AlreadyDue);
+        }
+        registry.presence_sent_later();
+        // the folded broadcast opened a new window
+        assert!(matches!(
+            registry.presence_timing(window),
+            PresenceTiming::Later(_)
+        ));
+        let quiet = ClientRegistry::new();
+        let none = std::time::Duration::ZERO;
+        assert_eq!(quiet.presence_timing(none), PresenceTiming::Now);
+        assert_eq!(quiet.presence_timing(none), PresenceTiming::Now);
     }
 
     #[test]

@@ -23,6 +23,9 @@ use tokio_tungstenite::WebSocketStream;
 use super::auth::{secrets_equal, SharedSecret};
 use super::preauth_io::PreauthLimitedIo;
 use super::state::{GatewayState, MAX_HTTP_BODY_BYTES, MAX_PAYLOAD_BYTES};
+
+/// The WebSocket read buffer's chunk and the write buffer's flush threshold, per socket.
+const WS_BUFFER_BYTES: usize = 8 * 1024;
 use super::ws::{self, PREAUTH_READ_BUDGET_BYTES};
 use crate::system::clock::now_ms;
 
@@ -204,6 +207,10 @@ fn upgrade(state: Arc<GatewayState>, req: Request<Incoming>, ip: IpAddr) -> Resp
                 let (io, gate) =
                     PreauthLimitedIo::new(TokioIo::new(upgraded), PREAUTH_READ_BUDGET_BYTES);
                 let mut config = WebSocketConfig::default();
+                // tungstenite's 128 KiB read and write buffers per socket were most of an idle
+                // connection's memory; frames are small and the writer batches (ws.rs).
+                config.read_buffer_size = WS_BUFFER_BYTES;
+                config.write_buffer_size = WS_BUFFER_BYTES;
                 config.max_message_size = Some(MAX_PAYLOAD_BYTES);
                 config.max_frame_size = Some(MAX_PAYLOAD_BYTES);
                 let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;

@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use super::clients::{ClientInfo, ClientSender, Outbound};
+use super::clients::{ClientInfo, ClientSender, Outbound, PresenceTiming};
 use super::frames::{self, parse_client_frame, ClientFrame, ErrorShape, Request};
 use super::handshake::Peer;
 use super::preauth_io::{PreauthGate, PreauthLimitedIo};
@@ -118,7 +118,25 @@ async fn write_loop<W>(
     let _ = sink.close().await;
 }
 
-fn broadcast_presence(state: &GatewayState) {
+/// At most one `presence` snapshot per this long (`ClientRegistry::presence_timing`).
+const PRESENCE_WINDOW: Duration = Duration::from_millis(250);
+
+fn broadcast_presence(state: &Arc<GatewayState>) {
+    match state.clients.presence_timing(PRESENCE_WINDOW) {
+        PresenceTiming::Now => send_presence(state),
+        PresenceTiming::AlreadyDue => {}
+        PresenceTiming::Later(wait) => {
+            let later = state.clone();
+            state.tasks.spawn(async move {
+                tokio::time::sleep(wait).await;
+                later.clients.presence_sent_later();
+                send_presence(&later);
+            });
+        }
+    }
+}
+
+fn send_presence(state: &GatewayState) {
     let payload = json!({"presence": methods::health::presence_list(state)});
     state.clients.broadcast(
         "presence",

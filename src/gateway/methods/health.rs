@@ -11,11 +11,16 @@ use crate::system::clock::now_ms;
 use super::figures;
 use super::params::Params;
 
+/// Entries a presence list holds at most, the gateway's own included (upstream's
+/// `system-presence.ts` keeps 200).
+pub const MAX_PRESENCE_ENTRIES: usize = 200;
+
 /// Recent sessions listed in summaries.
 const RECENT_SESSIONS: usize = 5;
 
 /// The gateway itself plus every connected client, as `PresenceEntry`s.
 pub fn presence_list(state: &GatewayState) -> Vec<Value> {
+    let clients = newest_clients(state.clients.infos());
     let mut list = vec![json!({
         "host": state.host_name,
         "version": state.version,
@@ -25,8 +30,16 @@ pub fn presence_list(state: &GatewayState) -> Vec<Value> {
         "ts": state.started_at_ms,
         "text": format!("pincer gateway on {}", state.host_name),
     })];
-    list.extend(state.clients.infos().iter().map(ClientInfo::presence));
+    list.extend(clients.iter().map(ClientInfo::presence));
     list
+}
+
+/// The clients a presence list names: newest first, and at most upstream's 200 entries with the
+/// gateway's own (a snapshot of a thousand clients went into every hello-ok and presence event).
+fn newest_clients(mut clients: Vec<ClientInfo>) -> Vec<ClientInfo> {
+    clients.sort_by_key(|c| std::cmp::Reverse(c.connected_at_ms));
+    clients.truncate(MAX_PRESENCE_ENTRIES - 1);
+    clients
 }
 
 fn sessions_summary(state: &GatewayState, now: u64) -> Value {
@@ -213,4 +226,37 @@ pub fn logs_tail(params: &Value) -> Result<Value, ErrorShape> {
         "truncated": tail.truncated,
         "reset": tail.reset,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_presence_list_names_the_newest_clients_up_to_upstreams_cap() {
+        let clients: Vec<ClientInfo> = (0..500u64)
+            .map(|n| ClientInfo {
+                conn_id: format!("c{n}"),
+                ip: "127.0.0.1".parse().expect("ip"),
+                role: "operator".into(),
+                scopes: vec![],
+                caps: vec![],
+                protocol: 4,
+                client_id: "test".into(),
+                client_mode: "test".into(),
+                client_version: "1".into(),
+                platform: None,
+                device_family: None,
+                display_name: None,
+                instance_id: None,
+                device_id: None,
+                connected_at_ms: 1_000 + n,
+                setup: None,
+            })
+            .collect();
+        let kept = newest_clients(clients);
+        assert_eq!(kept.len(), MAX_PRESENCE_ENTRIES - 1);
+        assert_eq!(kept[0].conn_id, "c499");
+        assert_eq!(kept[kept.len() - 1].conn_id, "c301");
+    }
 }
