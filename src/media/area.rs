@@ -57,7 +57,10 @@ impl MediaArea {
     /// fine; anything else is logged).
     pub fn remove(&self, path: &Path) {
         if !self.contains(path) {
-            log::warn!("media: not removing {}: outside the media area", path.display());
+            log::warn!(
+                "media: not removing {}: outside the media area",
+                path.display()
+            );
             return;
         }
         match std::fs::remove_file(path) {
@@ -72,7 +75,13 @@ impl MediaArea {
 fn safe_segment(name: &str) -> String {
     let cleaned: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if cleaned.is_empty() {
         "_".to_string()
@@ -163,7 +172,10 @@ mod tests {
             let path = root.join(name);
             std::fs::write(&path, vec![0u8; 100]).expect("write");
             let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
-            let file = std::fs::File::options().write(true).open(&path).expect("open");
+            let file = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open");
             file.set_modified(when).expect("mtime");
         }
         make_room(&root, 200).expect("trimmed");

@@ -156,7 +156,9 @@ pub async fn synthesize(
             }
         }
     }
-    let request = endpoint.sign(http.post(endpoint.url("audio/speech"))).json(&body);
+    let request = endpoint
+        .sign(http.post(endpoint.url("audio/speech")))
+        .json(&body);
     let seconds = job.timeout.as_secs();
     let work = async {
         let mut response = request.send().await.map_err(network)?;
@@ -204,7 +206,9 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(network)? {
         if body.len() + chunk.len() > cap {
-            return Err(AudioError::Malformed(format!("the answer is over {cap} bytes")));
+            return Err(AudioError::Malformed(format!(
+                "the answer is over {cap} bytes"
+            )));
         }
         body.extend_from_slice(&chunk);
     }

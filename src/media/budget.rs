@@ -23,6 +23,8 @@ pub struct MediaBudget {
     pub concurrency: usize,
     /// Bytes the media area's directories may hold before the oldest files go.
     pub area_bytes: u64,
+    /// Longer side of an image handed to a model, in pixels.
+    pub image_max_side: u32,
 }
 
 impl Default for MediaBudget {
@@ -33,24 +35,27 @@ impl Default for MediaBudget {
             pdf_inflate_bytes: 64 * MIB,
             concurrency: 2,
             area_bytes: 256 * MIB as u64,
+            image_max_side: 1568,
         }
     }
 }
 
 impl MediaBudget {
     /// From a board profile's `media` values (mebibytes, megapixels).
-    pub fn from_profile(
-        max_megapixels: u64,
-        decode_mib: usize,
-        concurrency: usize,
-        area_mib: u64,
-    ) -> MediaBudget {
+    pub fn from_profile(profile: &crate::system::board::MediaProfile) -> MediaBudget {
+        let decode_bytes = profile.decode_mib.saturating_mul(MIB);
         MediaBudget {
-            max_image_pixels: max_megapixels.saturating_mul(1_000_000),
-            decode_bytes: decode_mib.saturating_mul(MIB),
-            pdf_inflate_bytes: decode_mib.saturating_mul(MIB).saturating_mul(2),
-            concurrency: concurrency.max(1),
-            area_bytes: area_mib.saturating_mul(MIB as u64),
+            max_image_pixels: profile.max_megapixels.saturating_mul(1_000_000),
+            decode_bytes,
+            pdf_inflate_bytes: decode_bytes.saturating_mul(2),
+            concurrency: profile.concurrency.max(1),
+            area_bytes: profile.area_mib.saturating_mul(MIB as u64),
+            image_max_side: profile.image_max_side.max(1),
         }
+    }
+
+    /// The budget of the board pincer runs on.
+    pub fn for_this_board() -> MediaBudget {
+        MediaBudget::from_profile(&crate::system::board::detect().media)
     }
 }

@@ -70,7 +70,9 @@ pub fn extract(
         error: e.to_string(),
     };
     let mut head = vec![0u8; SNIFF_BYTES];
-    let got = File::open(path).and_then(|mut f| f.read(&mut head)).map_err(io)?;
+    let got = File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(io)?;
     head.truncate(got);
     let extension = Path::new(name)
         .extension()
@@ -179,8 +181,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("report.pdf");
         std::fs::write(&path, b"PK\x03\x04\x14\0\0\0\x08\0 zip content").expect("write");
-        let error = extract(&path, "report.pdf", Some("application/pdf"), limits(100)).expect_err("zip");
-        assert_eq!(error.to_string(), "report.pdf is not a PDF: its content is a ZIP archive");
+        let error =
+            extract(&path, "report.pdf", Some("application/pdf"), limits(100)).expect_err("zip");
+        assert_eq!(
+            error.to_string(),
+            "report.pdf is not a PDF: its content is a ZIP archive"
+        );
         let docx = dir.path().join("letter.docx");
         std::fs::write(&docx, b"PK\x03\x04\x14\0\0\0").expect("write");
         let error = extract(&docx, "letter.docx", None, limits(100)).expect_err("zip");

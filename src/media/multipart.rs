@@ -180,7 +180,9 @@ mod tests {
         }
         assert_eq!(collected.len() as u64, length);
         let text = String::from_utf8_lossy(&collected);
-        assert!(text.starts_with(&format!("--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n")));
+        assert!(text.starts_with(&format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n"
+        )));
         assert!(text.contains("filename=\"vo\\\"ice.ogg\"\r\nContent-Type: audio/ogg\r\n\r\n"));
         assert!(text.ends_with(&format!("\r\n--{boundary}--\r\n")));
         let start = collected
@@ -192,6 +194,9 @@ mod tests {
             .position(|w| w == b"\r\n\r\n")
             .map(|p| p + start + 8)
             .expect("file header end");
-        assert_eq!(&collected[file_start..file_start + content.len()], &content[..]);
+        assert_eq!(
+            &collected[file_start..file_start + content.len()],
+            &content[..]
+        );
     }
 }

@@ -41,7 +41,11 @@ pub enum OggError {
     #[error("the recording is truncated: it ends inside page {page}, at byte {at}")]
     Truncated { page: u64, at: u64 },
     #[error("the recording is damaged: page {page} at byte {at} {what}")]
-    Damaged { page: u64, at: u64, what: &'static str },
+    Damaged {
+        page: u64,
+        at: u64,
+        what: &'static str,
+    },
     #[error("the recording could not be read: {0}")]
     Io(String),
 }
@@ -109,7 +113,12 @@ pub fn check_reader<R: Read>(mut reader: R) -> Result<OggInfo, OggError> {
             Ok(false) if pages > 0 => break,
             Ok(false) => return Err(OggError::NotOgg),
             Err(Ok(_)) if pages == 0 => return Err(OggError::NotOgg),
-            Err(Ok(_)) => return Err(OggError::Truncated { page: pages + 1, at }),
+            Err(Ok(_)) => {
+                return Err(OggError::Truncated {
+                    page: pages + 1,
+                    at,
+                })
+            }
             Err(Err(e)) => return Err(OggError::Io(e)),
         }
         if &header[..4] != b"OggS" {
@@ -138,7 +147,12 @@ pub fn check_reader<R: Read>(mut reader: R) -> Result<OggInfo, OggError> {
         let lacing = &mut table_bytes[..segments];
         match fill(&mut reader, lacing) {
             Ok(true) => {}
-            Ok(false) | Err(Ok(_)) => return Err(OggError::Truncated { page: pages + 1, at }),
+            Ok(false) | Err(Ok(_)) => {
+                return Err(OggError::Truncated {
+                    page: pages + 1,
+                    at,
+                })
+            }
             Err(Err(e)) => return Err(OggError::Io(e)),
         }
         let body_len: usize = lacing.iter().map(|&l| usize::from(l)).sum();
@@ -146,7 +160,12 @@ pub fn check_reader<R: Read>(mut reader: R) -> Result<OggInfo, OggError> {
         match fill(&mut reader, data) {
             Ok(true) => {}
             Ok(false) if body_len == 0 => {}
-            Ok(false) | Err(Ok(_)) => return Err(OggError::Truncated { page: pages + 1, at }),
+            Ok(false) | Err(Ok(_)) => {
+                return Err(OggError::Truncated {
+                    page: pages + 1,
+                    at,
+                })
+            }
             Err(Err(e)) => return Err(OggError::Io(e)),
         }
         let mut crc_header = header;
@@ -278,7 +297,10 @@ mod tests {
         let bytes = voice_note(5);
         let cut = &bytes[..bytes.len() - 100];
         let error = check_reader(cut).expect_err("truncated");
-        assert!(matches!(error, OggError::Truncated { page: 7, .. }), "{error}");
+        assert!(
+            matches!(error, OggError::Truncated { page: 7, .. }),
+            "{error}"
+        );
         assert!(error.to_string().contains("truncated"), "{error}");
     }
 

@@ -140,12 +140,22 @@ pub fn looks_like_text(head: &[u8]) -> bool {
 /// The type a file really has: its bytes' type when they have a known
 /// signature, else the declared type, else its extension's, else text when it
 /// looks like text.
-pub fn resolve_mime(head: &[u8], declared: Option<&str>, extension: Option<&str>) -> Option<String> {
+pub fn resolve_mime(
+    head: &[u8],
+    declared: Option<&str>,
+    extension: Option<&str>,
+) -> Option<String> {
     if let Some(sniffed) = sniff_mime(head) {
         return Some(sniffed.to_string());
     }
     let declared = declared
-        .map(|m| m.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|m| {
+            m.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .filter(|m| !m.is_empty() && m != "application/octet-stream");
     declared
         .or_else(|| extension.and_then(mime_from_extension).map(str::to_string))
@@ -178,10 +188,16 @@ mod tests {
             resolve_mime(b"a,b\n1,2\n", Some("application/octet-stream"), Some("csv")).as_deref(),
             Some("text/csv")
         );
-        assert_eq!(resolve_mime(b"plain words", None, None).as_deref(), Some("text/plain"));
+        assert_eq!(
+            resolve_mime(b"plain words", None, None).as_deref(),
+            Some("text/plain")
+        );
         assert_eq!(resolve_mime(b"\0\x01\x02", None, None), None);
         assert_eq!(FileKind::of_mime("application/pdf"), FileKind::Pdf);
-        assert_eq!(FileKind::of_mime("text/markdown; charset=utf-8"), FileKind::Text);
+        assert_eq!(
+            FileKind::of_mime("text/markdown; charset=utf-8"),
+            FileKind::Text
+        );
         assert_eq!(FileKind::of_mime("application/zip"), FileKind::Other);
     }
 

@@ -83,8 +83,9 @@ fn decode_jpeg(
     let scale = [1u32, 2, 4, 8]
         .into_iter()
         .find(|&s| jpeg_bytes(header, s, out_w, out_h) <= budget && covers(s))
+        // None that fits covers it: the most detail that fits.
         .or_else(|| {
-            [8u32, 4, 2, 1]
+            [1u32, 2, 4, 8]
                 .into_iter()
                 .find(|&s| jpeg_bytes(header, s, out_w, out_h) <= budget)
         })
@@ -139,9 +140,9 @@ fn jpeg_error(error: jpeg_decoder::Error) -> ImageError {
             ImageError::Corrupt("the JPEG is truncated".into())
         }
         jpeg_decoder::Error::Io(e) => ImageError::Io(e.to_string()),
-        jpeg_decoder::Error::Unsupported(feature) => {
-            ImageError::Corrupt(format!("the JPEG uses an unsupported feature ({feature:?})"))
-        }
+        jpeg_decoder::Error::Unsupported(feature) => ImageError::Corrupt(format!(
+            "the JPEG uses an unsupported feature ({feature:?})"
+        )),
         other => ImageError::Corrupt(format!("the JPEG is malformed ({other})")),
     }
 }

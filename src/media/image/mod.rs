@@ -38,7 +38,7 @@ pub enum ImageError {
         needed_bytes: usize,
         budget_bytes: usize,
     },
-    #[error("the file is {} , over the {} limit for images", mib(*bytes as usize), mib(*max_bytes as usize))]
+    #[error("the file is {}, over the {} limit for images", mib(*bytes as usize), mib(*max_bytes as usize))]
     FileTooLarge { bytes: u64, max_bytes: u64 },
     #[error("the image is damaged: {0}")]
     Corrupt(String),
@@ -155,7 +155,11 @@ pub fn prepare(
 }
 
 /// Writes `image` as a baseline JPEG; returns its size.
-pub fn encode_jpeg(image: &resample::RgbImage, path: &Path, quality: u8) -> Result<u64, ImageError> {
+pub fn encode_jpeg(
+    image: &resample::RgbImage,
+    path: &Path,
+    quality: u8,
+) -> Result<u64, ImageError> {
     let io = |e: std::io::Error| ImageError::Io(e.to_string());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
@@ -164,7 +168,8 @@ pub fn encode_jpeg(image: &resample::RgbImage, path: &Path, quality: u8) -> Resu
     let mut out = BufWriter::new(file);
     let (w, h) = (
         u16::try_from(image.width).map_err(|_| ImageError::Corrupt("too wide to encode".into()))?,
-        u16::try_from(image.height).map_err(|_| ImageError::Corrupt("too tall to encode".into()))?,
+        u16::try_from(image.height)
+            .map_err(|_| ImageError::Corrupt("too tall to encode".into()))?,
     );
     let encoder = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100));
     encoder

@@ -203,7 +203,9 @@ fn probe_jpeg<R: Read + Seek>(reader: &mut R) -> Result<ImageHeader, ImageError>
             .map_err(|e| ImageError::Io(e.to_string()))?;
         pos += u64::from(len);
     }
-    Err(corrupt("the JPEG's frame header was not found in its first 2 MiB"))
+    Err(corrupt(
+        "the JPEG's frame header was not found in its first 2 MiB",
+    ))
 }
 
 fn probe_webp<R: Read>(reader: &mut R) -> Result<ImageHeader, ImageError> {
@@ -302,8 +304,8 @@ mod tests {
 
     #[test]
     fn truncated_and_foreign_files_are_named_as_such() {
-        let cut = probe(&mut Cursor::new(b"\x89PNG\r\n\x1a\n\0\0".to_vec()))
-            .expect_err("truncated");
+        let cut =
+            probe(&mut Cursor::new(b"\x89PNG\r\n\x1a\n\0\0".to_vec())).expect_err("truncated");
         assert!(cut.to_string().contains("ends inside"), "{cut}");
         assert!(matches!(
             probe(&mut Cursor::new(b"PK\x03\x04 not an image".to_vec())),

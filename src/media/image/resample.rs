@@ -121,7 +121,11 @@ impl Downscaler {
             self.emit();
         }
         let channels = layout.channels();
-        for (x, pixel) in row.chunks_exact(channels).take(self.in_w as usize).enumerate() {
+        for (x, pixel) in row
+            .chunks_exact(channels)
+            .take(self.in_w as usize)
+            .enumerate()
+        {
             let (r, g, b) = rgb_of(pixel, layout);
             let at = self.column[x] as usize * 3;
             self.sums[at] += u32::from(r);
@@ -252,7 +256,9 @@ pub fn exif_orientation(exif: &[u8]) -> u16 {
     for i in 0..usize::from(entries.min(256)) {
         let entry = ifd + 2 + i * 12;
         if u16_at(entry) == Some(0x0112) {
-            return u16_at(entry + 8).filter(|o| (1..=8).contains(o)).unwrap_or(1);
+            return u16_at(entry + 8)
+                .filter(|o| (1..=8).contains(o))
+                .unwrap_or(1);
         }
     }
     1
@@ -293,7 +299,11 @@ mod tests {
         scaler.push_row(&[0, 0, 0, 0, 10, 20, 30, 255], Layout::Rgba);
         let image = scaler.finish();
         assert_eq!(&image.pixels[..6], &[255, 255, 255, 10, 20, 30]);
-        assert_eq!(&image.pixels[6..], &image.pixels[..6], "missing rows repeat the last");
+        assert_eq!(
+            &image.pixels[6..],
+            &image.pixels[..6],
+            "missing rows repeat the last"
+        );
     }
 
     #[test]

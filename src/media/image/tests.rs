@@ -61,7 +61,10 @@ fn a_large_png_is_downscaled_row_by_row_to_a_jpeg() {
     assert_eq!((prepared.width, prepared.height), (1200, 800));
     assert_eq!(prepared.mime, "image/jpeg");
     let header = probe_file(&prepared.path);
-    assert_eq!((header.format, header.width, header.height), (ImageFormat::Jpeg, 1200, 800));
+    assert_eq!(
+        (header.format, header.width, header.height),
+        (ImageFormat::Jpeg, 1200, 800)
+    );
 }
 
 #[test]
@@ -76,11 +79,26 @@ fn a_png_bomb_is_refused_from_its_header() {
     bytes.extend_from_slice(&[8, 2, 0, 0, 0, 0, 0, 0, 0]);
     bytes.resize(4096, 0);
     std::fs::write(&bomb, bytes).expect("write");
-    let error = prepare(&bomb, dir.path(), &budget(), &ImageLimits::default()).expect_err("refused");
-    assert!(matches!(error, ImageError::TooManyPixels { width: 50_000, height: 50_000, .. }));
+    let error =
+        prepare(&bomb, dir.path(), &budget(), &ImageLimits::default()).expect_err("refused");
+    assert!(matches!(
+        error,
+        ImageError::TooManyPixels {
+            width: 50_000,
+            height: 50_000,
+            ..
+        }
+    ));
     let text = error.to_string();
-    assert!(text.contains("50000 × 50000") && text.contains("2500.0 megapixels"), "{text}");
-    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1, "nothing written");
+    assert!(
+        text.contains("50000 × 50000") && text.contains("2500.0 megapixels"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        1,
+        "nothing written"
+    );
 }
 
 #[test]
@@ -88,8 +106,10 @@ fn a_big_baseline_jpeg_is_decoded_scaled_within_a_small_budget() {
     let dir = tempfile::tempdir().expect("tempdir");
     let source = dir.path().join("photo.jpg");
     write_jpeg(&source, 4000, 3000, false, None);
+    // Whole, the 4000 × 3000 image takes 84 MB to decode; at 1/4 (1000 × 750 decoded, 800 × 600
+    // out) under 7 MB.
     let small = MediaBudget {
-        decode_bytes: 6 * 1024 * 1024,
+        decode_bytes: 7 * 1024 * 1024,
         ..budget()
     };
     let limits = ImageLimits {
@@ -98,6 +118,13 @@ fn a_big_baseline_jpeg_is_decoded_scaled_within_a_small_budget() {
     };
     let prepared = prepare(&source, dir.path(), &small, &limits).expect("prepared");
     assert_eq!((prepared.width, prepared.height), (800, 600));
+    // Below that, the most detail that fits: 1/8 (500 × 375), not refused.
+    let smaller = MediaBudget {
+        decode_bytes: 3 * 1024 * 1024,
+        ..budget()
+    };
+    let prepared = prepare(&source, dir.path(), &smaller, &limits).expect("prepared");
+    assert_eq!((prepared.width, prepared.height), (500, 375));
 }
 
 #[test]
@@ -110,8 +137,20 @@ fn a_progressive_jpeg_over_the_budget_is_refused_before_decoding() {
         ..budget()
     };
     let error = prepare(&source, dir.path(), &small, &ImageLimits::default()).expect_err("refused");
-    assert!(matches!(error, ImageError::TooLargeToDecode { format: "JPEG", .. }), "{error}");
-    let roomy = prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("fits 24 MiB");
+    assert!(
+        matches!(error, ImageError::TooLargeToDecode { format: "JPEG", .. }),
+        "{error}"
+    );
+    // A progressive JPEG keeps every coefficient (18 MB here) whatever the scale: at 24 MiB the
+    // most detail that fits is 1/4, decoded whole it needs 48 MiB.
+    let mid =
+        prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("fits 24 MiB");
+    assert_eq!((mid.width, mid.height), (500, 375));
+    let roomy = MediaBudget {
+        decode_bytes: 48 * 1024 * 1024,
+        ..budget()
+    };
+    let roomy = prepare(&source, dir.path(), &roomy, &ImageLimits::default()).expect("fits 48 MiB");
     assert_eq!((roomy.width, roomy.height), (1200, 900));
 }
 
@@ -121,7 +160,8 @@ fn exif_orientation_turns_the_result_upright() {
     let source = dir.path().join("sideways.jpg");
     write_jpeg(&source, 400, 300, false, Some(6));
     assert_eq!(probe_file(&source).orientation, 6);
-    let prepared = prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("prepared");
+    let prepared =
+        prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("prepared");
     assert!(!prepared.original, "an oriented JPEG is re-encoded upright");
     assert_eq!((prepared.width, prepared.height), (300, 400));
 }
@@ -131,7 +171,8 @@ fn a_small_image_is_kept_as_it_is() {
     let dir = tempfile::tempdir().expect("tempdir");
     let source = dir.path().join("small.jpg");
     write_jpeg(&source, 640, 480, false, None);
-    let prepared = prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("prepared");
+    let prepared =
+        prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect("prepared");
     assert!(prepared.original);
     assert_eq!(prepared.path, source);
 }
@@ -144,7 +185,10 @@ fn truncated_and_oversized_files_are_named() {
     let bytes = std::fs::read(&source).expect("read");
     std::fs::write(&source, &bytes[..bytes.len() / 3]).expect("cut");
     let error = prepare(&source, dir.path(), &budget(), &ImageLimits::default()).expect_err("cut");
-    assert!(error.to_string().contains("truncated") || error.to_string().contains("malformed"), "{error}");
+    assert!(
+        error.to_string().contains("truncated") || error.to_string().contains("malformed"),
+        "{error}"
+    );
     let limits = ImageLimits {
         max_source_bytes: 100,
         ..ImageLimits::default()

@@ -70,7 +70,10 @@ pub fn is_white(b: u8) -> bool {
 }
 
 pub fn is_delimiter(b: u8) -> bool {
-    matches!(b, b'(' | b')' | b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'/' | b'%')
+    matches!(
+        b,
+        b'(' | b')' | b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'/' | b'%'
+    )
 }
 
 /// A cursor over PDF bytes.
@@ -137,10 +140,7 @@ impl<'a> Lexer<'a> {
             b'+' | b'-' | b'.' | b'0'..=b'9' => {
                 let start = self.pos;
                 self.pos += 1;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_digit() || c == b'.')
-                {
+                while self.peek().is_some_and(|c| c.is_ascii_digit() || c == b'.') {
                     self.pos += 1;
                 }
                 let text = std::str::from_utf8(&self.data[start..self.pos]).unwrap_or("0");
@@ -377,7 +377,10 @@ mod tests {
         };
         assert_eq!(get(&dict, "Type"), Some(&Obj::Name("Page".into())));
         assert_eq!(get(&dict, "Contents"), Some(&Obj::Ref(5)));
-        assert_eq!(get(&dict, "Kids"), Some(&Obj::Array(vec![Obj::Ref(1), Obj::Ref(2)])));
+        assert_eq!(
+            get(&dict, "Kids"),
+            Some(&Obj::Array(vec![Obj::Ref(1), Obj::Ref(2)]))
+        );
         assert_eq!(get(&dict, "T"), Some(&Obj::Str(b"a(b)A".to_vec())));
         assert_eq!(get(&dict, "H"), Some(&Obj::Str(b"Hi".to_vec())));
         assert_eq!(get(&dict, "N"), Some(&Obj::Num(-1.5)));

@@ -64,10 +64,7 @@ pub struct PdfLimits {
 /// Extracts the text of the PDF at `path` (blocking).
 pub fn extract(path: &Path, limits: PdfLimits) -> Result<PdfText, PdfError> {
     let file = File::open(path).map_err(|e| PdfError::Io(e.to_string()))?;
-    if !read_at(&file, 0, 1024)?
-        .windows(5)
-        .any(|w| w == b"%PDF-")
-    {
+    if !read_at(&file, 0, 1024)?.windows(5).any(|w| w == b"%PDF-") {
         return Err(PdfError::NotPdf);
     }
     let mut index = scan::index(&file)?;
@@ -93,7 +90,15 @@ pub fn extract(path: &Path, limits: PdfLimits) -> Result<PdfText, PdfError> {
         doc.fonts.clear();
         for content in contents_of(&index, page) {
             if let Some(data) = doc.stream_data(&index, content) {
-                text::interpret(&data, &mut DocResources { doc: &mut doc, index: &index }, &mut sink, MAX_FORM_DEPTH);
+                text::interpret(
+                    &data,
+                    &mut DocResources {
+                        doc: &mut doc,
+                        index: &index,
+                    },
+                    &mut sink,
+                    MAX_FORM_DEPTH,
+                );
             }
         }
         pages_read += 1;
@@ -154,7 +159,9 @@ fn page_list(index: &Index) -> Vec<(Dict, Dict)> {
                     continue;
                 }
             }
-            let Some(dict) = index.dict(&node) else { continue };
+            let Some(dict) = index.dict(&node) else {
+                continue;
+            };
             let resources = get(dict, "Resources").cloned().or(inherited);
             match get(dict, "Type").and_then(Obj::as_name) {
                 Some("Pages") | None if get(dict, "Kids").is_some() => {
@@ -260,11 +267,12 @@ impl Document {
             data = match filter.as_str() {
                 "FlateDecode" | "Fl" => {
                     let cap = self.budget.min(MAX_INFLATED_STREAM_BYTES);
-                    let out = match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(&data, cap) {
-                        Ok(out) => out,
-                        // A cut or over-long stream still gives what was inflated.
-                        Err(error) => error.output,
-                    };
+                    let out =
+                        match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(&data, cap) {
+                            Ok(out) => out,
+                            // A cut or over-long stream still gives what was inflated.
+                            Err(error) => error.output,
+                        };
                     self.budget = self.budget.saturating_sub(out.len());
                     out
                 }
@@ -285,9 +293,13 @@ impl Document {
             .cloned()
             .collect();
         for stream in object_streams {
-            let Some(data) = self.decode(&stream) else { continue };
+            let Some(data) = self.decode(&stream) else {
+                continue;
+            };
             let count = get(&stream.dict, "N").and_then(Obj::as_num).unwrap_or(0.0) as usize;
-            let first = get(&stream.dict, "First").and_then(Obj::as_num).unwrap_or(0.0) as usize;
+            let first = get(&stream.dict, "First")
+                .and_then(Obj::as_num)
+                .unwrap_or(0.0) as usize;
             let mut header = lexer::Lexer::new(&data[..first.min(data.len())]);
             let mut entries = Vec::new();
             for _ in 0..count.min(100_000) {
@@ -417,7 +429,9 @@ fn ascii85(data: &[u8]) -> Vec<u8> {
                 group[n] = u32::from(b - b'!');
                 n += 1;
                 if n == 5 {
-                    let v = group.iter().fold(0u32, |v, &d| v.wrapping_mul(85).wrapping_add(d));
+                    let v = group
+                        .iter()
+                        .fold(0u32, |v, &d| v.wrapping_mul(85).wrapping_add(d));
                     out.extend_from_slice(&v.to_be_bytes());
                     n = 0;
                 }
@@ -429,7 +443,9 @@ fn ascii85(data: &[u8]) -> Vec<u8> {
         for slot in group.iter_mut().skip(n) {
             *slot = 84;
         }
-        let v = group.iter().fold(0u32, |v, &d| v.wrapping_mul(85).wrapping_add(d));
+        let v = group
+            .iter()
+            .fold(0u32, |v, &d| v.wrapping_mul(85).wrapping_add(d));
         out.extend_from_slice(&v.to_be_bytes()[..n - 1]);
     }
     out

@@ -217,7 +217,12 @@ pub fn index(file: &File) -> Result<Index, PdfError> {
 }
 
 /// Parses the object whose body starts at `at`; returns where scanning goes on.
-fn read_object(window: &mut Window<'_>, index: &mut Index, num: u32, at: u64) -> Result<u64, PdfError> {
+fn read_object(
+    window: &mut Window<'_>,
+    index: &mut Index,
+    num: u32,
+    at: u64,
+) -> Result<u64, PdfError> {
     let (file, len) = (window.file, window.len);
     let body = window.slice(at, MAX_OBJECT_BYTES)?;
     let mut lexer = Lexer::new(body);

@@ -18,7 +18,10 @@ fn build(objects: &[(u32, String, Option<Vec<u8>>)], root: u32, encrypt: bool) -
         pdf.extend_from_slice(b"\nendobj\n");
     }
     let encrypt = if encrypt { " /Encrypt 99 0 R" } else { "" };
-    pdf.extend_from_slice(format!("trailer\n<< /Size 20 /Root {root} 0 R{encrypt} >>\nstartxref\n0\n%%EOF\n").as_bytes());
+    pdf.extend_from_slice(
+        format!("trailer\n<< /Size 20 /Root {root} 0 R{encrypt} >>\nstartxref\n0\n%%EOF\n")
+            .as_bytes(),
+    );
     pdf
 }
 
@@ -65,8 +68,12 @@ fn extract_bytes(bytes: &[u8], limits: PdfLimits) -> Result<PdfText, PdfError> {
 #[test]
 fn pages_come_out_in_tree_order_with_their_lines() {
     let text = extract_bytes(&two_page_pdf(), limits()).expect("text");
-    assert_eq!(text.text, "Invoice 42\nTotal: 12,50 €\nSecond page");
-    assert_eq!((text.pages_read, text.pages_total, text.truncated), (2, 2, false));
+    // A blank line between pages.
+    assert_eq!(text.text, "Invoice 42\nTotal: 12,50 €\n\nSecond page");
+    assert_eq!(
+        (text.pages_read, text.pages_total, text.truncated),
+        (2, 2, false)
+    );
 }
 
 #[test]
@@ -90,7 +97,10 @@ fn page_and_character_caps_mark_the_text_truncated() {
 #[test]
 fn encrypted_and_foreign_files_are_refused() {
     let objects = [(1, "<< /Type /Catalog >>".to_string(), None)];
-    assert_eq!(extract_bytes(&build(&objects, 1, true), limits()), Err(PdfError::Encrypted));
+    assert_eq!(
+        extract_bytes(&build(&objects, 1, true), limits()),
+        Err(PdfError::Encrypted)
+    );
     assert_eq!(
         extract_bytes(b"PK\x03\x04\x14\0\0\0 a zip archive", limits()),
         Err(PdfError::NotPdf)
@@ -129,7 +139,8 @@ fn a_compression_bomb_stops_at_the_inflate_budget() {
 #[test]
 fn objects_inside_object_streams_and_indirect_lengths_are_found() {
     let fonts = "<< /Type /Font /Subtype /Type0 /BaseFont /X /ToUnicode 9 0 R >>";
-    let page = "<< /Type /Page /Parent 2 0 R /Resources << /Font << /C0 5 0 R >> >> /Contents 6 0 R >>";
+    let page =
+        "<< /Type /Page /Parent 2 0 R /Resources << /Font << /C0 5 0 R >> >> /Contents 6 0 R >>";
     let pages = "<< /Type /Pages /Kids [3 0 R] /Count 1 >>";
     let members = [(2u32, pages), (3, page), (5, fonts)];
     let mut header = String::new();
@@ -148,12 +159,23 @@ fn objects_inside_object_streams_and_indirect_lengths_are_found() {
             (1, "<< /Type /Catalog /Pages 2 0 R >>".into(), None),
             (
                 8,
-                format!("<< /Type /ObjStm /N 3 /First {} /Filter /FlateDecode /Length 10 0 R >>", header.len()),
+                format!(
+                    "<< /Type /ObjStm /N 3 /First {} /Filter /FlateDecode /Length 10 0 R >>",
+                    header.len()
+                ),
                 Some(objstm_data.clone()),
             ),
             (10, format!("{}", objstm_data.len()), None),
-            (6, format!("<< /Length {} /Filter /FlateDecode >>", content.len()), Some(content)),
-            (9, format!("<< /Length {} >>", cmap.len()), Some(cmap.as_bytes().to_vec())),
+            (
+                6,
+                format!("<< /Length {} /Filter /FlateDecode >>", content.len()),
+                Some(content),
+            ),
+            (
+                9,
+                format!("<< /Length {} >>", cmap.len()),
+                Some(cmap.as_bytes().to_vec()),
+            ),
         ],
         1,
         false,

@@ -57,8 +57,8 @@ impl FontMap {
 /// WinAnsi (CP1252) byte to character; control bytes become spaces.
 fn win_ansi(b: u8) -> char {
     const HIGH: [char; 32] = [
-        '€', ' ', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', ' ', 'Ž', ' ', ' ', '‘', '’',
-        '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', ' ', 'ž', 'Ÿ',
+        '€', ' ', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', ' ', 'Ž', ' ', ' ', '‘',
+        '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', ' ', 'ž', 'Ÿ',
     ];
     match b {
         0x80..=0x9f => HIGH[usize::from(b - 0x80)],
@@ -79,7 +79,10 @@ fn utf16be(bytes: &[u8]) -> String {
 }
 
 fn code_value(bytes: &[u8]) -> u32 {
-    bytes.iter().take(4).fold(0u32, |v, &b| v << 8 | u32::from(b))
+    bytes
+        .iter()
+        .take(4)
+        .fold(0u32, |v, &b| v << 8 | u32::from(b))
 }
 
 /// The CMap section being read.
@@ -370,12 +373,20 @@ mod tests {
         let map = parse_cmap(cmap, 10_000);
         assert_eq!(map.code_bytes, 2);
         let mut out = String::new();
-        map.decode(&[0, 0x24, 0, 0x03, 0, 0x44, 0, 0x46, 0, 0x50, 0, 0x51], &mut out);
+        map.decode(
+            &[0, 0x24, 0, 0x03, 0, 0x44, 0, 0x46, 0, 0x50, 0, 0x51],
+            &mut out,
+        );
         assert_eq!(out, "A ac\u{e4}\u{1f600}");
         let mut fonts = BTreeMap::new();
         fonts.insert("F2".to_string(), map);
         let mut sink = TextSink::new(100);
-        interpret(b"BT /F2 9 Tf <00240044> Tj ET", &mut Fonts(fonts), &mut sink, 0);
+        interpret(
+            b"BT /F2 9 Tf <00240044> Tj ET",
+            &mut Fonts(fonts),
+            &mut sink,
+            0,
+        );
         assert_eq!(sink.text, "Aa\n");
     }
 
