@@ -178,7 +178,23 @@ pub fn gone_note(item: &MediaItem) -> String {
 pub fn add_to_event(event: &mut InboundEvent, outcome: MediaOutcome) {
     match outcome {
         MediaOutcome::Saved(item) => event.message.media.push(item),
-        MediaOutcome::Skipped(note) => append_note(&mut event.message, &note),
+        MediaOutcome::Skipped(note) => {
+            append_note(&mut event.message, &note);
+            event.message.media_problems.push(problem_of(&note));
+        }
+    }
+}
+
+/// What the sender is told about a skipped file, from its note
+/// (`<media:document> (report.pdf, 12.0 MB: over the 5.0 MB limit, not downloaded)`).
+pub fn problem_of(note: &str) -> String {
+    let parsed = note
+        .strip_prefix("<media:")
+        .and_then(|rest| rest.split_once("> ("))
+        .and_then(|(kind, rest)| Some((kind, rest.strip_suffix(')')?)));
+    match parsed {
+        Some((kind, details)) => format!("The {kind} you sent was not used ({details})."),
+        None => format!("An attachment was not used: {note}"),
     }
 }
 
@@ -262,6 +278,7 @@ pub async fn fetch_remote(
         prefix,
         extension: extension_of(&name_hint),
         declared_mime: file.mime_type.clone(),
+        file_name: file.file_name.clone(),
     };
     match download
         .save(limits, response, |e| e.without_url().to_string())
@@ -293,6 +310,8 @@ pub struct Download<'a> {
     pub extension: String,
     /// The MIME type the platform announced.
     pub declared_mime: Option<String>,
+    /// The name the sender gave the file.
+    pub file_name: Option<String>,
 }
 
 impl Download<'_> {
@@ -355,6 +374,7 @@ impl Download<'_> {
             mime_type: mime,
             caption: None,
             transcript: None,
+            file_name: self.file_name,
         }))
     }
 }
