@@ -25,8 +25,7 @@ pub const DEFAULT_MEDIA_DIR_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Longest a download may take, headers to last byte.
 pub const DOWNLOAD_TIMEOUT_SECS: u64 = 60;
 const BYTES_PER_MB: f64 = 1024.0 * 1024.0;
-/// Bytes looked at to recognise a file.
-const SNIFF_BYTES: usize = 16;
+pub use crate::media::sniff::{mime_from_extension, sniff_mime, SNIFF_BYTES};
 
 /// Where every channel's attachments live: `$TMPDIR/pincer-media`.
 pub fn media_root() -> PathBuf {
@@ -453,46 +452,6 @@ pub fn drop_missing(message: &mut InboundMessage) {
     for item in &gone {
         append_note(message, &gone_note(item));
     }
-}
-
-/// The MIME type of a file's first bytes, for the common formats.
-pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
-    let starts = |magic: &[u8]| head.starts_with(magic);
-    if starts(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if starts(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if starts(b"GIF87a") || starts(b"GIF89a") {
-        Some("image/gif")
-    } else if starts(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
-        Some("image/webp")
-    } else if starts(b"OggS") {
-        Some("audio/ogg")
-    } else if starts(b"%PDF-") {
-        Some("application/pdf")
-    } else if starts(b"ID3") {
-        Some("audio/mpeg")
-    } else if head.get(4..8) == Some(b"ftyp") {
-        Some("video/mp4")
-    } else {
-        None
-    }
-}
-
-/// The MIME type of a lower-case file extension, for the common formats.
-pub fn mime_from_extension(extension: &str) -> Option<&'static str> {
-    Some(match extension {
-        "jpg" | "jpeg" => "image/jpeg",
-        "png" => "image/png",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "oga" | "ogg" => "audio/ogg",
-        "mp3" => "audio/mpeg",
-        "mp4" => "video/mp4",
-        "pdf" => "application/pdf",
-        "txt" => "text/plain",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
