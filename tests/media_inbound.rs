@@ -32,7 +32,7 @@ fn start_with_media(fake: &FakeOpenAi, telegram: &FakeTelegram, media: &str) -> 
       models: [{{ id: "gpt-vision", contextWindow: 128000, input: ["text", "image"] }}] }} }} }},
   agents: {{ defaults: {{ model: {{ primary: "fake/gpt-vision" }} }} }},
   tools: {{ media: {{ {media} }} }},
-  channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{}", allowFrom: [7], streaming: "off", mediaMaxMb: 1 }} }},
+  channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{}", allowFrom: [7, 8], streaming: "off", mediaMaxMb: 1 }} }},
 }}"#,
         fake.base_url(),
         telegram.api_root()
@@ -116,6 +116,58 @@ async fn a_voice_note_is_transcribed_into_the_turn() {
         answers[0].contains("Remind me to water the plants"),
         "{answers:?}"
     );
+}
+
+#[tokio::test]
+async fn a_slow_transcription_holds_its_conversation_and_no_other() {
+    let fake = FakeOpenAi::start().await;
+    fake.set_transcription_delay(std::time::Duration::from_secs(3));
+    fake.push_transcript("first, the voice note");
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start(&fake, &telegram, "");
+    telegram.push_message(telegram.voice_message("voice-slow", media_files::voice_note(2), 2));
+    telegram.push_message(dm("second, typed after it"));
+    let mut other = dm("hello from another chat");
+    other["chat"]["id"] = 8.into();
+    other["from"]["id"] = 8.into();
+    telegram.push_message(other);
+    // Chat 7's messages may be answered in one turn (the queue collects) or two: wait for the
+    // answer that echoes the typed message.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let sent = loop {
+        let sent = telegram.calls_of("sendMessage");
+        if sent.iter().any(|c| {
+            c.body["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("second, typed")
+        }) {
+            break sent;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no answer to chat 7: {sent:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        sent[0].body["chat_id"].to_string().trim_matches('"'),
+        "8",
+        "the other chat is answered while the voice note is transcribed: {sent:?}"
+    );
+    // The voice note's conversation kept its order: its transcript before the typed message.
+    let last = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .map(|r| r.body["messages"].to_string())
+        .rfind(|m| m.contains("second, typed after it"))
+        .expect("the typed message reached the model");
+    let transcript = last
+        .find("first, the voice note")
+        .expect("transcript in the history");
+    let typed = last.find("second, typed after it").expect("typed message");
+    assert!(transcript < typed, "{last}");
 }
 
 #[tokio::test]

@@ -117,6 +117,9 @@ pub struct ChannelHub {
     failures: Mutex<VecDeque<DeliveryFailure>>,
     /// Per session, the completion of its last queued command.
     command_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
+    /// Per session, the completion of the last message whose attachments are being understood
+    /// (the session's later messages wait for it).
+    media_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
     next_command: AtomicU64,
     /// Compiled mention patterns per agent of one config version (bounded by
     /// the config's agents; dropped when the config changes).
@@ -152,6 +155,7 @@ impl ChannelHub {
             held: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
             command_tails: Mutex::new(HashMap::new()),
+            media_tails: Mutex::new(HashMap::new()),
             next_command: AtomicU64::new(0),
             mentions: Mutex::new((Weak::new(), HashMap::new())),
         })
@@ -440,7 +444,7 @@ impl ChannelHub {
             event.bot_mentioned || event.message.mentioned || event.message.is_reply_to_bot;
         let message_id = event.message.message_id.clone();
         let decision = self.decide(event, &settings, replay).await?;
-        let mut dest = Destination {
+        let dest = Destination {
             inbox,
             broadcast,
             route,
@@ -452,22 +456,62 @@ impl ChannelHub {
             message_id,
             images: Vec::new(),
         };
-        let decision = match decision {
-            Decision::Run { mut message, route } => {
-                dest.images = self
-                    .understand_media(&config, &mut message, &route, &dest)
-                    .await;
-                Decision::Run { message, route }
-            }
-            other => other,
-        };
-        self.carry_out(&config, decision, dest, sender_id);
+        self.in_order(config, decision, dest, sender_id);
         Ok(())
+    }
+
+    /// Carries out `decision` in the conversation's order. A message with attachments is
+    /// understood in a task of its own (a transcription takes seconds; the adapter goes on
+    /// reading its platform), and the session's later messages wait for it.
+    fn in_order(
+        self: &Arc<Self>,
+        config: Arc<Config>,
+        decision: Decision,
+        dest: Destination,
+        sender_id: String,
+    ) {
+        let key = dest.route.session_key.clone();
+        let has_media = matches!(&decision, Decision::Run { message, .. }
+            if !message.media.is_empty() || !message.media_problems.is_empty());
+        let mut tails = self.media_tails.lock();
+        if !has_media && !tails.contains_key(&key) {
+            drop(tails);
+            self.carry_out(&config, decision, dest, sender_id);
+            return;
+        }
+        let id = self.next_command.fetch_add(1, Ordering::Relaxed);
+        let (done, tail) = oneshot::channel::<()>();
+        let previous = tails
+            .insert(key.clone(), (id, tail))
+            .map(|(_, previous)| previous);
+        drop(tails);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            let mut dest = dest;
+            let decision = match decision {
+                Decision::Run { mut message, route } => {
+                    dest.images = hub
+                        .understand_media(&config, &mut message, &route, &dest)
+                        .await;
+                    Decision::Run { message, route }
+                }
+                other => other,
+            };
+            hub.carry_out(&config, decision, dest, sender_id);
+            let _ = done.send(());
+            let mut tails = hub.media_tails.lock();
+            if tails.get(&key).is_some_and(|(tail, _)| *tail == id) {
+                tails.remove(&key);
+            }
+        });
     }
 
     /// Understands an admitted message's attachments before its turn (transcripts, document text
     /// and markers join the agent's text; images are returned for the turn) and tells the sender
-    /// what could not be used. The adapter waits meanwhile, so the conversation keeps its order.
+    /// what could not be used.
     async fn understand_media(
         &self,
         config: &Config,

@@ -137,6 +137,8 @@ struct FakeState {
     shutdown: CancellationToken,
     transcripts: Mutex<VecDeque<String>>,
     transcriptions: Mutex<Vec<RecordedTranscription>>,
+    /// How long a transcription takes (a slow Whisper server).
+    transcription_delay_ms: AtomicU64,
 }
 
 type FakeBody = BoxBody<Bytes, Infallible>;
@@ -159,6 +161,7 @@ impl FakeOpenAi {
             shutdown: shutdown.clone(),
             transcripts: Mutex::new(VecDeque::new()),
             transcriptions: Mutex::new(Vec::new()),
+            transcription_delay_ms: AtomicU64::new(0),
         });
         tokio::spawn(accept_loop(listener, Arc::clone(&state)));
         FakeOpenAi {
@@ -215,6 +218,13 @@ impl FakeOpenAi {
             .lock()
             .expect("transcripts lock")
             .push_back(text.to_string());
+    }
+
+    /// Makes every transcription answer this much later.
+    pub fn set_transcription_delay(&self, delay: Duration) {
+        self.state
+            .transcription_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Every `/audio/transcriptions` upload so far.
@@ -313,6 +323,8 @@ async fn handle(
         .expect("requests lock")
         .push(recorded.clone());
     if recorded.method == "POST" && recorded.path == "/v1/audio/transcriptions" {
+        let delay = state.transcription_delay_ms.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         return Ok(transcription(&state, &recorded, &raw));
     }
     if recorded.method != "POST" || recorded.path != "/v1/chat/completions" {
