@@ -31,6 +31,7 @@ fn start_with_media(fake: &FakeOpenAi, telegram: &FakeTelegram, media: &str) -> 
   models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
       models: [{{ id: "gpt-vision", contextWindow: 128000, input: ["text", "image"] }}] }} }} }},
   agents: {{ defaults: {{ model: {{ primary: "fake/gpt-vision" }} }} }},
+  session: {{ dmScope: "per-channel-peer" }},
   tools: {{ media: {{ {media} }} }},
   channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{}", allowFrom: [7, 8], streaming: "off", mediaMaxMb: 1 }} }},
 }}"#,
@@ -120,6 +121,8 @@ async fn a_voice_note_is_transcribed_into_the_turn() {
 
 #[tokio::test]
 async fn a_slow_transcription_holds_its_conversation_and_no_other() {
+    // Chats 7 and 8 are two sessions (dmScope per-channel-peer; under "main" every DM shares one
+    // session, and the other chat's message would rightly wait too).
     let fake = FakeOpenAi::start().await;
     fake.set_transcription_delay(std::time::Duration::from_secs(3));
     fake.push_transcript("first, the voice note");
