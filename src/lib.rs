@@ -11,6 +11,7 @@ pub mod config;
 pub mod cron;
 pub mod gateway;
 pub mod heartbeat;
+pub mod media;
 pub mod memory;
 pub mod pipeline;
 pub mod queue;

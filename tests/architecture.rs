@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["system", "config"],
     &["store"],
-    &["sandbox", "memory", "reply", "routing", "queue"],
+    &["sandbox", "memory", "media", "reply", "routing", "queue"],
     &["pipeline", "tools"],
     &["agent"],
     &["channels", "cron", "heartbeat"],

@@ -119,7 +119,7 @@ const OPENCLAW_CONFIG: &str = r##"
   tools: {
     profile: "full",
     web: { search: { provider: "brave", apiKey: "BSA-demo" }, fetch: { enabled: true } },
-    media: { audio: { enabled: true } },
+    media: { audio: { enabled: true, echoTranscript: true } },
     exec: { security: "allowlist", ask: "on-miss" },
   },
   cron: { enabled: true, maxConcurrentRuns: 2, sessionRetention: "24h" },
@@ -237,7 +237,7 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "session.store",
         "session.maintenance.rotateBytes",
         "messages.tts",
-        "tools.media",
+        "tools.media.audio.echoTranscript",
         "commands.native",
         "agents.defaults.models",
         "cron.sessionRetention",

@@ -839,3 +839,57 @@ fn settings_review_keys_are_refused_or_checked() {
         .contains("gateway.mode: \"remote\" is not supported by pincer"));
     parse("{ gateway: { mode: 'local' } }").expect("pincer is the local gateway");
 }
+
+#[test]
+fn tools_media_takes_audio_models_and_refuses_what_pincer_does_not_run() {
+    let config = parse(
+        "{ tools: { media: { models: [{ provider: 'groq', model: 'whisper-large-v3-turbo', capabilities: ['audio'] }], \
+           audio: { language: 'de', maxChars: 500 }, image: { maxBytes: 2000000 } } } }",
+    )
+    .expect("audio and image keys pincer honours");
+    assert_eq!(config.tools.media.audio.language.as_deref(), Some("de"));
+    assert_eq!(config.tools.media.image.max_bytes, Some(2_000_000));
+    let command = error(
+        "{ tools: { media: { models: [{ type: 'cli', command: 'whisper', provider: 'x' }] } } }",
+    );
+    assert!(
+        command
+            .starts_with("pincer.json5: tools.media.models[0].command is not supported by pincer"),
+        "{command}"
+    );
+    assert_eq!(
+        error("{ tools: { media: { models: [{ type: 'cli', provider: 'x' }] } } }"),
+        "pincer.json5: tools.media.models[0].type: \"cli\" is not supported by pincer (it runs no media CLIs; use a provider entry with an OpenAI-compatible /audio/transcriptions endpoint)"
+    );
+    let image = error(
+        "{ tools: { media: { models: [{ provider: 'openai', capabilities: ['image'] }] } } }",
+    );
+    assert!(
+        image.starts_with("pincer.json5: tools.media.models[0].capabilities[0]: \"image\" is not supported by pincer"),
+        "{image}"
+    );
+    for (config, path) in [
+        (
+            "{ tools: { media: { video: { enabled: true } } } }",
+            "tools.media.video",
+        ),
+        (
+            "{ tools: { media: { concurrency: 2 } } }",
+            "tools.media.concurrency",
+        ),
+        (
+            "{ tools: { media: { audio: { echoTranscript: true } } } }",
+            "tools.media.audio.echoTranscript",
+        ),
+        (
+            "{ tools: { media: { image: { prompt: 'Describe.' } } } }",
+            "tools.media.image.prompt",
+        ),
+    ] {
+        let message = error(config);
+        assert!(
+            message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
+            "{message}"
+        );
+    }
+}

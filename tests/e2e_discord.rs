@@ -305,7 +305,19 @@ async fn attachment_over_the_cap_reaches_the_model_as_a_note_without_download() 
     message["attachments"] = json!([attachment]);
     rig.provider.push_reply(text_reply("Too big for me."));
     rig.discord.dispatch("MESSAGE_CREATE", message);
-    rig.wait_for_sends(1).await;
+    // The sender is told, and the model still answers the message.
+    let said: Vec<String> = rig
+        .wait_for_sends(2)
+        .await
+        .iter()
+        .map(|r| r.body["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        said.iter().any(|t| t
+            == "The document you sent was not used (big.pdf, 48.8 KB: over the 10.2 KB limit, not downloaded)."),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|t| t == "Too big for me."), "{said:?}");
     let asked = rig.provider.requests()[0].body.to_string();
     assert!(
         asked.contains(

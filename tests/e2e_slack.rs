@@ -320,7 +320,14 @@ async fn shared_file_over_the_cap_reaches_the_model_as_a_note_without_download()
         .add_file("big.pdf", vec![b'%'; 50_000], "application/pdf");
     rig.provider.push_reply(text_reply("Too big for me."));
     rig.slack.send_event(file_share(json!([file])));
-    rig.wait_for_posts(1).await;
+    // The sender is told, and the model still answers the message.
+    let said: Vec<String> = rig.wait_for_posts(2).await.iter().map(text_of).collect();
+    assert!(
+        said.iter().any(|t| t
+            == "The document you sent was not used (big.pdf, 48.8 KB: over the 10.2 KB limit, not downloaded)."),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|t| t == "Too big for me."), "{said:?}");
     let asked = rig.provider.requests()[0].body.to_string();
     assert!(
         asked.contains(

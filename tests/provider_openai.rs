@@ -516,6 +516,7 @@ async fn streamed_tool_calls_are_assembled_and_tools_are_offered() {
             arguments: "{}".into(),
         }],
         tool_call_id: None,
+        images: Vec::new(),
     });
     req.messages
         .push(ChatMessage::tool_result("c0", "earlier result"));

@@ -165,6 +165,7 @@ fn history_messages(
                 content: entry.text,
                 tool_calls: tool_calls_of(&extra),
                 tool_call_id: None,
+                images: Vec::new(),
             },
             "tool" => match extra["toolCallId"].as_str() {
                 Some(id) => ChatMessage::tool_result(id, entry.text),

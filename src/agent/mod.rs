@@ -12,6 +12,7 @@ mod compaction;
 mod context;
 mod failover;
 mod history;
+pub mod inbound_media;
 mod memory_flush;
 mod probe;
 mod prompt;
@@ -30,6 +31,7 @@ mod turn;
 mod user_turn;
 
 // Runs: starting, observing and ending them (the gateway, channels, cron, heartbeat).
+pub use inbound_media::MAX_TURN_IMAGES;
 pub use runs::{RunEvent, RunOutcome, RunRegistry, RunStatus};
 pub use runtime::{
     AgentRuntime, FinalReply, NoObserver, PreparedRun, RunListeners, RunObserver, RunOrigin,

@@ -153,6 +153,7 @@ pub async fn run(input: LoopInput<'_>, mut messages: Vec<ChatMessage>) -> LoopRe
             content: step_text.clone(),
             tool_calls: completion.tool_calls.clone(),
             tool_call_id: None,
+            images: Vec::new(),
         });
         record(
             &input,

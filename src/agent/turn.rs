@@ -48,6 +48,9 @@ pub struct TurnSpec {
     /// A user's message (a chat, `chat.send`, the `agent` method), not a heartbeat, cron job or
     /// announcement: the turn is the session's last interaction (`session.reset`'s idle window).
     pub interaction: bool,
+    /// Images the user's message carries to a vision model (prepared within the board's limits;
+    /// not kept in the transcript).
+    pub images: Vec<super::providers::ImagePart>,
 }
 
 /// What a turn needs from the gateway.
@@ -270,6 +273,8 @@ fn start_turn(
         window,
     )
     .map_err(|e| failed(format!("session store: {e}")))?;
+    let mut history = history;
+    attach_images(&mut history.messages, &spec.images);
     Ok(TurnStart {
         session,
         models,
@@ -278,6 +283,24 @@ fn start_turn(
         system_prompt,
         history,
     })
+}
+
+/// The turn's images go with its user message, the last one of the prompt.
+fn attach_images(
+    messages: &mut [super::providers::ChatMessage],
+    images: &[super::providers::ImagePart],
+) {
+    if images.is_empty() {
+        return;
+    }
+    let user = messages
+        .iter_mut()
+        .rev()
+        .find(|m| m.role == super::providers::Role::User);
+    match user {
+        Some(message) => message.images = images.to_vec(),
+        None => log::warn!("a turn's images found no user message to go with"),
+    }
 }
 
 fn fail(mut outcome: RunOutcome, message: String) -> RunOutcome {

@@ -242,6 +242,7 @@ pub fn enqueue_announcement(
         hub: hub.weak(),
         system_event: true,
         inbox: Vec::new(),
+        images: Vec::new(),
     };
     let queued = QueuedMessage {
         id: run_id,

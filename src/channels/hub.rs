@@ -24,6 +24,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use crate::agent::inbound_media::{self, MediaInput};
+use crate::agent::providers::ImagePart;
 use crate::agent::{AgentRuntime, SubagentRegistry, DEFAULT_RUN_TIMEOUT_MS};
 use crate::config::schema::common::ReplyToMode;
 use crate::config::Config;
@@ -77,6 +79,8 @@ pub(super) struct Destination {
     pub(super) broadcast: Vec<Route>,
     /// The durable inbox records of the messages this answers (`inbox`).
     pub(super) inbox: Vec<String>,
+    /// Images the message carries to a vision model (`agent::inbound_media`).
+    pub(super) images: Vec<ImagePart>,
 }
 
 /// Hears what the hub cannot handle alone (the gateway implements it).
@@ -113,6 +117,9 @@ pub struct ChannelHub {
     failures: Mutex<VecDeque<DeliveryFailure>>,
     /// Per session, the completion of its last queued command.
     command_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
+    /// Per session, the completion of the last message whose attachments are being understood
+    /// (the session's later messages wait for it).
+    media_tails: Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>,
     next_command: AtomicU64,
     /// Compiled mention patterns per agent of one config version (bounded by
     /// the config's agents; dropped when the config changes).
@@ -148,6 +155,7 @@ impl ChannelHub {
             held: Mutex::new(HashMap::new()),
             failures: Mutex::new(VecDeque::new()),
             command_tails: Mutex::new(HashMap::new()),
+            media_tails: Mutex::new(HashMap::new()),
             next_command: AtomicU64::new(0),
             mentions: Mutex::new((Weak::new(), HashMap::new())),
         })
@@ -253,6 +261,7 @@ impl ChannelHub {
             adapter,
             inbox,
             message_id,
+            images,
             ..
         } = dest;
         // The answering agent's own reply pacing (`humanDelay`).
@@ -291,6 +300,7 @@ impl ChannelHub {
             hub: self.me.clone(),
             system_event: false,
             inbox,
+            images,
         };
         let settings = QueueSettings::for_channel(&config.messages.queue, &route.channel);
         let message = QueuedMessage {
@@ -444,9 +454,120 @@ impl ChannelHub {
             is_group,
             mentioned,
             message_id,
+            images: Vec::new(),
         };
-        self.carry_out(&config, decision, dest, sender_id);
+        self.in_order(config, decision, dest, sender_id);
         Ok(())
+    }
+
+    /// Carries out `decision` in the conversation's order. A message with attachments is
+    /// understood in a task of its own (a transcription takes seconds; the adapter goes on
+    /// reading its platform), and the session's later messages wait for it.
+    fn in_order(
+        self: &Arc<Self>,
+        config: Arc<Config>,
+        decision: Decision,
+        dest: Destination,
+        sender_id: String,
+    ) {
+        let key = dest.route.session_key.clone();
+        let has_media = matches!(&decision, Decision::Run { message, .. }
+            if !message.media.is_empty() || !message.media_problems.is_empty());
+        let mut tails = self.media_tails.lock();
+        if !has_media && !tails.contains_key(&key) {
+            drop(tails);
+            self.carry_out(&config, decision, dest, sender_id);
+            return;
+        }
+        let id = self.next_command.fetch_add(1, Ordering::Relaxed);
+        let (done, tail) = oneshot::channel::<()>();
+        let previous = tails
+            .insert(key.clone(), (id, tail))
+            .map(|(_, previous)| previous);
+        drop(tails);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            let mut dest = dest;
+            let decision = match decision {
+                Decision::Run { mut message, route } => {
+                    dest.images = hub
+                        .understand_media(&config, &mut message, &route, &dest)
+                        .await;
+                    Decision::Run { message, route }
+                }
+                other => other,
+            };
+            hub.carry_out(&config, decision, dest, sender_id);
+            let _ = done.send(());
+            let mut tails = hub.media_tails.lock();
+            if tails.get(&key).is_some_and(|(tail, _)| *tail == id) {
+                tails.remove(&key);
+            }
+        });
+    }
+
+    /// Understands an admitted message's attachments before its turn (transcripts, document text
+    /// and markers join the agent's text; images are returned for the turn) and tells the sender
+    /// what could not be used.
+    async fn understand_media(
+        &self,
+        config: &Config,
+        message: &mut crate::pipeline::context::InboundMessage,
+        route: &Route,
+        dest: &Destination,
+    ) -> Vec<ImagePart> {
+        let mut notices = std::mem::take(&mut message.media_problems);
+        let mut images = Vec::new();
+        if !message.media.is_empty() {
+            let http = self.deps.runtime.http();
+            let input = MediaInput {
+                config,
+                http: &http,
+                agent_id: &route.agent_id,
+                items: &message.media,
+                prepared_dir: super::media::media_root().join("prepared"),
+                budget: crate::media::MediaBudget::for_this_board(),
+            };
+            let understood = inbound_media::understand(input).await;
+            if !understood.agent_text.is_empty() {
+                let body = &mut message.body_for_agent;
+                if !body.is_empty() {
+                    body.push_str("\n\n");
+                }
+                body.push_str(&understood.agent_text);
+            }
+            if let Some(transcript) = understood.transcript {
+                for item in message.media.iter_mut().filter(|i| {
+                    i.mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("audio/"))
+                }) {
+                    item.transcript = Some(transcript.clone());
+                }
+            }
+            images = understood.images;
+            notices.extend(understood.notices);
+        }
+        if !notices.is_empty() {
+            let text = notices.join("\n");
+            let (adapter, target, settings) = (
+                dest.adapter.clone(),
+                dest.target.clone(),
+                dest.settings.clone(),
+            );
+            let session_key = route.session_key.clone();
+            let hub = self.me.clone();
+            tokio::spawn(async move {
+                if let Some(hub) = hub.upgrade() {
+                    hub.send_notice(&*adapter, &target, &settings, &session_key, &text)
+                        .await;
+                }
+            });
+        }
+        images
     }
 
     /// Runs the pipeline on a blocking thread (it reads and writes the store).
@@ -512,6 +633,7 @@ impl ChannelHub {
                         message_id: dest.message_id.clone(),
                         broadcast: Vec::new(),
                         inbox: Vec::new(),
+                        images: dest.images.clone(),
                     };
                     self.enqueue_channel_run(config, other, message.body_for_agent.clone(), copy);
                 }

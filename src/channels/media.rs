@@ -25,8 +25,7 @@ pub const DEFAULT_MEDIA_DIR_MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Longest a download may take, headers to last byte.
 pub const DOWNLOAD_TIMEOUT_SECS: u64 = 60;
 const BYTES_PER_MB: f64 = 1024.0 * 1024.0;
-/// Bytes looked at to recognise a file.
-const SNIFF_BYTES: usize = 16;
+pub use crate::media::sniff::{mime_from_extension, sniff_mime, SNIFF_BYTES};
 
 /// Where every channel's attachments live: `$TMPDIR/pincer-media`.
 pub fn media_root() -> PathBuf {
@@ -178,7 +177,23 @@ pub fn gone_note(item: &MediaItem) -> String {
 pub fn add_to_event(event: &mut InboundEvent, outcome: MediaOutcome) {
     match outcome {
         MediaOutcome::Saved(item) => event.message.media.push(item),
-        MediaOutcome::Skipped(note) => append_note(&mut event.message, &note),
+        MediaOutcome::Skipped(note) => {
+            append_note(&mut event.message, &note);
+            event.message.media_problems.push(problem_of(&note));
+        }
+    }
+}
+
+/// What the sender is told about a skipped file, from its note
+/// (`<media:document> (report.pdf, 12.0 MB: over the 5.0 MB limit, not downloaded)`).
+pub fn problem_of(note: &str) -> String {
+    let parsed = note
+        .strip_prefix("<media:")
+        .and_then(|rest| rest.split_once("> ("))
+        .and_then(|(kind, rest)| Some((kind, rest.strip_suffix(')')?)));
+    match parsed {
+        Some((kind, details)) => format!("The {kind} you sent was not used ({details})."),
+        None => format!("An attachment was not used: {note}"),
     }
 }
 
@@ -262,6 +277,7 @@ pub async fn fetch_remote(
         prefix,
         extension: extension_of(&name_hint),
         declared_mime: file.mime_type.clone(),
+        file_name: file.file_name.clone(),
     };
     match download
         .save(limits, response, |e| e.without_url().to_string())
@@ -293,6 +309,8 @@ pub struct Download<'a> {
     pub extension: String,
     /// The MIME type the platform announced.
     pub declared_mime: Option<String>,
+    /// The name the sender gave the file.
+    pub file_name: Option<String>,
 }
 
 impl Download<'_> {
@@ -355,6 +373,7 @@ impl Download<'_> {
             mime_type: mime,
             caption: None,
             transcript: None,
+            file_name: self.file_name,
         }))
     }
 }
@@ -433,46 +452,6 @@ pub fn drop_missing(message: &mut InboundMessage) {
     for item in &gone {
         append_note(message, &gone_note(item));
     }
-}
-
-/// The MIME type of a file's first bytes, for the common formats.
-pub fn sniff_mime(head: &[u8]) -> Option<&'static str> {
-    let starts = |magic: &[u8]| head.starts_with(magic);
-    if starts(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if starts(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if starts(b"GIF87a") || starts(b"GIF89a") {
-        Some("image/gif")
-    } else if starts(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
-        Some("image/webp")
-    } else if starts(b"OggS") {
-        Some("audio/ogg")
-    } else if starts(b"%PDF-") {
-        Some("application/pdf")
-    } else if starts(b"ID3") {
-        Some("audio/mpeg")
-    } else if head.get(4..8) == Some(b"ftyp") {
-        Some("video/mp4")
-    } else {
-        None
-    }
-}
-
-/// The MIME type of a lower-case file extension, for the common formats.
-pub fn mime_from_extension(extension: &str) -> Option<&'static str> {
-    Some(match extension {
-        "jpg" | "jpeg" => "image/jpeg",
-        "png" => "image/png",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "oga" | "ogg" => "audio/ogg",
-        "mp3" => "audio/mpeg",
-        "mp4" => "video/mp4",
-        "pdf" => "application/pdf",
-        "txt" => "text/plain",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -76,6 +76,8 @@ pub struct TurnOrigin {
     /// when the origin goes (the turn ended, the message was steered into a
     /// turn or dropped by the queue), replayed after a crash otherwise.
     pub inbox: Vec<String>,
+    /// Images the message carries to a vision model (none when the model takes none).
+    pub images: Vec<crate::agent::providers::ImagePart>,
 }
 
 impl Drop for TurnOrigin {
@@ -143,11 +145,19 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
         .collect();
     let typing: Vec<TypingGuard> = origins.iter_mut().filter_map(|o| o.typing.take()).collect();
     let from_a_user = origins.iter().any(|o| !o.system_event);
+    // Every collected message's images go with the turn's prompt, the newest kept within the cap.
+    let mut images: Vec<_> = origins
+        .iter_mut()
+        .flat_map(|o| std::mem::take(&mut o.images))
+        .collect();
+    let over = images.len().saturating_sub(crate::agent::MAX_TURN_IMAGES);
+    images.drain(..over);
     let Some(last) = origins.last_mut() else {
         log::warn!("turn for {} carried no origin; dropped", turn.session_key);
         return;
     };
-    let spec = turn_spec(&turn, last, from_a_user);
+    let mut spec = turn_spec(&turn, last, from_a_user);
+    spec.images = images;
     if from_a_user {
         roll_over_if_stale(&hub, &spec);
     }
@@ -283,6 +293,7 @@ fn turn_spec(turn: &Turn, last: &TurnOrigin, from_a_user: bool) -> TurnSpec {
         channel: Some(last.channel.clone()),
         skill_filter: settings.and_then(|s| s.skill_filter.clone()),
         interaction: from_a_user,
+        images: Vec::new(),
     }
 }
 

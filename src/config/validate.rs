@@ -506,6 +506,7 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
         )?;
     }
     check_exec(v, &tools.exec, "tools.exec")?;
+    check_media(v, &tools.media)?;
     let fetch = &tools.web.fetch;
     v.range(fetch.max_chars, 1, u32::MAX, "tools.web.fetch.maxChars")?;
     v.range(
@@ -535,6 +536,72 @@ fn check_tools(v: &Validator, tools: &ToolsConfig) -> Check {
             )?;
         }
     }
+    Ok(())
+}
+
+/// `tools.media`: provider entries only, tagged `audio` (images go to the reply model itself),
+/// positive limits.
+fn check_media(v: &Validator, media: &MediaToolsConfig) -> Check {
+    for (i, entry) in media.models.iter().enumerate() {
+        let path = format!("tools.media.models[{i}]");
+        if entry.kind.as_deref() == Some("cli") {
+            return Err(v.fail(
+                format!("{path}.type"),
+                "\"cli\" is not supported by pincer (it runs no media CLIs; use a provider entry with an OpenAI-compatible /audio/transcriptions endpoint)",
+            ));
+        }
+        v.one_of(
+            entry.kind.as_deref(),
+            &["provider"],
+            &format!("{path}.type"),
+        )?;
+        v.ensure(
+            entry
+                .provider
+                .as_deref()
+                .is_some_and(|p| !p.trim().is_empty()),
+            format!("{path}.provider"),
+            "a provider entry needs a provider (a models.providers id)",
+        )?;
+        for (j, capability) in entry.capabilities.iter().enumerate() {
+            let at = format!("{path}.capabilities[{j}]");
+            match capability.as_str() {
+                "audio" => {}
+                "image" | "video" => {
+                    return Err(v.fail(
+                        at,
+                        format!("{capability:?} is not supported by pincer (images go to the reply model as image parts when its models.providers entry lists input \"image\"; no description model runs; video is not handled)"),
+                    ))
+                }
+                other => {
+                    return Err(v.fail(at, format!("must be audio, image or video, got {other:?}")))
+                }
+            }
+        }
+        v.range(entry.max_bytes, 1, u64::MAX, &format!("{path}.maxBytes"))?;
+        v.range(entry.max_chars, 1, usize::MAX, &format!("{path}.maxChars"))?;
+        v.range(
+            entry.timeout_seconds,
+            1,
+            86_400,
+            &format!("{path}.timeoutSeconds"),
+        )?;
+    }
+    let audio = &media.audio;
+    v.range(audio.max_bytes, 1, u64::MAX, "tools.media.audio.maxBytes")?;
+    v.range(audio.max_chars, 1, usize::MAX, "tools.media.audio.maxChars")?;
+    v.range(
+        audio.timeout_seconds,
+        1,
+        86_400,
+        "tools.media.audio.timeoutSeconds",
+    )?;
+    v.range(
+        media.image.max_bytes,
+        1,
+        u64::MAX,
+        "tools.media.image.maxBytes",
+    )?;
     Ok(())
 }
 

@@ -199,6 +199,7 @@ pub async fn chat_completions(
         channel: Some("openai-http".into()),
         skill_filter: None,
         interaction: true,
+        images: Vec::new(),
     };
     let (tap_tx, tap_rx) = mpsc::channel(64);
     if let Err(error) = runs::start(

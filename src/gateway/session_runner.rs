@@ -49,6 +49,7 @@ impl SessionRunner for GatewaySessionRunner {
             channel: None,
             skill_filter: None,
             interaction: false,
+            images: Vec::new(),
         };
         let placement = RunPlacement {
             lane: LaneKind::Subagent,

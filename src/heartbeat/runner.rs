@@ -229,6 +229,7 @@ fn turn_spec(
         channel: None,
         skill_filter: None,
         interaction: false,
+        images: Vec::new(),
     }
 }
 

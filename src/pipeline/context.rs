@@ -30,6 +30,9 @@ pub struct MediaItem {
     pub mime_type: Option<String>,
     pub caption: Option<String>,
     pub transcript: Option<String>,
+    /// The name the sender gave the file (documents), when the platform says.
+    #[serde(default)]
+    pub file_name: Option<String>,
 }
 
 /// The message a reply quotes.
@@ -71,6 +74,10 @@ pub struct InboundMessage {
     pub thread_id: Option<String>,
     pub is_reply_to_bot: bool,
     pub timestamp_ms: u64,
+    /// What went wrong with the message's attachments, told to the sender once the message is
+    /// admitted (a file over the cap, a failed download).
+    #[serde(default)]
+    pub media_problems: Vec<String>,
 }
 
 /// Markers of the system prompt's own sections that user text must not
@@ -299,6 +306,7 @@ mod tests {
                 mime_type: Some("image/jpeg".into()),
                 caption: Some("cat".into()),
                 transcript: None,
+                file_name: None,
             }],
             ..InboundMessage::default()
         }

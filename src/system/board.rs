@@ -52,6 +52,22 @@ pub struct SandboxProfile {
     pub pids: u64,
 }
 
+/// What one inbound media job may use on this board (`media` in the profile).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaProfile {
+    /// Images with more megapixels are refused before decoding.
+    pub max_megapixels: u64,
+    /// Working memory of one image decode, in MiB.
+    pub decode_mib: usize,
+    /// Media jobs at once.
+    pub concurrency: usize,
+    /// Disk the media area may hold, in MiB.
+    pub area_mib: u64,
+    /// Longer side of an image handed to a model, in pixels.
+    pub image_max_side: u32,
+}
+
 /// How long a socket may take to complete the handshake.
 pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// How often `tick` events go out.
@@ -106,6 +122,7 @@ pub struct BoardProfile {
     pub lanes: Lanes,
     pub embedder: EmbedderProfile,
     pub sandbox: SandboxProfile,
+    pub media: MediaProfile,
     /// Shortest heartbeat interval on this board, in minutes (a longer configured one stays).
     #[serde(default)]
     pub heartbeat_min_every_minutes: Option<u64>,

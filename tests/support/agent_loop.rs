@@ -109,6 +109,7 @@ impl LoopHarness {
             channel: None,
             skill_filter: None,
             interaction: true,
+            images: Vec::new(),
         };
         let (events, mut received) = mpsc::channel(4096);
         let input = LoopInput {

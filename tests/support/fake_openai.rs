@@ -17,6 +17,14 @@
 //! without such a call), boolean `stream` with `stream_options` only when
 //! streaming, `max_tokens` ≥ 1, tools named `^[a-zA-Z0-9_-]{1,64}$`. A
 //! refusal is 400 `invalid_request_error` naming the parameter, as OpenAI's.
+//! A user message's `image_url` parts must be URLs or `data:image/…;base64,` URLs
+//! of PNG, JPEG, GIF or WebP bytes (else 400, as OpenAI's "unsupported image").
+//!
+//! `POST /v1/audio/transcriptions` takes OpenAI's multipart form (`file` and
+//! `model` required; `language`, `prompt`, `response_format` optional; the file's
+//! extension one OpenAI accepts) and answers `{"text": …}`: the next scripted
+//! transcript, else `transcript of <N> bytes`. Each upload is recorded
+//! ([`FakeOpenAi::transcriptions`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -97,6 +105,19 @@ pub struct RecordedRequest {
     pub body: Value,
 }
 
+/// One `/audio/transcriptions` upload as the fake received it.
+#[derive(Debug, Clone)]
+pub struct RecordedTranscription {
+    /// The text fields (`model`, `language`, `prompt`, …).
+    pub fields: BTreeMap<String, String>,
+    pub file_name: String,
+    pub file_content_type: String,
+    pub file_bytes: Vec<u8>,
+    pub authorization: Option<String>,
+    /// Every request header, names lower-cased.
+    pub headers: BTreeMap<String, String>,
+}
+
 /// A running fake; the server stops when this is dropped.
 pub struct FakeOpenAi {
     addr: SocketAddr,
@@ -114,6 +135,10 @@ struct FakeState {
     disconnects: watch::Sender<usize>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
+    transcripts: Mutex<VecDeque<String>>,
+    transcriptions: Mutex<Vec<RecordedTranscription>>,
+    /// How long a transcription takes (a slow Whisper server).
+    transcription_delay_ms: AtomicU64,
 }
 
 type FakeBody = BoxBody<Bytes, Infallible>;
@@ -134,6 +159,9 @@ impl FakeOpenAi {
             disconnects: watch::Sender::new(0),
             next_id: AtomicU64::new(1),
             shutdown: shutdown.clone(),
+            transcripts: Mutex::new(VecDeque::new()),
+            transcriptions: Mutex::new(Vec::new()),
+            transcription_delay_ms: AtomicU64::new(0),
         });
         tokio::spawn(accept_loop(listener, Arc::clone(&state)));
         FakeOpenAi {
@@ -181,6 +209,61 @@ impl FakeOpenAi {
     /// Every request seen so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().expect("requests lock").clone()
+    }
+
+    /// Queues the text of the next transcription answer.
+    pub fn push_transcript(&self, text: &str) {
+        self.state
+            .transcripts
+            .lock()
+            .expect("transcripts lock")
+            .push_back(text.to_string());
+    }
+
+    /// Makes every transcription answer this much later.
+    pub fn set_transcription_delay(&self, delay: Duration) {
+        self.state
+            .transcription_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Every `/audio/transcriptions` upload so far.
+    pub fn transcriptions(&self) -> Vec<RecordedTranscription> {
+        self.state
+            .transcriptions
+            .lock()
+            .expect("transcriptions lock")
+            .clone()
+    }
+
+    /// Every `image_url` part of the user messages received so far: `(mime, decoded bytes)`.
+    pub fn image_parts(&self) -> Vec<(String, Vec<u8>)> {
+        use base64::Engine;
+        let mut parts = Vec::new();
+        for request in self.requests() {
+            let Some(messages) = request.body["messages"].as_array() else {
+                continue;
+            };
+            for part in messages
+                .iter()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|p| p["type"] == "image_url")
+            {
+                let url = part["image_url"]["url"].as_str().unwrap_or_default();
+                if let Some((mime, data)) = url
+                    .strip_prefix("data:")
+                    .and_then(|rest| rest.split_once(";base64,"))
+                {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .unwrap_or_default();
+                    parts.push((mime.to_string(), bytes));
+                }
+            }
+        }
+        parts
     }
 
     /// How many streams the client dropped before their end.
@@ -233,12 +316,17 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<FakeBody>, Infallible> {
     let arrived = Instant::now();
-    let recorded = record(request).await;
+    let (recorded, raw) = record(request).await;
     state
         .requests
         .lock()
         .expect("requests lock")
         .push(recorded.clone());
+    if recorded.method == "POST" && recorded.path == "/v1/audio/transcriptions" {
+        let delay = state.transcription_delay_ms.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        return Ok(transcription(&state, &recorded, &raw));
+    }
     if recorded.method != "POST" || recorded.path != "/v1/chat/completions" {
         let message = format!("Invalid URL ({} {})", recorded.method, recorded.path);
         return Ok(error_response(404, &message, None));
@@ -476,6 +564,17 @@ fn check_messages(messages: &[Value]) -> Result<(), (String, String)> {
                 if !content_ok(content, &["text", "image_url", "input_audio", "file"]) {
                     return missing("content");
                 }
+                let bad_image = content.as_array().is_some_and(|parts| {
+                    parts
+                        .iter()
+                        .any(|p| p["type"] == "image_url" && !image_part_ok(p))
+                });
+                if bad_image {
+                    return Err((
+                        "You uploaded an unsupported image. Please make sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp'].".to_string(),
+                        param("content"),
+                    ));
+                }
             }
             "assistant" => {
                 let calls = message.get("tool_calls").filter(|c| !c.is_null());
@@ -560,7 +659,7 @@ fn take_reply_for_system(state: &FakeState, body: &Value) -> Option<FakeReply> {
     Some(kept.remove(at).1)
 }
 
-async fn record(request: Request<Incoming>) -> RecordedRequest {
+async fn record(request: Request<Incoming>) -> (RecordedRequest, Bytes) {
     let method = request.method().to_string();
     let path = request.uri().path().to_string();
     let mut headers: BTreeMap<String, String> = BTreeMap::new();
@@ -579,12 +678,192 @@ async fn record(request: Request<Incoming>) -> RecordedRequest {
         Err(_) => Bytes::new(),
     };
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    RecordedRequest {
+    let recorded = RecordedRequest {
         method,
         path,
         headers,
         body,
+    };
+    (recorded, bytes)
+}
+
+/// Extensions OpenAI's transcription endpoint accepts.
+const AUDIO_EXTENSIONS: &[&str] = &[
+    "flac", "m4a", "mp3", "mp4", "mpeg", "mpga", "oga", "ogg", "wav", "webm",
+];
+
+/// `POST /v1/audio/transcriptions`: OpenAI's checks, then `{"text": …}`.
+fn transcription(state: &FakeState, request: &RecordedRequest, raw: &[u8]) -> Response<FakeBody> {
+    let authorization = request.headers.get("authorization").cloned();
+    if !authorization
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Bearer ") && a.len() > "Bearer ".len())
+    {
+        return error_response(401, "You didn't provide an API key.", None);
     }
+    let content_type = request
+        .headers
+        .get("content-type")
+        .cloned()
+        .unwrap_or_default();
+    let Some(boundary) = content_type
+        .strip_prefix("multipart/form-data;")
+        .and_then(|rest| rest.trim().strip_prefix("boundary="))
+        .map(|b| b.trim_matches('"').to_string())
+    else {
+        return error_response(400, "Expected a multipart/form-data body.", None);
+    };
+    if let Some(length) = request.headers.get("content-length") {
+        if length.parse::<usize>().ok() != Some(raw.len()) {
+            return error_response(
+                400,
+                "The body's length differs from its Content-Length.",
+                None,
+            );
+        }
+    }
+    let parts = match multipart_parts(raw, &boundary) {
+        Ok(parts) => parts,
+        Err(message) => return error_response(400, &message, None),
+    };
+    let mut fields = BTreeMap::new();
+    let mut file = None;
+    for part in parts {
+        match part.file_name {
+            Some(name) if part.name == "file" => file = Some((name, part.content_type, part.body)),
+            _ => {
+                fields.insert(part.name, String::from_utf8_lossy(&part.body).into_owned());
+            }
+        }
+    }
+    let Some((file_name, file_content_type, file_bytes)) = file else {
+        return error_response(
+            400,
+            "1 validation error for Request\nbody -> file\n  field required",
+            None,
+        );
+    };
+    if !fields.contains_key("model") {
+        return error_response(400, "you must provide a model parameter", None);
+    }
+    let extension = file_name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase());
+    if !extension
+        .as_deref()
+        .is_some_and(|e| AUDIO_EXTENSIONS.contains(&e))
+    {
+        let message = format!(
+            "Invalid file format. Supported formats: {:?}",
+            AUDIO_EXTENSIONS
+        );
+        return error_response(400, &message, None);
+    }
+    let text = state
+        .transcripts
+        .lock()
+        .expect("transcripts lock")
+        .pop_front()
+        .unwrap_or_else(|| format!("transcript of {} bytes", file_bytes.len()));
+    state
+        .transcriptions
+        .lock()
+        .expect("transcriptions lock")
+        .push(RecordedTranscription {
+            fields,
+            file_name,
+            file_content_type,
+            file_bytes,
+            authorization,
+            headers: request.headers.clone(),
+        });
+    json_response(200, &json!({"text": text}), None)
+}
+
+struct FormPart {
+    name: String,
+    file_name: Option<String>,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+/// The parts of a `multipart/form-data` body (RFC 7578), strictly: CRLF line ends, a closing
+/// delimiter, a `Content-Disposition: form-data; name=…` header on every part.
+fn multipart_parts(raw: &[u8], boundary: &str) -> Result<Vec<FormPart>, String> {
+    let delimiter = format!("--{boundary}");
+    let find = |hay: &[u8], needle: &[u8], from: usize| {
+        hay.get(from..)
+            .and_then(|h| h.windows(needle.len()).position(|w| w == needle))
+            .map(|p| p + from)
+    };
+    let mut at = find(raw, delimiter.as_bytes(), 0).ok_or("no multipart boundary in the body")?;
+    let mut parts = Vec::new();
+    loop {
+        at += delimiter.len();
+        if raw.get(at..at + 2) == Some(b"--") {
+            return Ok(parts);
+        }
+        if raw.get(at..at + 2) != Some(b"\r\n") {
+            return Err("malformed multipart body (no CRLF after a boundary)".into());
+        }
+        at += 2;
+        let head_end = find(raw, b"\r\n\r\n", at).ok_or("a part without headers")?;
+        let head = String::from_utf8_lossy(&raw[at..head_end]).into_owned();
+        let body_start = head_end + 4;
+        let next = find(raw, format!("\r\n{delimiter}").as_bytes(), body_start)
+            .ok_or("a part without a closing boundary (truncated body)")?;
+        let mut name = None;
+        let mut file_name = None;
+        let mut content_type = String::from("text/plain");
+        for line in head.split("\r\n") {
+            let (key, value) = line.split_once(':').ok_or("a malformed part header")?;
+            match key.trim().to_ascii_lowercase().as_str() {
+                "content-disposition" => {
+                    for param in value.split(';').map(str::trim) {
+                        if let Some(v) = param.strip_prefix("name=") {
+                            name = Some(v.trim_matches('"').to_string());
+                        } else if let Some(v) = param.strip_prefix("filename=") {
+                            file_name = Some(v.trim_matches('"').to_string());
+                        }
+                    }
+                }
+                "content-type" => content_type = value.trim().to_string(),
+                _ => {}
+            }
+        }
+        parts.push(FormPart {
+            name: name.ok_or("a part without a name")?,
+            file_name,
+            content_type,
+            body: raw[body_start..next].to_vec(),
+        });
+        at = next + 2;
+    }
+}
+
+/// Whether an `image_url` part holds an image OpenAI takes: an http(s) URL, or a data URL of
+/// PNG, JPEG, GIF or WebP bytes.
+fn image_part_ok(part: &Value) -> bool {
+    use base64::Engine;
+    let Some(url) = part["image_url"]["url"].as_str() else {
+        return false;
+    };
+    if url.starts_with("https://") || url.starts_with("http://") {
+        return true;
+    }
+    let Some((_, data)) = url
+        .strip_prefix("data:image/")
+        .and_then(|rest| rest.split_once(";base64,"))
+    else {
+        return false;
+    };
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
+        return false;
+    };
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+        || bytes.starts_with(&[0xff, 0xd8, 0xff])
+        || bytes.starts_with(b"GIF8")
+        || (bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP"))
 }
 
 /// The default reply: `echo: <last user message>` in 4-character pieces.

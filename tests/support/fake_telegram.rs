@@ -238,6 +238,76 @@ impl FakeTelegram {
         );
     }
 
+    /// A DM from Ann (id 7) carrying a voice note as the Bot API delivers one (`voice`: Ogg/Opus,
+    /// `audio/ogg`), its bytes served under `voice/<file_id>.oga`.
+    pub fn voice_message(&self, file_id: &str, bytes: Vec<u8>, duration_secs: u64) -> Value {
+        let size = bytes.len();
+        self.add_file(file_id, &format!("voice/{file_id}.oga"), bytes, true);
+        json!({
+            "chat": { "id": 7, "type": "private", "first_name": "Ann" },
+            "from": Self::user(7, "Ann", Some("ann")),
+            "voice": { "file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+                       "duration": duration_secs, "mime_type": "audio/ogg", "file_size": size },
+        })
+    }
+
+    /// A DM from Ann carrying a photo: a 90 px thumbnail size and the full size (`photo` lists
+    /// both, as Telegram does), served under `photos/`.
+    pub fn photo_message(
+        &self,
+        file_id: &str,
+        bytes: Vec<u8>,
+        (width, height): (u32, u32),
+        caption: Option<&str>,
+    ) -> Value {
+        let size = bytes.len();
+        let thumb_id = format!("{file_id}-thumb");
+        self.add_file(
+            &thumb_id,
+            &format!("photos/{thumb_id}.jpg"),
+            bytes.clone(),
+            true,
+        );
+        self.add_file(file_id, &format!("photos/{file_id}.jpg"), bytes, true);
+        let mut message = json!({
+            "chat": { "id": 7, "type": "private", "first_name": "Ann" },
+            "from": Self::user(7, "Ann", Some("ann")),
+            "photo": [
+                { "file_id": thumb_id, "file_unique_id": format!("u-{thumb_id}"),
+                  "width": 90, "height": 90 * height / width.max(1), "file_size": size },
+                { "file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+                  "width": width, "height": height, "file_size": size },
+            ],
+        });
+        if let Some(caption) = caption {
+            message["caption"] = json!(caption);
+        }
+        message
+    }
+
+    /// A DM from Ann carrying a document (`document` with its name and type as the sender's
+    /// client announced them), served under `documents/` unless `served` is false (a file the
+    /// test never offers: the announced size must keep it from being fetched).
+    pub fn document_message(
+        &self,
+        file_id: &str,
+        file_name: &str,
+        mime: &str,
+        bytes: Vec<u8>,
+        served: bool,
+    ) -> Value {
+        let size = bytes.len();
+        if served {
+            self.add_file(file_id, &format!("documents/{file_id}.bin"), bytes, true);
+        }
+        json!({
+            "chat": { "id": 7, "type": "private", "first_name": "Ann" },
+            "from": Self::user(7, "Ann", Some("ann")),
+            "document": { "file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+                          "file_name": file_name, "mime_type": mime, "file_size": size },
+        })
+    }
+
     /// The webhook URL registered with `setWebhook`, if any.
     pub fn webhook_url(&self) -> Option<String> {
         self.lock().webhook_url.clone()
@@ -711,10 +781,17 @@ fn set_webhook(state: &State, body: &Value) -> Response<Body> {
     ok(json!(true))
 }
 
+/// The largest file `getFile` hands out (the Bot API's limit).
+const MAX_GET_FILE_BYTES: usize = 20 * 1024 * 1024;
+
 fn get_file(state: &State, body: &Value) -> Response<Body> {
     let file_id = body.get("file_id").and_then(Value::as_str).unwrap_or("");
     let inner = state.inner.lock().expect("fake state lock");
     match inner.files.get(file_id) {
+        // The Bot API serves files up to 20 MB.
+        Some(file) if file.bytes.len() > MAX_GET_FILE_BYTES => {
+            error(400, "Bad Request: file is too big")
+        }
         Some(file) => {
             let mut result = json!({
                 "file_id": file_id, "file_unique_id": format!("u-{file_id}"),

@@ -13,6 +13,7 @@ pub mod fake_openai;
 pub mod fake_telegram;
 pub mod gateway;
 pub mod hub_harness;
+pub mod media_files;
 pub mod process_tree;
 pub mod rauc;
 pub mod recording_channel;

@@ -102,6 +102,7 @@ impl Harness {
             channel: None,
             skill_filter: None,
             interaction: true,
+            images: Vec::new(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });

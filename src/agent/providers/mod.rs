@@ -18,6 +18,6 @@ pub use anthropic::AnthropicProvider;
 pub use ollama::OllamaProvider;
 pub use openai::OpenAiCompatProvider;
 pub use provider::{
-    BoxFuture, ChatMessage, Completion, Provider, ProviderError, ProviderRequest, Role,
+    BoxFuture, ChatMessage, Completion, ImagePart, Provider, ProviderError, ProviderRequest, Role,
     StreamEvent, ToolCall, ToolSpec, Usage,
 };

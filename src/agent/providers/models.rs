@@ -118,6 +118,21 @@ pub fn model_chain(config: &Config, agent_id: &str, override_ref: Option<&str>) 
     chain
 }
 
+/// Whether the agent's primary model takes images: its `models.providers` entry lists `input`
+/// `"image"` (upstream's model definition field).
+pub fn primary_takes_images(config: &Config, agent_id: &str) -> bool {
+    let chain = model_chain(config, agent_id, None);
+    let Some((provider, model)) = chain.first().and_then(|r| r.split_once('/')) else {
+        return false;
+    };
+    config
+        .models
+        .providers
+        .get(provider)
+        .and_then(|p| p.model(model))
+        .is_some_and(|m| m.input.iter().any(|i| i == "image"))
+}
+
 /// Resolves one `provider/model` reference against `models.providers`.
 pub fn resolve(
     config: &Config,

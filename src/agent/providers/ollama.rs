@@ -193,6 +193,10 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
         if let Some(name) = message.tool_call_id.as_deref().and_then(|id| names.get(id)) {
             entry["tool_name"] = json!(name);
         }
+        if !message.images.is_empty() {
+            // Ollama's chat API takes a message's images as bare base64 strings.
+            entry["images"] = message.images.iter().map(|i| json!(&*i.base64)).collect();
+        }
         out.push(entry);
     }
     out
@@ -360,6 +364,25 @@ impl LineSplitter {
 mod tests {
     use super::*;
     use crate::agent::providers::ToolSpec;
+
+    #[test]
+    fn a_user_message_with_images_carries_them_as_base64_strings() {
+        use crate::agent::providers::ImagePart;
+        let mut user = ChatMessage::user("what is this?");
+        user.images = vec![ImagePart {
+            mime: "image/png".into(),
+            base64: "iVBORw==".into(),
+        }];
+        let request = ProviderRequest {
+            model: "llava".into(),
+            messages: vec![user],
+            max_tokens: None,
+            tools: std::sync::Arc::from(Vec::new()),
+        };
+        let body = request_body(&request, ThinkingLevel::Off);
+        assert_eq!(body["messages"][0]["content"], "what is this?");
+        assert_eq!(body["messages"][0]["images"], json!(["iVBORw=="]));
+    }
 
     #[test]
     fn lines_split_anywhere_are_reassembled_and_capped() {

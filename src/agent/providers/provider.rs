@@ -42,11 +42,30 @@ pub struct ToolCall {
 
 pub use crate::tools::ToolSpec;
 
+/// An image a user message carries to a vision model: its bytes as base64
+/// (a prepared image, bounded by the board's image limits), shared between
+/// retries and fallbacks instead of copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePart {
+    /// `image/jpeg`, `image/png`, …
+    pub mime: String,
+    pub base64: std::sync::Arc<str>,
+}
+
+impl ImagePart {
+    /// `data:<mime>;base64,<data>` (OpenAI's `image_url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.base64)
+    }
+}
+
 /// One message of the prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// For user messages: images for a vision model (the turn's own message only).
+    pub images: Vec<ImagePart>,
     /// For assistant messages: the tool calls it made.
     pub tool_calls: Vec<ToolCall>,
     /// For tool messages: the call this result answers.

@@ -259,6 +259,7 @@ impl SubagentRegistry {
             channel: None,
             skill_filter: None,
             interaction: false,
+            images: Vec::new(),
         }
     }
 

@@ -96,6 +96,7 @@ pub async fn fetch(api: &BotApi, limits: &MediaLimits, attachment: &Attachment) 
         prefix: FILE_PREFIX,
         extension: extension_of(&file_path),
         declared_mime: attachment.file.mime_type.clone(),
+        file_name: attachment.file.file_name.clone(),
     };
     let saved = download
         .save(limits, response, |e| api.stream_error(e).to_string())

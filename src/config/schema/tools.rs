@@ -34,6 +34,8 @@ pub struct ToolsConfig {
     pub loop_detection: Option<LoopDetectionConfig>,
     pub subagents: ToolsScope,
     pub sandbox: SandboxToolsScope,
+    /// Understanding inbound media (`tools.media`).
+    pub media: super::media::MediaToolsConfig,
 }
 
 /// `agents.list[].tools`: the same policy keys, scoped to one agent.

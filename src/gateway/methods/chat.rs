@@ -125,6 +125,7 @@ fn start_agent(
         channel: p.opt_str("channel")?.map(str::to_string),
         skill_filter: None,
         interaction: true,
+        images: Vec::new(),
     };
     roll_over_if_stale(state, &spec, now);
     let ack = json!({"runId": key, "status": "accepted", "acceptedAt": now});
@@ -454,6 +455,7 @@ fn enqueue_webchat(
         hub: hub.weak(),
         system_event: false,
         inbox: vec![inbox],
+        images: Vec::new(),
     };
     let queued = QueuedMessage {
         id: record.run_id,

@@ -198,6 +198,7 @@ async fn run_as_agent_turn(state: &Arc<GatewayState>, job: &CronJob, slot: LaneS
         channel: None,
         skill_filter: None,
         interaction: false,
+        images: Vec::new(),
     };
     let (tap, mut events) = mpsc::channel(64);
     let origin = RunOrigin {

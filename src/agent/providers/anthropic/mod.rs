@@ -208,6 +208,30 @@ mod tests {
     use super::*;
     use crate::agent::providers::{ChatMessage, ToolCall, ToolSpec};
 
+    #[test]
+    fn a_user_message_with_images_becomes_image_blocks_then_text() {
+        use crate::agent::providers::ImagePart;
+        let mut user = ChatMessage::user("what is this?");
+        user.images = vec![ImagePart {
+            mime: "image/jpeg".into(),
+            base64: "/9j/AA==".into(),
+        }];
+        let request = ProviderRequest {
+            model: "claude".into(),
+            messages: vec![user],
+            max_tokens: Some(100),
+            tools: std::sync::Arc::from(Vec::new()),
+        };
+        let body = request_body(&request, ThinkingLevel::Off);
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AA=="}},
+                {"type": "text", "text": "what is this?"},
+            ])
+        );
+    }
+
     fn request(messages: Vec<ChatMessage>) -> ProviderRequest {
         ProviderRequest {
             model: "claude-x".into(),

@@ -82,7 +82,7 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
     for message in messages {
         let (role, blocks) = match message.role {
             Role::System => continue,
-            Role::User => ("user", text_blocks(&message.content)),
+            Role::User => ("user", user_blocks(message)),
             Role::Tool => (
                 "user",
                 vec![json!({
@@ -106,6 +106,22 @@ fn messages_json(messages: &[ChatMessage]) -> Vec<Value> {
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// Image blocks (base64 sources) first, as Anthropic suggests, then the text.
+fn user_blocks(message: &ChatMessage) -> Vec<Value> {
+    let mut blocks: Vec<Value> = message
+        .images
+        .iter()
+        .map(|image| {
+            json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.mime, "data": &*image.base64},
+            })
+        })
+        .collect();
+    blocks.extend(text_blocks(&message.content));
+    blocks
 }
 
 fn text_block(text: &str) -> Value {

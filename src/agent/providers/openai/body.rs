@@ -87,11 +87,31 @@ struct StreamOptions {
 struct Message<'a> {
     role: &'static str,
     /// `null` for an assistant message that only calls tools.
-    content: Option<&'a str>,
+    content: Option<Content<'a>>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     tool_calls: Vec<Call<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+}
+
+/// A message's content: text, or text and image parts (a user message with images).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 #[derive(Serialize)]
@@ -140,10 +160,29 @@ fn message(message: &ChatMessage) -> Message<'_> {
     let calls_only = !message.tool_calls.is_empty() && message.content.is_empty();
     Message {
         role: message.role.as_str(),
-        content: (!calls_only).then_some(message.content.as_str()),
+        content: (!calls_only).then(|| content(message)),
         tool_calls: message.tool_calls.iter().map(call).collect(),
         tool_call_id: message.tool_call_id.as_deref(),
     }
+}
+
+/// Text alone, or (with images) a text part then one `image_url` part per image as a data URL.
+fn content(message: &ChatMessage) -> Content<'_> {
+    if message.images.is_empty() {
+        return Content::Text(&message.content);
+    }
+    let mut parts = Vec::with_capacity(message.images.len() + 1);
+    if !message.content.is_empty() {
+        parts.push(Part::Text {
+            text: &message.content,
+        });
+    }
+    parts.extend(message.images.iter().map(|image| Part::ImageUrl {
+        image_url: ImageUrl {
+            url: image.data_url(),
+        },
+    }));
+    Content::Parts(parts)
 }
 
 fn call(call: &ToolCall) -> Call<'_> {
@@ -171,6 +210,34 @@ fn tool(tool: &ToolSpec) -> Tool<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_message_with_images_becomes_text_and_image_url_parts() {
+        use crate::agent::providers::ImagePart;
+        let mut user = ChatMessage::user("what is this?");
+        user.images = vec![ImagePart {
+            mime: "image/jpeg".into(),
+            base64: "/9j/AA==".into(),
+        }];
+        let request = ProviderRequest {
+            model: "gpt-vision".into(),
+            messages: vec![ChatMessage::system("s"), user],
+            max_tokens: None,
+            tools: Arc::from(Vec::new()),
+        };
+        let body = serde_json::to_value(request_body(&request, ThinkingLevel::Off)).expect("json");
+        assert_eq!(
+            body["messages"][0]["content"], "s",
+            "text alone stays a string"
+        );
+        assert_eq!(
+            body["messages"][1]["content"],
+            serde_json::json!([
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/AA=="}},
+            ])
+        );
+    }
 
     fn set(names: &[&str]) -> Arc<[ToolSpec]> {
         names
