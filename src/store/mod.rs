@@ -32,6 +32,8 @@ pub use pace::{QUICK_COMMIT_MICROS, QUICK_STREAK};
 mod sessions;
 mod subagents;
 mod telegram_offsets;
+mod channel_state;
+pub use channel_state::MatrixSession;
 mod transcript_truncate;
 mod transcripts;
 mod turn_write;
@@ -447,6 +449,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "channel_state",
                 "cron",
                 "cron_runs",
                 "dedupe",
