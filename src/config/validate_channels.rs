@@ -141,7 +141,11 @@ fn check_matrix_account(v: &Validator, account: &MatrixAccountConfig, path: &str
     )?;
     let mode = account.streaming.as_ref().and_then(|s| s.mode);
     if let Some(mode @ (MatrixStreamingMode::Quiet | MatrixStreamingMode::Progress)) = mode {
-        let name = if mode == MatrixStreamingMode::Quiet { "quiet" } else { "progress" };
+        let name = if mode == MatrixStreamingMode::Quiet {
+            "quiet"
+        } else {
+            "progress"
+        };
         return Err(v.fail(
             format!("{path}.streaming.mode"),
             format!("\"{name}\" is not supported by pincer (use \"partial\" or \"off\")"),

@@ -157,7 +157,9 @@ mod tests {
         {
             let store = Store::open(dir.path(), StoreOptions::default()).expect("open");
             assert_eq!(
-                store.matrix_sync_token("default", "https://hs", "@bot:hs").expect("read"),
+                store
+                    .matrix_sync_token("default", "https://hs", "@bot:hs")
+                    .expect("read"),
                 None
             );
             store
@@ -188,17 +190,23 @@ mod tests {
         };
         store.set_matrix_session("work", &session).expect("write");
         assert_eq!(
-            store.matrix_session("work", "https://hs", "@bot:hs").expect("read"),
+            store
+                .matrix_session("work", "https://hs", "@bot:hs")
+                .expect("read"),
             Some(session.clone())
         );
         assert_eq!(
-            store.matrix_session("work", "https://other", "@bot:hs").expect("read"),
+            store
+                .matrix_session("work", "https://other", "@bot:hs")
+                .expect("read"),
             None
         );
         assert!(!format!("{session:?}").contains("syt_secret"));
         store.clear_matrix_session("work").expect("clear");
         assert_eq!(
-            store.matrix_session("work", "https://hs", "@bot:hs").expect("read"),
+            store
+                .matrix_session("work", "https://hs", "@bot:hs")
+                .expect("read"),
             None
         );
     }

@@ -219,7 +219,12 @@ impl MatrixApi {
             call,
             status,
             errcode,
-            message: value["error"].as_str().unwrap_or("").chars().take(300).collect(),
+            message: value["error"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(300)
+                .collect(),
         })
     }
 
@@ -264,11 +269,7 @@ impl MatrixApi {
             .send_json("login", reqwest::Method::POST, "/login", &body)
             .await?;
         let field = |name: &str| answer[name].as_str().map(str::to_string);
-        match (
-            field("user_id"),
-            field("device_id"),
-            field("access_token"),
-        ) {
+        match (field("user_id"), field("device_id"), field("access_token")) {
             (Some(user_id), Some(device_id), Some(access_token)) => Ok(Login {
                 user_id,
                 device_id,
@@ -323,8 +324,8 @@ impl MatrixApi {
             query.push(("since", since.to_string()));
         }
         let request = self.http.get(self.url("/sync")).query(&query);
-        let timeout = Duration::from_millis(timeout_ms)
-            + Duration::from_secs(SYNC_REQUEST_MARGIN_SECS);
+        let timeout =
+            Duration::from_millis(timeout_ms) + Duration::from_secs(SYNC_REQUEST_MARGIN_SECS);
         self.call("sync", request, timeout, MAX_SYNC_BYTES).await
     }
 
@@ -477,7 +478,10 @@ async fn read_capped(
     mut response: reqwest::Response,
     cap: usize,
 ) -> Result<Vec<u8>, ApiError> {
-    if response.content_length().is_some_and(|len| len > cap as u64) {
+    if response
+        .content_length()
+        .is_some_and(|len| len > cap as u64)
+    {
         return Err(ApiError::Malformed {
             call,
             message: format!("answer larger than {cap} bytes"),

@@ -100,7 +100,10 @@ mod tests {
     fn markdown_becomes_matrix_html_with_line_breaks_outside_code() {
         let html = to_html("**bold** and ||secret||\nnext\n```\na\nb\n```");
         assert!(html.contains("<b>bold</b>"), "{html}");
-        assert!(html.contains("<span data-mx-spoiler>secret</span>"), "{html}");
+        assert!(
+            html.contains("<span data-mx-spoiler>secret</span>"),
+            "{html}"
+        );
         assert!(html.contains("<br>next"), "{html}");
         assert!(html.contains("<pre>a\nb</pre>"), "{html}");
     }

@@ -95,7 +95,8 @@ impl Account {
     }
 
     fn refused(&self, error: &ApiError) {
-        let text = format!("{error} (the access token was refused; fix it and restart the account)");
+        let text =
+            format!("{error} (the access token was refused; fix it and restart the account)");
         log::error!("matrix account {}: {text}", self.id);
         self.state.disconnected(text);
     }
@@ -136,7 +137,10 @@ impl Account {
             return Ok(());
         }
         let url = reqwest::Url::parse(&self.settings.homeserver).map_err(|e| {
-            SignInError::Fatal(format!("homeserver {:?} is not a URL: {e}", self.settings.homeserver))
+            SignInError::Fatal(format!(
+                "homeserver {:?} is not a URL: {e}",
+                self.settings.homeserver
+            ))
         })?;
         let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']);
         let port = url.port_or_known_default().unwrap_or(443);
@@ -144,7 +148,9 @@ impl Account {
             Ok(ip) => vec![ip],
             Err(_) => tokio::net::lookup_host((host, port))
                 .await
-                .map_err(|e| SignInError::Retry(format!("cannot resolve the homeserver {host}: {e}")))?
+                .map_err(|e| {
+                    SignInError::Retry(format!("cannot resolve the homeserver {host}: {e}"))
+                })?
                 .map(|a| a.ip())
                 .collect(),
         };
@@ -160,10 +166,9 @@ impl Account {
     }
 
     fn api(&self) -> Result<MatrixApi, SendError> {
-        self.api
-            .read()
-            .clone()
-            .ok_or_else(|| SendError::Transient(format!("matrix account {} is not signed in", self.id)))
+        self.api.read().clone().ok_or_else(|| {
+            SendError::Transient(format!("matrix account {} is not signed in", self.id))
+        })
     }
 }
 
@@ -198,9 +203,7 @@ fn account_settings(config: &MatrixAccountConfig) -> Result<AccountSettings, Str
             .filter(|v| !v.is_empty())
             .map(str::to_string)
     };
-    let homeserver = config
-        .effective_homeserver()
-        .ok_or("no homeserver")?;
+    let homeserver = config.effective_homeserver().ok_or("no homeserver")?;
     let access_token = text(&config.access_token);
     let user_id = text(&config.user_id);
     let password = config.password.clone().filter(|p| !p.is_empty());
@@ -319,7 +322,12 @@ impl MatrixChannel {
     /// `room:` prefixes allowed), an alias, or a user (`@user:hs`,
     /// `user:@user:hs`) reached in their direct room (found in `m.direct`,
     /// else created).
-    async fn room_of(&self, account: &Account, api: &MatrixApi, to: &str) -> Result<String, SendError> {
+    async fn room_of(
+        &self,
+        account: &Account,
+        api: &MatrixApi,
+        to: &str,
+    ) -> Result<String, SendError> {
         let to = to.trim();
         let to = to.strip_prefix("matrix:").unwrap_or(to);
         let to = to.strip_prefix("room:").unwrap_or(to);
@@ -328,7 +336,10 @@ impl MatrixChannel {
             return Ok(to.to_string());
         }
         if to.starts_with('#') {
-            return api.resolve_alias(to).await.map_err(ApiError::into_send_error);
+            return api
+                .resolve_alias(to)
+                .await
+                .map_err(ApiError::into_send_error);
         }
         if !(to.starts_with('@') && to.contains(':')) {
             return Err(SendError::Permanent(format!(
@@ -339,8 +350,15 @@ impl MatrixChannel {
             return Ok(room.clone());
         }
         let me = account.identity().user_id;
-        let direct = api.direct_rooms(&me).await.map_err(ApiError::into_send_error)?;
-        let room = match direct[to].as_array().and_then(|r| r.first()).and_then(|r| r.as_str()) {
+        let direct = api
+            .direct_rooms(&me)
+            .await
+            .map_err(ApiError::into_send_error)?;
+        let room = match direct[to]
+            .as_array()
+            .and_then(|r| r.first())
+            .and_then(|r| r.as_str())
+        {
             Some(room) => room.to_string(),
             None => {
                 let room = api
@@ -353,7 +371,10 @@ impl MatrixChannel {
                 }
                 updated[to] = serde_json::json!([room]);
                 if let Err(error) = api.set_direct_rooms(&me, &updated).await {
-                    log::warn!("matrix account {}: cannot update m.direct: {error}", account.id);
+                    log::warn!(
+                        "matrix account {}: cannot update m.direct: {error}",
+                        account.id
+                    );
                 }
                 room
             }
@@ -448,9 +469,8 @@ impl Channel for MatrixChannel {
             ) {
                 content["m.relates_to"] = relation;
             }
-            let (account, message_id) = self
-                .send_content(target, "m.room.message", content)
-                .await?;
+            let (account, message_id) =
+                self.send_content(target, "m.room.message", content).await?;
             account.state.outbound_now();
             Ok(SentMessage { message_id })
         })

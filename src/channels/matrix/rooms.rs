@@ -215,7 +215,10 @@ mod tests {
     fn a_room_is_direct_by_m_direct_or_by_size() {
         let rooms = Rooms::default();
         rooms.learn("!two:hs", &json!({"summary": {"m.joined_member_count": 2}}));
-        rooms.learn("!many:hs", &json!({"summary": {"m.joined_member_count": 5}}));
+        rooms.learn(
+            "!many:hs",
+            &json!({"summary": {"m.joined_member_count": 5}}),
+        );
         assert!(rooms.is_direct("!two:hs"));
         assert!(!rooms.is_direct("!many:hs"));
         rooms.set_direct(&json!({"@ann:hs": ["!many:hs"]}));

@@ -246,7 +246,9 @@ impl SyncLoop {
             access_token: login.access_token.clone(),
         };
         let store = &self.store;
-        if let Err(error) = store.run_blocking(|| store.set_matrix_session(&self.account.id, &session)) {
+        if let Err(error) =
+            store.run_blocking(|| store.set_matrix_session(&self.account.id, &session))
+        {
             log::warn!(
                 "matrix account {}: cannot keep the login session: {error}",
                 self.account.id
@@ -268,7 +270,8 @@ impl SyncLoop {
 
     async fn load_token(&self, homeserver: &str, user_id: &str) -> Option<String> {
         let store = &self.store;
-        match store.run_blocking(|| store.matrix_sync_token(&self.account.id, homeserver, user_id)) {
+        match store.run_blocking(|| store.matrix_sync_token(&self.account.id, homeserver, user_id))
+        {
             Ok(token) => token,
             Err(error) => {
                 self.account
@@ -294,7 +297,11 @@ impl SyncLoop {
         batch: &Value,
         first: bool,
     ) -> Result<(), BatchError> {
-        for event in batch["account_data"]["events"].as_array().into_iter().flatten() {
+        for event in batch["account_data"]["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if event["type"] == "m.direct" {
                 self.account.rooms.set_direct(&event["content"]);
             }
@@ -338,7 +345,9 @@ impl SyncLoop {
             .as_array()
             .into_iter()
             .flatten()
-            .find(|e| e["type"] == "m.room.member" && e["state_key"] == self.account.identity().user_id)
+            .find(|e| {
+                e["type"] == "m.room.member" && e["state_key"] == self.account.identity().user_id
+            })
             .and_then(|e| e["sender"].as_str())
             .unwrap_or("someone")
             .to_string();
@@ -395,7 +404,9 @@ impl SyncLoop {
     ) -> Result<(), BatchError> {
         let kind = event["type"].as_str().unwrap_or("");
         let bot = self.account.identity();
-        if !matches!(kind, "m.room.message" | "m.room.encrypted") || event["sender"] == bot.user_id.as_str() {
+        if !matches!(kind, "m.room.message" | "m.room.encrypted")
+            || event["sender"] == bot.user_id.as_str()
+        {
             return Ok(());
         }
         let room = self
@@ -486,7 +497,9 @@ impl SyncLoop {
         let reason = format!(
             "room {room_id} is end-to-end encrypted: pincer answers in unencrypted rooms only"
         );
-        self.account.state.update(|s| s.state_reason = Some(reason.clone()));
+        self.account
+            .state
+            .update(|s| s.state_reason = Some(reason.clone()));
         if !self.account.rooms.first_notice(room_id) {
             return;
         }

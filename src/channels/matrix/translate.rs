@@ -134,7 +134,15 @@ pub fn translate(ctx: &Context<'_>, event: &Value) -> Translated {
         MatrixThreadReplies::Always => Some(thread_root.unwrap_or(event_id).to_string()),
     };
     let timestamp_ms = event["origin_server_ts"].as_u64().unwrap_or(0);
-    let mut inbound = message(ctx, sender, &text, event_id, thread_id, mentioned, timestamp_ms);
+    let mut inbound = message(
+        ctx,
+        sender,
+        &text,
+        event_id,
+        thread_id,
+        mentioned,
+        timestamp_ms,
+    );
     inbound.is_reply_to_bot = is_reply_to_bot;
     Translated::Message {
         event: Box::new(inbound_event(ctx, sender, inbound, mentioned)),
@@ -232,7 +240,10 @@ pub fn mentions_bot(content: &Value, bot: &BotIdentity) -> bool {
         .is_some_and(|body| contains_user_id(body, user));
     let linked = content["formatted_body"].as_str().is_some_and(|html| {
         html.contains(&format!("matrix.to/#/{user}"))
-            || html.contains(&format!("matrix.to/#/{}", user.replace('@', "%40").replace(':', "%3A")))
+            || html.contains(&format!(
+                "matrix.to/#/{}",
+                user.replace('@', "%40").replace(':', "%3A")
+            ))
     });
     listed || in_body || linked
 }
@@ -326,7 +337,10 @@ mod tests {
             true,
             MatrixThreadReplies::Inbound,
         ));
-        assert_eq!(event.route.peer, Some(RoutePeer::new(PeerKind::Direct, "@ann:hs")));
+        assert_eq!(
+            event.route.peer,
+            Some(RoutePeer::new(PeerKind::Direct, "@ann:hs"))
+        );
         assert_eq!(event.message.conversation_id.as_deref(), Some("!r:hs"));
         assert_eq!(event.message.chat_type, Some(ChatType::Direct));
         assert_eq!(event.message.group_id, None);
@@ -338,15 +352,26 @@ mod tests {
     #[test]
     fn room_mentions_come_from_m_mentions_the_user_id_or_a_link() {
         let mention = |content: Value| {
-            message_of(run(text_event(content), false, MatrixThreadReplies::Inbound)).bot_mentioned
+            message_of(run(
+                text_event(content),
+                false,
+                MatrixThreadReplies::Inbound,
+            ))
+            .bot_mentioned
         };
         assert!(mention(json!({"msgtype": "m.text", "body": "Pincer: hi",
                                "m.mentions": {"user_ids": ["@pincer:hs"]}})));
-        assert!(mention(json!({"msgtype": "m.text", "body": "@pincer:hs what time is it?"})));
+        assert!(mention(
+            json!({"msgtype": "m.text", "body": "@pincer:hs what time is it?"})
+        ));
         assert!(mention(json!({"msgtype": "m.text", "body": "Pincer: hi",
             "formatted_body": "<a href=\"https://matrix.to/#/@pincer:hs\">Pincer</a>: hi"})));
-        assert!(!mention(json!({"msgtype": "m.text", "body": "@pincer:hsx is someone else"})));
-        assert!(!mention(json!({"msgtype": "m.text", "body": "no one", "m.mentions": {"room": true}})));
+        assert!(!mention(
+            json!({"msgtype": "m.text", "body": "@pincer:hsx is someone else"})
+        ));
+        assert!(!mention(
+            json!({"msgtype": "m.text", "body": "no one", "m.mentions": {"room": true}})
+        ));
         let event = message_of(run(
             text_event(json!({"msgtype": "m.text", "body": "@pincer:hs /new"})),
             false,
@@ -375,33 +400,66 @@ mod tests {
             "m.relates_to": {"rel_type": "m.thread", "event_id": "$root"}});
         let plain = json!({"msgtype": "m.text", "body": "top level"});
         let thread = |content: &Value, mode| {
-            message_of(run(text_event(content.clone()), false, mode)).message.thread_id
+            message_of(run(text_event(content.clone()), false, mode))
+                .message
+                .thread_id
         };
-        assert_eq!(thread(&threaded, MatrixThreadReplies::Inbound).as_deref(), Some("$root"));
+        assert_eq!(
+            thread(&threaded, MatrixThreadReplies::Inbound).as_deref(),
+            Some("$root")
+        );
         assert_eq!(thread(&plain, MatrixThreadReplies::Inbound), None);
         assert_eq!(thread(&threaded, MatrixThreadReplies::Off), None);
-        assert_eq!(thread(&plain, MatrixThreadReplies::Always).as_deref(), Some("$e1"));
+        assert_eq!(
+            thread(&plain, MatrixThreadReplies::Always).as_deref(),
+            Some("$e1")
+        );
     }
 
     #[test]
     fn notices_edits_own_and_state_events_are_skipped_and_bad_ones_reported() {
-        let skipped = |event: Value| matches!(run(event, false, MatrixThreadReplies::Inbound), Translated::Skipped);
-        assert!(skipped(text_event(json!({"msgtype": "m.notice", "body": "bot talk"}))));
-        assert!(skipped(text_event(json!({"msgtype": "m.text", "body": "* fixed",
-            "m.relates_to": {"rel_type": "m.replace", "event_id": "$e0"}}))));
-        assert!(skipped(json!({"type": "m.room.message", "event_id": "$e", "sender": "@pincer:hs",
-            "content": {"msgtype": "m.text", "body": "me"}})));
-        assert!(skipped(json!({"type": "m.room.member", "state_key": "@ann:hs", "event_id": "$m",
-            "sender": "@ann:hs", "content": {"membership": "join"}})));
-        let malformed = |event: Value| matches!(run(event, false, MatrixThreadReplies::Inbound), Translated::Malformed(_));
+        let skipped = |event: Value| {
+            matches!(
+                run(event, false, MatrixThreadReplies::Inbound),
+                Translated::Skipped
+            )
+        };
+        assert!(skipped(text_event(
+            json!({"msgtype": "m.notice", "body": "bot talk"})
+        )));
+        assert!(skipped(text_event(
+            json!({"msgtype": "m.text", "body": "* fixed",
+            "m.relates_to": {"rel_type": "m.replace", "event_id": "$e0"}})
+        )));
+        assert!(skipped(
+            json!({"type": "m.room.message", "event_id": "$e", "sender": "@pincer:hs",
+            "content": {"msgtype": "m.text", "body": "me"}})
+        ));
+        assert!(skipped(
+            json!({"type": "m.room.member", "state_key": "@ann:hs", "event_id": "$m",
+            "sender": "@ann:hs", "content": {"membership": "join"}})
+        ));
+        let malformed = |event: Value| {
+            matches!(
+                run(event, false, MatrixThreadReplies::Inbound),
+                Translated::Malformed(_)
+            )
+        };
         assert!(malformed(text_event(json!({"msgtype": "m.text"}))));
         assert!(malformed(text_event(json!({"body": "no type"}))));
-        assert!(malformed(json!({"type": "m.room.message", "sender": "@ann:hs",
-            "content": {"msgtype": "m.text", "body": "no id"}})));
-        assert!(malformed(text_event(json!({"msgtype": "m.image", "body": "x.png"}))));
+        assert!(malformed(
+            json!({"type": "m.room.message", "sender": "@ann:hs",
+            "content": {"msgtype": "m.text", "body": "no id"}})
+        ));
+        assert!(malformed(text_event(
+            json!({"msgtype": "m.image", "body": "x.png"})
+        )));
         assert!(matches!(
-            run(json!({"type": "m.room.encrypted", "event_id": "$x", "sender": "@ann:hs", "content": {}}),
-                false, MatrixThreadReplies::Inbound),
+            run(
+                json!({"type": "m.room.encrypted", "event_id": "$x", "sender": "@ann:hs", "content": {}}),
+                false,
+                MatrixThreadReplies::Inbound
+            ),
             Translated::Encrypted
         ));
     }
@@ -409,8 +467,10 @@ mod tests {
     #[test]
     fn files_carry_their_url_name_type_and_caption() {
         let translated = run(
-            text_event(json!({"msgtype": "m.image", "body": "look at this", "filename": "cat.png",
-                "url": "mxc://hs/abc", "info": {"mimetype": "image/png", "size": 1234}})),
+            text_event(
+                json!({"msgtype": "m.image", "body": "look at this", "filename": "cat.png",
+                "url": "mxc://hs/abc", "info": {"mimetype": "image/png", "size": 1234}}),
+            ),
             true,
             MatrixThreadReplies::Inbound,
         );

@@ -127,5 +127,4 @@ impl ChannelSettings {
             self.group_history_limit = limit as usize;
         }
     }
-
 }

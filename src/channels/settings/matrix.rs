@@ -90,10 +90,8 @@ impl ChannelSettings {
                 .iter()
                 .find_map(|alias| rooms.get(alias).map(|e| (alias.clone(), e)))
         });
-        let entry: Option<&MatrixRoomConfig> = by_name
-            .as_ref()
-            .map(|(_, e)| *e)
-            .or_else(|| rooms.get("*"));
+        let entry: Option<&MatrixRoomConfig> =
+            by_name.as_ref().map(|(_, e)| *e).or_else(|| rooms.get("*"));
         let access = &mut self.access;
         // A room listed by alias is the room itself on the allowlist.
         if let Some((key, e)) = &by_name {
@@ -189,7 +187,10 @@ mod tests {
         );
         let mut settings = ChannelSettings::resolve(&config, "matrix", "default");
         settings.matrix_room(&config, &room_event("!ops:hs", &["#ops:hs"]), "!ops:hs");
-        assert!(settings.access.allowed_groups.contains(&"!ops:hs".to_string()));
+        assert!(settings
+            .access
+            .allowed_groups
+            .contains(&"!ops:hs".to_string()));
         assert_eq!(settings.access.activation, GroupActivation::All);
         assert_eq!(
             settings.access.group.senders,
@@ -205,6 +206,9 @@ mod tests {
         let mut other = ChannelSettings::resolve(&config, "matrix", "default");
         other.matrix_room(&config, &room_event("!other:hs", &[]), "!other:hs");
         assert_eq!(other.access.activation, GroupActivation::Mention);
-        assert!(!other.access.allowed_groups.contains(&"!other:hs".to_string()));
+        assert!(!other
+            .access
+            .allowed_groups
+            .contains(&"!other:hs".to_string()));
     }
 }

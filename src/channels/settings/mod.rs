@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(settings.access.allow_from, vec!["42".to_string()]);
         assert_eq!(settings.access.group_policy, GroupPolicy::Open);
         assert_eq!(settings.streaming, StreamingMode::Off);
-        let limits = settings.text_limits(super::crate::channels::TextLimits {
+        let limits = settings.text_limits(crate::channels::TextLimits {
             max_chars: 4096,
             max_lines: None,
             chunk_mode: ChunkMode::Length,
@@ -312,7 +312,7 @@ mod tests {
         .expect("config");
         let mode = |channel: &str, account: &str| {
             let settings = ChannelSettings::resolve(&config, channel, account);
-            let adapter = super::crate::channels::TextLimits {
+            let adapter = crate::channels::TextLimits {
                 max_chars: 4000,
                 max_lines: None,
                 chunk_mode: ChunkMode::Length,

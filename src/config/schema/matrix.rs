@@ -330,7 +330,10 @@ mod tests {
             r#"{"rooms":{"!a:hs":{"requireMention":false},"!b:hs":{}},
                 "groups":{"!a:hs":{"requireMention":true}}}"#,
         );
-        let rooms = matrix.account("default").expect("default").effective_rooms();
+        let rooms = matrix
+            .account("default")
+            .expect("default")
+            .effective_rooms();
         assert_eq!(rooms.len(), 2);
         assert_eq!(rooms["!a:hs"].require_mention, Some(true));
     }
@@ -338,8 +341,7 @@ mod tests {
     #[test]
     fn unknown_streaming_keys_and_modes_are_refused() {
         let err = serde_json::from_str::<MatrixConfig>(r#"{"streaming":{"mode":"block"}}"#)
-            .err()
-            .expect("block is no Matrix mode");
+            .expect_err("block is no Matrix mode");
         assert!(err.to_string().contains("unknown variant"), "{err}");
         assert!(serde_json::from_str::<MatrixConfig>(r#"{"streaming":"partial"}"#).is_err());
     }

@@ -80,7 +80,10 @@ fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
         ("identity", account.identity.clone().map(Value::from)),
         ("baseUrl", account.base_url.clone().map(Value::from)),
         ("stateReason", account.state_reason.clone().map(Value::from)),
-        ("reconnectAttempts", account.reconnect_attempts.map(Value::from)),
+        (
+            "reconnectAttempts",
+            account.reconnect_attempts.map(Value::from),
+        ),
     ];
     for (key, value) in optional {
         if let Some(value) = value {
