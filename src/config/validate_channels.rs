@@ -40,6 +40,12 @@ pub(crate) fn check_channels(v: &Validator, channels: &ChannelsConfig) -> Check 
         check_slack(v, slack)?;
     }
     if let Some(matrix) = &channels.matrix {
+        #[cfg(not(feature = "matrix"))]
+        v.ensure(
+            !matrix.base().effective_enabled(),
+            "channels.matrix",
+            "this pincer was built without the Matrix channel (cargo feature `matrix`); build it with the feature or set enabled: false",
+        )?;
         check_matrix(v, matrix)?;
     }
     Ok(())

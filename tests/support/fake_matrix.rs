@@ -171,23 +171,31 @@ impl Inner {
             return Vec::new();
         };
         let creator = room.joined.first().cloned().unwrap_or_default();
-        let mut events = vec![json!({"type": "m.room.create", "state_key": "", "sender": creator,
+        let mut events = vec![
+            json!({"type": "m.room.create", "state_key": "", "sender": creator,
             "event_id": format!("$create_{room_id}"), "origin_server_ts": 1_600_000_000_000u64,
-            "content": {"room_version": "10"}})];
+            "content": {"room_version": "10"}}),
+        ];
         if let Some(name) = &room.name {
-            events.push(json!({"type": "m.room.name", "state_key": "", "sender": creator,
+            events.push(
+                json!({"type": "m.room.name", "state_key": "", "sender": creator,
                 "event_id": format!("$name_{room_id}"), "origin_server_ts": 1_600_000_000_001u64,
-                "content": {"name": name}}));
+                "content": {"name": name}}),
+            );
         }
         if let Some(alias) = &room.alias {
-            events.push(json!({"type": "m.room.canonical_alias", "state_key": "", "sender": creator,
+            events.push(
+                json!({"type": "m.room.canonical_alias", "state_key": "", "sender": creator,
                 "event_id": format!("$alias_{room_id}"), "origin_server_ts": 1_600_000_000_002u64,
-                "content": {"alias": alias}}));
+                "content": {"alias": alias}}),
+            );
         }
         if room.encrypted {
-            events.push(json!({"type": "m.room.encryption", "state_key": "", "sender": creator,
+            events.push(
+                json!({"type": "m.room.encryption", "state_key": "", "sender": creator,
                 "event_id": format!("$enc_{room_id}"), "origin_server_ts": 1_600_000_000_003u64,
-                "content": {"algorithm": "m.megolm.v1.aes-sha2"}}));
+                "content": {"algorithm": "m.megolm.v1.aes-sha2"}}),
+            );
         }
         for user in &room.joined {
             events.push(json!({"type": "m.room.member", "state_key": user, "sender": user,
@@ -556,7 +564,9 @@ async fn handle(
     if raw_path == "/_matrix/client/versions" {
         return Ok(respond(
             200,
-            json!({"versions": ["v1.10", "v1.11"]}).to_string().into_bytes(),
+            json!({"versions": ["v1.10", "v1.11"]})
+                .to_string()
+                .into_bytes(),
         ));
     }
     if !raw_path.starts_with("/_matrix/client/v3/") {
@@ -570,7 +580,11 @@ async fn handle(
     let refused = match token.as_deref() {
         None => Some(error(401, "M_MISSING_TOKEN", "Missing access token")),
         Some(ACCESS_TOKEN) => None,
-        Some(_) => Some(error(401, "M_UNKNOWN_TOKEN", "Invalid access token passed.")),
+        Some(_) => Some(error(
+            401,
+            "M_UNKNOWN_TOKEN",
+            "Invalid access token passed.",
+        )),
     };
     if let Some((status, body)) = refused {
         return Ok(respond(status, body.to_string().into_bytes()));
@@ -669,7 +683,11 @@ fn route(state: &State, method: &str, segs: &[&str], body: &Value, len: usize) -
         }
         (_, ["user", user, "account_data", kind]) => {
             if *user != BOT_USER_ID {
-                return error(403, "M_FORBIDDEN", "Cannot get account data for other users.");
+                return error(
+                    403,
+                    "M_FORBIDDEN",
+                    "Cannot get account data for other users.",
+                );
             }
             if method == "PUT" {
                 inner.pos += 1;
@@ -696,7 +714,11 @@ fn route(state: &State, method: &str, segs: &[&str], body: &Value, len: usize) -
             if *kind == "m.room.message"
                 && (!body["msgtype"].is_string() || !body["body"].is_string())
             {
-                return error(400, "M_BAD_JSON", "m.room.message needs a string msgtype and body");
+                return error(
+                    400,
+                    "M_BAD_JSON",
+                    "m.room.message needs a string msgtype and body",
+                );
             }
             let txn_key = format!("{ACCESS_TOKEN}/{txn}");
             if let Some(id) = inner.txns.get(&txn_key) {
@@ -748,7 +770,10 @@ fn route(state: &State, method: &str, segs: &[&str], body: &Value, len: usize) -
                 return not_member(room);
             }
             let ids = ["m.fully_read", "m.read", "m.read.private"];
-            if ids.iter().any(|k| body.get(*k).is_some_and(|v| !v.is_string())) {
+            if ids
+                .iter()
+                .any(|k| body.get(*k).is_some_and(|v| !v.is_string()))
+            {
                 return error(400, "M_INVALID_PARAM", "read marker must be an event id");
             }
             inner.read_markers.push((room.to_string(), body.clone()));
@@ -813,7 +838,10 @@ fn route(state: &State, method: &str, segs: &[&str], body: &Value, len: usize) -
                 .filter_map(Value::as_str)
                 .map(str::to_string)
                 .collect();
-            if invited.iter().any(|u| !(u.starts_with('@') && u.contains(':'))) {
+            if invited
+                .iter()
+                .any(|u| !(u.starts_with('@') && u.contains(':')))
+            {
                 return error(400, "M_INVALID_PARAM", "Invalid user id in invite");
             }
             let id = format!("!created{}:{SERVER_NAME}", inner.rooms.len() + 1);
