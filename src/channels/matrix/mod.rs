@@ -204,6 +204,10 @@ fn account_settings(config: &MatrixAccountConfig) -> Result<AccountSettings, Str
             .map(str::to_string)
     };
     let homeserver = config.effective_homeserver().ok_or("no homeserver")?;
+    // Validation refuses it at load; an account never runs with it either.
+    if config.encryption == Some(true) {
+        return Err("encryption: true is not supported by pincer (unencrypted rooms only)".into());
+    }
     let access_token = text(&config.access_token);
     let user_id = text(&config.user_id);
     let password = config.password.clone().filter(|p| !p.is_empty());
@@ -569,6 +573,7 @@ mod tests {
                 "token":{"accessToken":"syt_1","name":"Main bot"},
                 "password":{"userId":"@bot:hs","password":"pw"},
                 "nothing":{},
+                "e2ee":{"accessToken":"syt_3","encryption":true},
                 "nohs":{"homeserver":" ","accessToken":"syt_2"}}}"#,
         )
         .expect("config");
@@ -586,6 +591,14 @@ mod tests {
         assert_eq!(
             status,
             vec![
+                (
+                    "e2ee".into(),
+                    false,
+                    Some(
+                        "encryption: true is not supported by pincer (unencrypted rooms only)"
+                            .into()
+                    )
+                ),
                 ("nohs".into(), false, Some("no homeserver".into())),
                 (
                     "nothing".into(),

@@ -109,11 +109,10 @@ impl ChannelSettings {
             roles: Vec::new(),
         };
         let require_mention = match entry {
-            Some(MatrixRoomConfig {
-                auto_reply: Some(auto),
-                ..
-            }) => !auto,
-            Some(e) => e.require_mention.unwrap_or(true),
+            Some(e) => match e.auto_reply {
+                Some(auto) => !auto,
+                None => e.require_mention.unwrap_or(true),
+            },
             None => true,
         };
         access.activation = activation(require_mention);

@@ -75,8 +75,8 @@ pub struct StreamingBlock {
 }
 
 /// What the message path reads of a platform's `streaming` object: each
-/// platform has the keys upstream gives it (Signal and WhatsApp no preview
-/// mode, Matrix its own modes), behind one view.
+/// platform has the keys upstream gives it (Matrix its own modes), behind
+/// one view.
 pub trait StreamingKeys {
     /// The preview mode, when the platform has one and it is set.
     fn mode(&self) -> Option<StreamingMode>;
@@ -100,27 +100,6 @@ impl StreamingKeys for StreamingConfig {
     }
     fn preview_chunk(&self) -> Option<&BlockStreamingChunk> {
         self.preview.as_ref().and_then(|p| p.chunk.as_ref())
-    }
-}
-
-/// `streaming` of the platforms without previews (Signal, WhatsApp):
-/// `chunkMode` and `block` only.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct BlockOnlyStreaming {
-    pub chunk_mode: Option<ChunkMode>,
-    pub block: Option<StreamingBlock>,
-}
-
-impl StreamingKeys for BlockOnlyStreaming {
-    fn mode(&self) -> Option<StreamingMode> {
-        None
-    }
-    fn chunk_mode(&self) -> Option<ChunkMode> {
-        self.chunk_mode
-    }
-    fn block(&self) -> Option<&StreamingBlock> {
-        self.block.as_ref()
     }
 }
 

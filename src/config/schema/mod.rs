@@ -28,8 +28,8 @@ pub use agents::*;
 pub use automation::*;
 pub use bindings::*;
 pub use channels::{
-    BlockOnlyStreaming, ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig,
-    StreamingKeys, StreamingMode, StreamingPreview, DEFAULT_ACCOUNT_ID,
+    ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig, StreamingKeys, StreamingMode,
+    StreamingPreview, DEFAULT_ACCOUNT_ID,
 };
 pub use common::*;
 pub use cron::*;
