@@ -25,7 +25,7 @@ mod ws_client;
 use std::process::Command;
 use std::time::Duration;
 
-use fake_matrix::{FakeMatrix, ACCESS_TOKEN, BOT_USER_ID};
+use fake_matrix::{FakeMatrix, ACCESS_TOKEN, BOT_PASSWORD, BOT_USER_ID};
 use fake_openai::{FakeOpenAi, FakeReply};
 use gateway::GatewayProcess;
 use pincer::channels::inbox;
@@ -70,6 +70,8 @@ impl Rig {
         });
         if let (Some(base), Value::Object(extra)) = (matrix.as_object_mut(), extra) {
             base.extend(extra);
+            // A null in `extra` removes the key.
+            base.retain(|_, value| !value.is_null());
         }
         json!({
             "models": { "providers": { "fake": {
@@ -424,4 +426,42 @@ async fn encrypted_room_is_refused_with_one_notice_and_no_model_call() {
     rig.wait_for_sent(OPS_ROOM, 1).await;
     assert_eq!(rig.matrix.sent_to(DM_ROOM).len(), 1, "one notice only");
     assert_eq!(rig.provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_login_is_made_once_and_its_session_kept_across_restarts() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "accessToken": null, "userId": BOT_USER_ID, "password": BOT_PASSWORD,
+        "deviceName": "pincer test",
+        "dm": { "policy": "open", "allowFrom": ["*"] },
+    }));
+    let mut gateway = rig.start(&config);
+    rig.wait_for_long_poll().await;
+    assert_eq!(rig.matrix.logins(), 1);
+    let login = rig
+        .matrix
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/login")
+        .expect("a login request");
+    assert_eq!(login.body["identifier"]["user"], BOT_USER_ID);
+    assert_eq!(login.body["initial_device_display_name"], "pincer test");
+
+    rig.provider
+        .push_reply(text_reply("Signed in by password."));
+    rig.matrix.post_text(DM_ROOM, ANN, "hello");
+    rig.wait_for_sent(DM_ROOM, 1).await;
+
+    let syncs = rig.matrix.sync_sinces().len();
+    tokio::task::block_in_place(|| {
+        gateway.crash_and_restart(&config, &["--port", "0", "--token", GATEWAY_TOKEN])
+    });
+    eventually("the restarted account long-polls", || {
+        rig.matrix.sync_sinces()[syncs..]
+            .iter()
+            .any(Option::is_some)
+    })
+    .await;
+    assert_eq!(rig.matrix.logins(), 1, "the stored session was reused");
 }

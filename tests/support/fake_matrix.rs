@@ -48,6 +48,8 @@ pub const BOT_USER_ID: &str = "@pincer:localhost";
 pub const BOT_DISPLAY_NAME: &str = "Pincer";
 pub const ACCESS_TOKEN: &str = "syt_cGluY2Vy_fakeAccessToken_0001";
 pub const DEVICE_ID: &str = "PINCERDEV";
+/// The bot's password (`POST /login` with `m.login.password`).
+pub const BOT_PASSWORD: &str = "correct horse battery staple";
 /// Synapse's limit on one event's JSON.
 pub const MAX_EVENT_BYTES: usize = 65_536;
 /// The longest long poll the fake grants (Synapse caps none; this keeps a
@@ -112,6 +114,8 @@ struct Inner {
     scripted_sync: VecDeque<RawAnswer>,
     /// `next_batch` tokens handed out, in order.
     batches: Vec<String>,
+    /// Successful password logins.
+    logins: usize,
 }
 
 struct State {
@@ -415,6 +419,11 @@ impl FakeMatrix {
         self.inner().batches.clone()
     }
 
+    /// Successful password logins so far.
+    pub fn logins(&self) -> usize {
+        self.inner().logins
+    }
+
     /// The bot's `m.room.message` events, oldest first.
     pub fn sent_messages(&self) -> Vec<SentEvent> {
         self.inner()
@@ -573,6 +582,10 @@ async fn handle(
         let (status, body) = error(404, "M_UNRECOGNIZED", "Unrecognized request");
         return Ok(respond(status, body.to_string().into_bytes()));
     }
+    if method == "POST" && raw_path == "/_matrix/client/v3/login" {
+        let (status, answer) = login(&state, body.as_ref());
+        return Ok(respond(status, answer.to_string().into_bytes()));
+    }
     let token = authorization
         .strip_prefix("Bearer ")
         .map(str::to_string)
@@ -601,6 +614,44 @@ async fn handle(
     let body = body.unwrap_or_else(|| json!({}));
     let (status, answer) = route(&state, &method, &segs, &body, bytes.len());
     Ok(respond(status, answer.to_string().into_bytes()))
+}
+
+/// `POST /login`: `m.login.password` with an `m.id.user` identifier (the
+/// full user id or its localpart) or the deprecated top-level `user`.
+fn login(state: &State, body: Option<&Value>) -> (u16, Value) {
+    let Some(body) = body.filter(|b| b.is_object()) else {
+        return error(400, "M_NOT_JSON", "Content not JSON.");
+    };
+    if body["type"] != "m.login.password" {
+        return error(400, "M_UNKNOWN", "Unknown login type");
+    }
+    let user = match body["identifier"]["type"].as_str() {
+        Some("m.id.user") => body["identifier"]["user"].as_str(),
+        Some(_) => return error(400, "M_UNKNOWN", "Unknown login identifier type"),
+        None => body["user"].as_str(),
+    };
+    let Some(user) = user else {
+        return error(
+            400,
+            "M_MISSING_PARAM",
+            "User identifier is missing 'user' key",
+        );
+    };
+    let full = if user.starts_with('@') {
+        user.to_string()
+    } else {
+        format!("@{user}:{SERVER_NAME}")
+    };
+    if full != BOT_USER_ID || body["password"] != BOT_PASSWORD {
+        return error(403, "M_FORBIDDEN", "Invalid username or password");
+    }
+    state.inner.lock().expect("fake state").logins += 1;
+    let device = body["device_id"].as_str().unwrap_or(DEVICE_ID);
+    (
+        200,
+        json!({"user_id": BOT_USER_ID, "access_token": ACCESS_TOKEN, "device_id": device,
+               "home_server": SERVER_NAME}),
+    )
 }
 
 async fn sync(state: &State, query: &BTreeMap<String, String>) -> Response<Full<Bytes>> {

@@ -126,6 +126,16 @@ impl Account {
         sent.push_back(event_id.to_string());
     }
 
+    /// Remembers the direct room that reaches `user` (all forgotten when
+    /// `MAX_DIRECT_ROOMS` are known: they are looked up again on need).
+    fn remember_direct_room(&self, user: &str, room: &str) {
+        let mut rooms = self.direct_rooms.lock();
+        if rooms.len() >= MAX_DIRECT_ROOMS && !rooms.contains_key(user) {
+            rooms.clear();
+        }
+        rooms.insert(user.to_string(), room.to_string());
+    }
+
     fn sent_by_bot(&self, event_id: &str) -> bool {
         self.sent.lock().iter().any(|id| id == event_id)
     }
@@ -383,11 +393,7 @@ impl MatrixChannel {
                 room
             }
         };
-        let mut rooms = account.direct_rooms.lock();
-        if rooms.len() >= MAX_DIRECT_ROOMS {
-            rooms.clear();
-        }
-        rooms.insert(to.to_string(), room.clone());
+        account.remember_direct_room(to, &room);
         Ok(room)
     }
 
@@ -613,6 +619,33 @@ mod tests {
         assert_eq!(token.state.status().name.as_deref(), Some("Main bot"));
         assert_eq!(token.state.status().base_url.as_deref(), Some("https://hs"));
         assert_eq!(token.media.max_file_bytes, 20 * 1024 * 1024);
+    }
+
+    #[test]
+    fn remembered_sent_events_and_direct_rooms_are_bounded() {
+        let (_dir, store) = temp_store();
+        let config: MatrixConfig =
+            serde_json::from_str(r#"{"homeserver":"https://hs","accessToken":"t"}"#)
+                .expect("config");
+        let channel = MatrixChannel::new(
+            &config,
+            store,
+            &reqwest::Client::new(),
+            &MediaDefaults::default(),
+        );
+        let account = &channel.accounts[DEFAULT_ACCOUNT_ID];
+        for i in 0..MAX_SENT_EVENTS + 5 {
+            account.remember_sent(&format!("$e{i}"));
+        }
+        assert_eq!(account.sent.lock().len(), MAX_SENT_EVENTS);
+        assert!(!account.sent_by_bot("$e0"), "the oldest went first");
+        assert!(account.sent_by_bot(&format!("$e{}", MAX_SENT_EVENTS + 4)));
+        for i in 0..MAX_DIRECT_ROOMS + 5 {
+            account.remember_direct_room(&format!("@u{i}:hs"), &format!("!r{i}:hs"));
+        }
+        assert!(account.direct_rooms.lock().len() <= MAX_DIRECT_ROOMS);
+        let last = format!("@u{}:hs", MAX_DIRECT_ROOMS + 4);
+        assert!(account.direct_rooms.lock().contains_key(&last));
     }
 
     #[tokio::test]
