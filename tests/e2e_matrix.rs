@@ -465,3 +465,36 @@ async fn password_login_is_made_once_and_its_session_kept_across_restarts() {
     .await;
     assert_eq!(rig.matrix.logins(), 1, "the stored session was reused");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invites_are_joined_only_as_auto_join_allows() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "autoJoin": "allowlist", "autoJoinAllowlist": ["!welcome:localhost"],
+        "groupPolicy": "open",
+    }));
+    let _gateway = rig.start(&config);
+    rig.wait_for_long_poll().await;
+
+    rig.matrix.invite_bot("!stranger:localhost", BOB);
+    rig.matrix.invite_bot("!welcome:localhost", ANN);
+    eventually("the allowed invite joined", || {
+        rig.matrix.joins() == vec!["!welcome:localhost".to_string()]
+    })
+    .await;
+    rig.provider.push_reply(text_reply("Glad to be here."));
+    rig.matrix.post_text(
+        "!welcome:localhost",
+        ANN,
+        &format!("{BOT_USER_ID} welcome!"),
+    );
+    assert_eq!(
+        rig.wait_for_sent("!welcome:localhost", 1).await,
+        vec!["Glad to be here."]
+    );
+    assert_eq!(
+        rig.matrix.joins(),
+        vec!["!welcome:localhost".to_string()],
+        "the other invite is left pending"
+    );
+}

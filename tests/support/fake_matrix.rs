@@ -351,6 +351,35 @@ impl FakeMatrix {
         );
     }
 
+    /// A room `inviter` is in that the bot is invited to (not joined).
+    pub fn invite_bot(&self, room_id: &str, inviter: &str) {
+        let mut inner = self.inner();
+        inner.pos += 1;
+        let pos = inner.pos;
+        inner.rooms.insert(
+            room_id.to_string(),
+            Room {
+                name: None,
+                alias: None,
+                joined: vec![inviter.to_string()],
+                invited: vec![BOT_USER_ID.to_string()],
+                encrypted: false,
+                invited_at: Some(pos),
+            },
+        );
+        drop(inner);
+        self.advanced(pos);
+    }
+
+    /// Rooms the bot asked to join (`POST /join/{room}`), in order.
+    pub fn joins(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.starts_with("/join/"))
+            .map(|r| r.path["/join/".len()..].to_string())
+            .collect()
+    }
+
     /// A direct room between the bot and `user`, listed in the bot's `m.direct`.
     pub fn add_direct_room(&self, room_id: &str, user: &str) {
         self.add_room(room_id, None, &[user]);

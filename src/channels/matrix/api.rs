@@ -412,10 +412,20 @@ impl MatrixApi {
             })
     }
 
-    /// `GET /rooms/{room}/state/{type}/`: the content of a state event;
-    /// `None` when the room has none.
-    pub async fn state(&self, room_id: &str, event_type: &str) -> Result<Option<Value>, ApiError> {
-        let path = format!("/rooms/{}/state/{}/", segment(room_id), segment(event_type));
+    /// `GET /rooms/{room}/state/{type}/{state_key}`: the content of a state
+    /// event; `None` when the room has none.
+    pub async fn state(
+        &self,
+        room_id: &str,
+        event_type: &str,
+        state_key: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let path = format!(
+            "/rooms/{}/state/{}/{}",
+            segment(room_id),
+            segment(event_type),
+            segment(state_key)
+        );
         match self.get("state", &path).await {
             Ok(content) => Ok(Some(content)),
             Err(error) if error.is_not_found() => Ok(None),

@@ -1,5 +1,7 @@
 //! What one account knows about its rooms: whether a room is direct (listed
-//! in the account's `m.direct`, or two members or fewer), end-to-end
+//! in the account's `m.direct`, or a membership in it flagged `is_direct`;
+//! as upstream, never by its member count: two people may share many
+//! rooms), end-to-end
 //! encrypted (`m.room.encryption` in its state), its name and aliases —
 //! learnt from `/sync` (state, summaries, account data) and, for a room not
 //! seen since start, asked once from the homeserver. Bounded: at most
@@ -18,15 +20,14 @@ use super::api::{ApiError, MatrixApi};
 
 /// Rooms remembered per account.
 pub const MAX_ROOMS: usize = 4_096;
-/// Members a room may have and still be a direct room when `m.direct`
-/// does not list it (the bot and one person).
-const DIRECT_MEMBERS: usize = 2;
 
 /// One room as far as the message path cares.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RoomInfo {
     pub joined_members: Option<usize>,
     pub encrypted: bool,
+    /// A membership in the room is flagged `is_direct` (a DM invite).
+    pub direct_flag: bool,
     pub name: Option<String>,
     /// The canonical alias and its alternatives.
     pub aliases: Vec<String>,
@@ -77,16 +78,16 @@ impl Rooms {
         self.len() == 0
     }
 
-    /// Whether the room is direct: `m.direct` lists it, or it has two
-    /// members or fewer.
+    /// Whether the room is direct: `m.direct` lists it, or a membership
+    /// in it is flagged `is_direct`.
     pub fn is_direct(&self, room_id: &str) -> bool {
         let inner = self.inner.lock();
-        inner.direct.contains(room_id)
-            || inner
-                .rooms
-                .get(room_id)
-                .and_then(|r| r.joined_members)
-                .is_some_and(|n| n <= DIRECT_MEMBERS)
+        inner.direct.contains(room_id) || inner.rooms.get(room_id).is_some_and(|r| r.direct_flag)
+    }
+
+    /// The room is direct (the bot joined it from an `is_direct` invite).
+    pub fn mark_direct(&self, room_id: &str) {
+        self.inner.lock().entry(room_id).direct_flag = true;
     }
 
     /// Replaces the direct rooms from an `m.direct` content (user id →
@@ -127,6 +128,7 @@ impl Rooms {
                 "m.room.encryption" => info.encrypted = true,
                 "m.room.name" => info.name = content["name"].as_str().map(str::to_string),
                 "m.room.canonical_alias" => info.aliases = aliases_of(content),
+                "m.room.member" if content["is_direct"] == true => info.direct_flag = true,
                 // A join or leave changes the count: asked again on need
                 // unless the summary says it.
                 "m.room.member" if room["summary"]["m.joined_member_count"].is_null() => {
@@ -138,40 +140,61 @@ impl Rooms {
     }
 
     /// The room's info, asked from the homeserver when it is not known
-    /// (or its member count is not).
-    pub async fn resolve(&self, api: &MatrixApi, room_id: &str) -> Result<RoomInfo, ApiError> {
+    /// (or its member count is not); `me` is the bot, whose membership may
+    /// flag the room direct.
+    pub async fn resolve(
+        &self,
+        api: &MatrixApi,
+        room_id: &str,
+        me: &str,
+    ) -> Result<RoomInfo, ApiError> {
         if let Some(info) = self.get(room_id).filter(|i| i.joined_members.is_some()) {
             return Ok(info);
         }
         let known = self.get(room_id);
         let joined = api.joined_member_count(room_id).await?;
-        let (encrypted, name, aliases) = match &known {
-            Some(info) => (info.encrypted, info.name.clone(), info.aliases.clone()),
-            None => {
-                let encrypted = api.state(room_id, "m.room.encryption").await?.is_some();
-                let name = api
-                    .state(room_id, "m.room.name")
-                    .await?
-                    .and_then(|c| c["name"].as_str().map(str::to_string));
-                let aliases = api
-                    .state(room_id, "m.room.canonical_alias")
-                    .await?
-                    .map(|c| aliases_of(&c))
-                    .unwrap_or_default();
-                (encrypted, name, aliases)
-            }
+        let asked = match &known {
+            Some(_) => None,
+            None => Some(Self::ask(api, room_id, me).await?),
         };
         let mut inner = self.inner.lock();
         let info = inner.entry(room_id);
         info.joined_members = Some(joined);
-        info.encrypted |= encrypted;
-        if info.name.is_none() {
-            info.name = name;
-        }
-        if info.aliases.is_empty() {
-            info.aliases = aliases;
+        if let Some(asked) = asked {
+            info.encrypted |= asked.encrypted;
+            info.direct_flag |= asked.direct_flag;
+            if info.name.is_none() {
+                info.name = asked.name;
+            }
+            if info.aliases.is_empty() {
+                info.aliases = asked.aliases;
+            }
         }
         Ok(info.clone())
+    }
+
+    /// A room's state as far as the message path cares, asked event by event.
+    async fn ask(api: &MatrixApi, room_id: &str, me: &str) -> Result<RoomInfo, ApiError> {
+        let state = |kind: &'static str, key: &'static str| api.state(room_id, kind, key);
+        let encrypted = state("m.room.encryption", "").await?.is_some();
+        let name = state("m.room.name", "")
+            .await?
+            .and_then(|c| c["name"].as_str().map(str::to_string));
+        let aliases = state("m.room.canonical_alias", "")
+            .await?
+            .map(|c| aliases_of(&c))
+            .unwrap_or_default();
+        let direct_flag = api
+            .state(room_id, "m.room.member", me)
+            .await?
+            .is_some_and(|c| c["is_direct"] == true);
+        Ok(RoomInfo {
+            joined_members: None,
+            encrypted,
+            direct_flag,
+            name,
+            aliases,
+        })
     }
 
     /// The room became encrypted (an `m.room.encrypted` event in it).
@@ -212,18 +235,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_room_is_direct_by_m_direct_or_by_size() {
+    fn a_room_is_direct_by_m_direct_or_is_direct_never_by_size() {
         let rooms = Rooms::default();
         rooms.learn("!two:hs", &json!({"summary": {"m.joined_member_count": 2}}));
         rooms.learn(
             "!many:hs",
             &json!({"summary": {"m.joined_member_count": 5}}),
         );
-        assert!(rooms.is_direct("!two:hs"));
+        rooms.learn(
+            "!flagged:hs",
+            &json!({"state": {"events": [{"type": "m.room.member", "state_key": "@pincer:hs",
+                "content": {"membership": "invite", "is_direct": true}}]}}),
+        );
+        assert!(!rooms.is_direct("!two:hs"), "two members is no DM");
         assert!(!rooms.is_direct("!many:hs"));
+        assert!(rooms.is_direct("!flagged:hs"));
         rooms.set_direct(&json!({"@ann:hs": ["!many:hs"]}));
         assert!(rooms.is_direct("!many:hs"));
         assert!(!rooms.is_direct("!unknown:hs"));
+        rooms.mark_direct("!two:hs");
+        assert!(rooms.is_direct("!two:hs"));
     }
 
     #[test]

@@ -341,16 +341,17 @@ impl SyncLoop {
     /// An invite: joined when `autoJoin` allows it, else left pending.
     async fn invited(&self, api: &MatrixApi, room_id: &str, room: &Value) {
         let settings = &self.account.settings;
-        let inviter = room["invite_state"]["events"]
+        let me = self.account.identity().user_id;
+        let invite = room["invite_state"]["events"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|e| {
-                e["type"] == "m.room.member" && e["state_key"] == self.account.identity().user_id
-            })
+            .find(|e| e["type"] == "m.room.member" && e["state_key"] == me.as_str());
+        let inviter = invite
             .and_then(|e| e["sender"].as_str())
             .unwrap_or("someone")
             .to_string();
+        let direct = invite.is_some_and(|e| e["content"]["is_direct"] == true);
         let allowed = match settings.auto_join {
             MatrixAutoJoin::Off => false,
             MatrixAutoJoin::Always => true,
@@ -365,10 +366,15 @@ impl SyncLoop {
             return;
         }
         match api.join(room_id).await {
-            Ok(_) => log::info!(
-                "matrix account {}: joined {room_id} (invited by {inviter})",
-                self.account.id
-            ),
+            Ok(_) => {
+                if direct {
+                    self.account.rooms.mark_direct(room_id);
+                }
+                log::info!(
+                    "matrix account {}: joined {room_id} (invited by {inviter})",
+                    self.account.id
+                )
+            }
             Err(error) => self
                 .account
                 .record_error(format!("cannot join {room_id}: {error}")),
@@ -412,7 +418,7 @@ impl SyncLoop {
         let room = self
             .account
             .rooms
-            .resolve(api, room_id)
+            .resolve(api, room_id, &bot.user_id)
             .await
             .map_err(BatchError::Api)?;
         let settings = &self.account.settings;
