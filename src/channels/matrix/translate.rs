@@ -350,6 +350,32 @@ mod tests {
     }
 
     #[test]
+    fn per_room_session_scope_keys_a_direct_room_by_the_room() {
+        let bot = bot();
+        let room = RoomInfo::default();
+        let sent = |_: &str| false;
+        let ctx = Context {
+            account_id: "default",
+            bot: &bot,
+            room_id: "!r:hs",
+            room: &room,
+            direct: true,
+            session_scope: MatrixDmSessionScope::PerRoom,
+            thread_replies: MatrixThreadReplies::Inbound,
+            sent_by_bot: &sent,
+        };
+        let event = message_of(translate(
+            &ctx,
+            &text_event(json!({"msgtype": "m.text", "body": "hi"})),
+        ));
+        assert_eq!(
+            event.route.peer,
+            Some(RoutePeer::new(PeerKind::Direct, "!r:hs"))
+        );
+        assert_eq!(event.message.chat_type, Some(ChatType::Direct));
+    }
+
+    #[test]
     fn room_mentions_come_from_m_mentions_the_user_id_or_a_link() {
         let mention = |content: Value| {
             message_of(run(
