@@ -476,8 +476,8 @@ async fn invites_are_joined_only_as_auto_join_allows() {
     let _gateway = rig.start(&config);
     rig.wait_for_long_poll().await;
 
-    rig.matrix.invite_bot("!stranger:localhost", BOB);
-    rig.matrix.invite_bot("!welcome:localhost", ANN);
+    rig.matrix.invite_bot("!stranger:localhost", BOB, false);
+    rig.matrix.invite_bot("!welcome:localhost", ANN, false);
     eventually("the allowed invite joined", || {
         rig.matrix.joins() == vec!["!welcome:localhost".to_string()]
     })
@@ -496,5 +496,39 @@ async fn invites_are_joined_only_as_auto_join_allows() {
         rig.matrix.joins(),
         vec!["!welcome:localhost".to_string()],
         "the other invite is left pending"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_dm_invite_stays_a_dm_after_a_restart() {
+    let rig = Rig::new().await;
+    let config = rig.config(json!({
+        "autoJoin": "always", "groupPolicy": "open",
+        "dm": { "policy": "open", "allowFrom": ["*"] },
+    }));
+    let mut gateway = rig.start(&config);
+    rig.wait_for_long_poll().await;
+    rig.matrix.invite_bot("!newdm:localhost", BOB, true);
+    eventually("the DM invite joined and put in m.direct", || {
+        rig.matrix
+            .direct()
+            .is_some_and(|d| d[BOB] == json!(["!newdm:localhost"]))
+    })
+    .await;
+    assert_eq!(
+        rig.matrix.direct().expect("m.direct")[ANN],
+        json!([DM_ROOM])
+    );
+
+    let args = ["--port", "0", "--token", GATEWAY_TOKEN];
+    tokio::task::block_in_place(|| gateway.crash_and_restart(&config, &args));
+    rig.wait_for_long_poll().await;
+    // No mention: answered only because the room is still a DM.
+    rig.provider.push_reply(text_reply("Still your DM."));
+    rig.matrix
+        .post_text("!newdm:localhost", BOB, "remember me?");
+    assert_eq!(
+        rig.wait_for_sent("!newdm:localhost", 1).await,
+        vec!["Still your DM."]
     );
 }

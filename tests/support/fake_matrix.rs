@@ -91,6 +91,8 @@ struct Room {
     encrypted: bool,
     /// The stream position the bot's invite arrived at.
     invited_at: Option<u64>,
+    /// The invite is flagged `is_direct` (a DM invite).
+    direct_invite: bool,
 }
 
 struct TimelineEntry {
@@ -277,7 +279,7 @@ impl Inner {
                 room_id.clone(),
                 json!({"invite_state": {"events": [
                     {"type": "m.room.member", "state_key": BOT_USER_ID, "sender": inviter,
-                     "content": {"membership": "invite"}},
+                     "content": {"membership": "invite", "is_direct": room.direct_invite}},
                 ]}}),
             );
         }
@@ -347,12 +349,14 @@ impl FakeMatrix {
                 invited: Vec::new(),
                 encrypted: false,
                 invited_at: None,
+                direct_invite: false,
             },
         );
     }
 
-    /// A room `inviter` is in that the bot is invited to (not joined).
-    pub fn invite_bot(&self, room_id: &str, inviter: &str) {
+    /// A room `inviter` is in that the bot is invited to (not joined);
+    /// `direct`: the invite is flagged `is_direct`, as a DM client sends it.
+    pub fn invite_bot(&self, room_id: &str, inviter: &str, direct: bool) {
         let mut inner = self.inner();
         inner.pos += 1;
         let pos = inner.pos;
@@ -365,10 +369,19 @@ impl FakeMatrix {
                 invited: vec![BOT_USER_ID.to_string()],
                 encrypted: false,
                 invited_at: Some(pos),
+                direct_invite: direct,
             },
         );
         drop(inner);
         self.advanced(pos);
+    }
+
+    /// The bot's `m.direct` account data (user id → room ids), if any.
+    pub fn direct(&self) -> Option<Value> {
+        self.inner()
+            .account_data
+            .get("m.direct")
+            .map(|(_, c)| c.clone())
     }
 
     /// Rooms the bot asked to join (`POST /join/{room}`), in order.
@@ -934,6 +947,7 @@ fn route(state: &State, method: &str, segs: &[&str], body: &Value, len: usize) -
                     invited,
                     encrypted: false,
                     invited_at: None,
+                    direct_invite: body["is_direct"] == true,
                 },
             );
             (200, json!({ "room_id": id }))

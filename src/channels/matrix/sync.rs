@@ -351,7 +351,8 @@ impl SyncLoop {
             .and_then(|e| e["sender"].as_str())
             .unwrap_or("someone")
             .to_string();
-        let direct = invite.is_some_and(|e| e["content"]["is_direct"] == true);
+        let direct =
+            invite.is_some_and(|e| e["content"]["is_direct"] == true && e["sender"].is_string());
         let allowed = match settings.auto_join {
             MatrixAutoJoin::Off => false,
             MatrixAutoJoin::Always => true,
@@ -369,6 +370,7 @@ impl SyncLoop {
             Ok(_) => {
                 if direct {
                     self.account.rooms.mark_direct(room_id);
+                    self.remember_direct(api, &me, &inviter, room_id).await;
                 }
                 log::info!(
                     "matrix account {}: joined {room_id} (invited by {inviter})",
@@ -378,6 +380,37 @@ impl SyncLoop {
             Err(error) => self
                 .account
                 .record_error(format!("cannot join {room_id}: {error}")),
+        }
+    }
+
+    /// Adds a joined DM to the account's `m.direct` (under the inviter), so
+    /// it is still a DM after a restart, as Matrix clients keep it.
+    async fn remember_direct(&self, api: &MatrixApi, me: &str, inviter: &str, room_id: &str) {
+        let updated = match api.direct_rooms(me).await {
+            Ok(mut direct) => {
+                if !direct.is_object() {
+                    direct = json!({});
+                }
+                let rooms = &mut direct[inviter];
+                if !rooms.is_array() {
+                    *rooms = json!([]);
+                }
+                if let Some(list) = rooms.as_array_mut() {
+                    if !list.iter().any(|r| r == room_id) {
+                        list.push(json!(room_id));
+                    }
+                }
+                direct
+            }
+            Err(error) => {
+                self.account
+                    .record_error(format!("cannot read m.direct: {error}"));
+                return;
+            }
+        };
+        if let Err(error) = api.set_direct_rooms(me, &updated).await {
+            self.account
+                .record_error(format!("cannot add {room_id} to m.direct: {error}"));
         }
     }
 
