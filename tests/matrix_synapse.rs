@@ -68,7 +68,10 @@ impl Synapse {
     async fn start(python: PathBuf) -> Synapse {
         let dir = tempfile::tempdir().expect("synapse dir");
         let config = dir.path().join("homeserver.yaml");
+        // Synapse writes its log and pid files beside it: in the temp dir,
+        // never in the source tree.
         let generated = Command::new(&python)
+            .current_dir(dir.path())
             .args(["-m", "synapse.app.homeserver", "--server-name", "localhost"])
             .arg("--config-path")
             .arg(&config)
@@ -105,6 +108,7 @@ rc_invites:
         std::fs::write(&config, format!("{text}{extra}")).expect("write config");
         let log = std::fs::File::create(dir.path().join("synapse.stderr")).expect("log");
         let child = Command::new(&python)
+            .current_dir(dir.path())
             .args(["-m", "synapse.app.homeserver", "-c"])
             .arg(&config)
             .stdout(Stdio::null())
@@ -143,6 +147,7 @@ rc_invites:
             .expect("venv bin")
             .join("register_new_matrix_user");
         let output = Command::new(&self.python)
+            .current_dir(self.dir.path())
             .arg(script)
             .arg("-c")
             .arg(self.dir.path().join("homeserver.yaml"))
