@@ -14,6 +14,9 @@ OPENCLAW_CLI_ENTRY="$OPENCLAW_CLI_DIR/node_modules/openclaw/openclaw.mjs"
 CLIENTS_DIR="$PINCER_ROOT/tests/clients"
 # avahi-daemon and avahi-browse for the mDNS discovery test (scripts/setup mdns), extracted, not installed.
 AVAHI_DIR="$PINCER_TOOLS/avahi"
+# The real homeserver of tests/matrix_synapse.rs (scripts/setup synapse).
+SYNAPSE_VERSION="1.163.2"
+SYNAPSE_PYTHON="$PINCER_TOOLS/synapse/bin/python"
 
 # Memory search assets (scripts/setup memory): ONNX Runtime library + embedding model, installed where the
 # pincer binary looks for them by default (src/memory/embedder.rs: ~/.local/share/pincer/onnx), so the

@@ -8,6 +8,8 @@ mod support;
 
 #[path = "support/fake_discord.rs"]
 mod fake_discord;
+#[path = "support/fake_matrix.rs"]
+mod fake_matrix;
 #[path = "support/fake_slack.rs"]
 mod fake_slack;
 
@@ -114,6 +116,109 @@ async fn fake_slack_refuses_what_the_web_api_refuses() {
     let edit = json!({"channel": "C1", "ts": ts, "text": "edited"});
     let (_, _, edited) = post_json(&url("chat.update"), &auth, edit).await;
     assert_eq!(edited["ok"], true, "{edited}");
+}
+
+/// One client-server API call to the fake homeserver: status and body.
+async fn matrix_call(
+    method: reqwest::Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    let response = request.send().await.expect("the fake answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON body"))
+}
+
+#[tokio::test]
+async fn fake_matrix_refuses_what_a_homeserver_refuses() {
+    use reqwest::Method;
+    let fake = fake_matrix::FakeMatrix::start().await;
+    fake.add_room("!r:localhost", None, &["@ann:localhost"]);
+    let api = |path: &str| format!("{}/_matrix/client/v3{path}", fake.homeserver());
+    let token = Some(fake_matrix::ACCESS_TOKEN);
+    let errcode = |answer: &(u16, Value)| answer.1["errcode"].as_str().unwrap_or("").to_string();
+    // A scripted /sync answer is not handed to a malformed request.
+    fake.script_sync(200, r#"{"next_batch": "scripted"}"#);
+
+    let whoami = api("/account/whoami");
+    let none = matrix_call(Method::GET, &whoami, None, None).await;
+    assert_eq!((none.0, errcode(&none)), (401, "M_MISSING_TOKEN".into()));
+    let wrong = matrix_call(Method::GET, &whoami, Some("syt_wrong"), None).await;
+    assert_eq!((wrong.0, errcode(&wrong)), (401, "M_UNKNOWN_TOKEN".into()));
+    let send = api("/rooms/%21r%3Alocalhost/send/m.room.message/t1");
+    let no_body = matrix_call(Method::PUT, &send, token, Some(r#"{"msgtype":"m.text"}"#)).await;
+    assert_eq!((no_body.0, errcode(&no_body)), (400, "M_BAD_JSON".into()));
+    let not_json = matrix_call(Method::PUT, &send, token, Some("{\"body\": ")).await;
+    assert_eq!((not_json.0, errcode(&not_json)), (400, "M_NOT_JSON".into()));
+    let big = json!({"msgtype": "m.text", "body": "x".repeat(fake_matrix::MAX_EVENT_BYTES)});
+    let too_large = matrix_call(Method::PUT, &send, token, Some(&big.to_string())).await;
+    assert_eq!(
+        (too_large.0, errcode(&too_large)),
+        (413, "M_TOO_LARGE".into())
+    );
+    let elsewhere = api("/rooms/%21other%3Alocalhost/send/m.room.message/t2");
+    let text = r#"{"msgtype":"m.text","body":"hi"}"#;
+    let outside = matrix_call(Method::PUT, &elsewhere, token, Some(text)).await;
+    assert_eq!((outside.0, errcode(&outside)), (403, "M_FORBIDDEN".into()));
+    let typing = api("/rooms/%21r%3Alocalhost/typing/%40ann%3Alocalhost");
+    let theirs = matrix_call(
+        Method::PUT,
+        &typing,
+        token,
+        Some(r#"{"typing":true,"timeout":1000}"#),
+    )
+    .await;
+    assert_eq!((theirs.0, errcode(&theirs)), (403, "M_FORBIDDEN".into()));
+    let sync = |query: &str| api(&format!("/sync?{query}"));
+    let bad_since = matrix_call(Method::GET, &sync("since=s999&timeout=0"), token, None).await;
+    assert_eq!(
+        (bad_since.0, errcode(&bad_since)),
+        (400, "M_INVALID_PARAM".into())
+    );
+    let bad_filter = matrix_call(Method::GET, &sync("filter=%7Bnope&timeout=0"), token, None).await;
+    assert_eq!(
+        (bad_filter.0, errcode(&bad_filter)),
+        (400, "M_INVALID_PARAM".into())
+    );
+    let login = api("/login");
+    let body = json!({"type": "m.login.password", "identifier": {"type": "m.id.user", "user": "pincer"},
+        "password": "wrong"});
+    let refused = matrix_call(Method::POST, &login, None, Some(&body.to_string())).await;
+    assert_eq!((refused.0, errcode(&refused)), (403, "M_FORBIDDEN".into()));
+
+    // The controls: the scripted answer is still queued for the first valid
+    // /sync; a valid send is answered with an event id, twice the same for
+    // one transaction id.
+    let scripted = matrix_call(Method::GET, &sync("timeout=0"), token, None).await;
+    assert_eq!(scripted, (200, json!({"next_batch": "scripted"})));
+    let sent = matrix_call(Method::PUT, &send.replace("t1", "t3"), token, Some(text)).await;
+    let again = matrix_call(Method::PUT, &send.replace("t1", "t3"), token, Some(text)).await;
+    assert_eq!(sent.0, 200, "{sent:?}");
+    assert!(sent.1["event_id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with('$')));
+    assert_eq!(sent, again);
+    let initial = matrix_call(Method::GET, &sync("timeout=0"), token, None).await;
+    let timeline = &initial.1["rooms"]["join"]["!r:localhost"]["timeline"]["events"];
+    assert_eq!(timeline.as_array().map(Vec::len), Some(1), "{initial:?}");
+    let body = json!({"type": "m.login.password", "identifier": {"type": "m.id.user", "user": "pincer"},
+        "password": fake_matrix::BOT_PASSWORD});
+    let logged_in = matrix_call(Method::POST, &login, None, Some(&body.to_string())).await;
+    assert_eq!(
+        logged_in.1["user_id"],
+        fake_matrix::BOT_USER_ID,
+        "{logged_in:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,14 +1,15 @@
 //! The part of a message's settings that depends on its group: the
 //! Telegram group (or `"*"`) entry and its forum topic, the Discord guild
-//! and guild channel, the Slack channel. Each platform's entry can switch
-//! the group off, restrict its senders (Discord also by member role),
-//! override the group policy and decide `requireMention`, resolved in
-//! upstream's order; it can add a `systemPrompt` to the turn (Telegram:
-//! the group's then the topic's) and narrow its `skills` (the topic's over
-//! the group's), and a Telegram topic can name the agent that answers
-//! (`agentId`). Slack's `dm.replyToMode` applies to direct messages.
+//! and guild channel, the Slack channel, the Matrix room (its rules are in
+//! `settings/matrix.rs`). Each platform's entry can switch the group off,
+//! restrict its senders (Discord also by member role), override the group
+//! policy and decide `requireMention`, resolved in upstream's order; it can
+//! add a `systemPrompt` to the turn (Telegram: the group's then the
+//! topic's) and narrow its `skills` (the topic's over the group's), and a
+//! Telegram topic can name the agent that answers (`agentId`). Slack's
+//! `dm.replyToMode` applies to direct messages.
 //!
-//! Pure config reading, like `settings.rs`.
+//! Pure config reading, like `settings/`.
 
 use crate::config::schema::common::GroupPolicy;
 use crate::config::Config;
@@ -58,6 +59,7 @@ impl ChannelSettings {
             "telegram" => settings.telegram_group(config, event, group),
             "discord" => settings.discord_channel(config, event, group),
             "slack" => settings.slack_channel(config, event, group),
+            "matrix" => settings.matrix_room(config, event, group),
             _ => {}
         }
         settings

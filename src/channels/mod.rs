@@ -26,6 +26,8 @@ pub mod group_scope;
 pub mod http_routes;
 pub mod hub;
 pub mod inbox;
+#[cfg(feature = "matrix")]
+pub mod matrix;
 pub mod media;
 pub mod outbound;
 pub mod registry;
@@ -118,6 +120,17 @@ pub struct AccountStatus {
     pub last_error: Option<String>,
     pub last_inbound_at_ms: Option<u64>,
     pub last_outbound_at_ms: Option<u64>,
+    /// The account's `name` (a label), when configured.
+    pub name: Option<String>,
+    /// Who the account is signed in as (a Matrix user id, a phone number).
+    pub identity: Option<String>,
+    /// The server the account talks to (a homeserver, a daemon's URL).
+    pub base_url: Option<String>,
+    /// Why the account is in its state, beyond `last_error` (an encrypted
+    /// room refused, a link waiting for its QR code).
+    pub state_reason: Option<String>,
+    /// Failed connection attempts since the last success.
+    pub reconnect_attempts: Option<u32>,
 }
 
 /// One inbound platform event, translated.

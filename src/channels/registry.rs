@@ -37,8 +37,9 @@ pub struct ChannelRegistry {
     restarts: tokio::sync::Mutex<()>,
 }
 
-/// The channel ids that have an adapter (`configured_adapter`).
-pub const ADAPTER_CHANNELS: [&str; 3] = ["discord", "slack", "telegram"];
+/// The channel ids that can have an adapter (`configured_adapter`; a
+/// channel whose cargo feature is off has none in this build).
+pub const ADAPTER_CHANNELS: [&str; 4] = ["discord", "matrix", "slack", "telegram"];
 
 /// The channels whose adapter must restart after a config change from
 /// `changed` (paths as `config::changed_paths` names them): any change under
@@ -111,6 +112,16 @@ pub fn configured_adapter(
                     None
                 }
             }
+        }
+        #[cfg(feature = "matrix")]
+        "matrix" => {
+            let section = config.channels.matrix.as_ref()?;
+            Some(Arc::new(super::matrix::MatrixChannel::new(
+                section,
+                store.clone(),
+                http,
+                &media(),
+            )))
         }
         _ => None,
     }

@@ -41,6 +41,8 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("channels.telegram.accounts.*", "channels.telegram"),
     ("channels.discord.accounts.*", "channels.discord"),
     ("channels.slack.accounts.*", "channels.slack"),
+    ("channels.matrix.accounts.*", "channels.matrix"),
+    ("channels.matrix.rooms.*", "channels.matrix.groups.*"),
 ];
 
 /// The line describing `path`: its own row, else the row of the key it

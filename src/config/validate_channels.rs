@@ -1,7 +1,8 @@
 //! Channel rules upstream enforces at load time: `dmPolicy: "open"` needs
 //! `"*"` in `allowFrom`, `dmPolicy: "allowlist"` needs at least one sender,
 //! a Telegram webhook needs a secret, Slack HTTP mode needs a signing
-//! secret. Each rule runs on the channel level and on every enabled
+//! secret; Matrix has no end-to-end encryption in pincer and room
+//! allowlists name rooms by id or alias. Each rule runs on the channel level and on every enabled
 //! account (with the account's keys over the channel's).
 
 use super::schema::*;
@@ -37,6 +38,15 @@ pub(crate) fn check_channels(v: &Validator, channels: &ChannelsConfig) -> Check 
     }
     if let Some(slack) = &channels.slack {
         check_slack(v, slack)?;
+    }
+    if let Some(matrix) = &channels.matrix {
+        #[cfg(not(feature = "matrix"))]
+        v.ensure(
+            !matrix.base().effective_enabled(),
+            "channels.matrix",
+            "this pincer was built without the Matrix channel (cargo feature `matrix`); build it with the feature or set enabled: false",
+        )?;
+        check_matrix(v, matrix)?;
     }
     Ok(())
 }
@@ -113,6 +123,60 @@ fn check_slack(v: &Validator, slack: &SlackConfig) -> Check {
             account.effective_mode() != SlackMode::Http || is_set(account.signing_secret.as_ref()),
             format!("{path}.signingSecret"),
             "Slack HTTP mode requires channels.slack.signingSecret or the account's signingSecret",
+        )?;
+    }
+    Ok(())
+}
+
+fn check_matrix(v: &Validator, matrix: &MatrixConfig) -> Check {
+    check_matrix_account(v, &matrix.base(), "channels.matrix")?;
+    for id in matrix.accounts.keys() {
+        let account = matrix.account(id).unwrap_or_default();
+        if account.effective_enabled() {
+            check_matrix_account(v, &account, &format!("channels.matrix.accounts.{id}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_matrix_account(v: &Validator, account: &MatrixAccountConfig, path: &str) -> Check {
+    v.ensure(
+        account.encryption != Some(true),
+        format!("{path}.encryption"),
+        "true is not supported by pincer (no end-to-end encryption: pincer answers in unencrypted rooms only and refuses encrypted ones; leave encryption off)",
+    )?;
+    let mode = account.streaming.as_ref().and_then(|s| s.mode);
+    if let Some(mode @ (MatrixStreamingMode::Quiet | MatrixStreamingMode::Progress)) = mode {
+        let name = if mode == MatrixStreamingMode::Quiet {
+            "quiet"
+        } else {
+            "progress"
+        };
+        return Err(v.fail(
+            format!("{path}.streaming.mode"),
+            format!("\"{name}\" is not supported by pincer (use \"partial\" or \"off\")"),
+        ));
+    }
+    let allow_from = account.effective_dm_allow_from();
+    match account.effective_dm_policy() {
+        DmPolicy::Open => v.ensure(
+            allow_from.iter().any(|entry| entry.trim() == "*"),
+            format!("{path}.dm.allowFrom"),
+            "channels.matrix.dm.policy=\"open\" requires dm.allowFrom to include \"*\"",
+        )?,
+        DmPolicy::Allowlist if account.allowlist_only != Some(true) => v.ensure(
+            allow_from.iter().any(|entry| !entry.trim().is_empty()),
+            format!("{path}.dm.allowFrom"),
+            "channels.matrix.dm.policy=\"allowlist\" requires dm.allowFrom to contain at least one user ID",
+        )?,
+        _ => {}
+    }
+    for entry in account.auto_join_allowlist.iter().flatten() {
+        let entry = entry.trim();
+        v.ensure(
+            entry == "*" || entry.starts_with('!') || entry.starts_with('#'),
+            format!("{path}.autoJoinAllowlist"),
+            format!("{entry:?} is not a room ID (!room:server), an alias (#alias:server) or \"*\""),
         )?;
     }
     Ok(())

@@ -65,6 +65,10 @@ pub struct InboundMessage {
     pub group_id: Option<String>,
     pub group_name: Option<String>,
     pub group_subject: Option<String>,
+    /// Other names of the group a config may key it by (a Matrix room's
+    /// aliases), besides `group_id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_aliases: Vec<String>,
     pub sender_id: String,
     pub sender_name: Option<String>,
     pub mentioned: bool,

@@ -61,6 +61,7 @@ pub(super) struct Databases {
     pub cron_runs: RawDb,
     pub subagent_runs: RawDb,
     pub telegram_offsets: RawDb,
+    pub channel_state: RawDb,
 }
 
 /// Database names, as they appear in errors and stats.
@@ -80,10 +81,11 @@ pub(super) const CRON_DB: &str = "cron";
 pub(super) const CRON_RUNS_DB: &str = "cron_runs";
 pub(super) const SUBAGENT_RUNS_DB: &str = "subagent_runs";
 pub(super) const TELEGRAM_OFFSETS_DB: &str = "telegram_offsets";
+pub(super) const CHANNEL_STATE_DB: &str = "channel_state";
 
 impl Databases {
     /// Every database with its name.
-    pub fn all(&self) -> [(&'static str, RawDb); 15] {
+    pub fn all(&self) -> [(&'static str, RawDb); 16] {
         [
             (SESSIONS_DB, self.sessions),
             (TRANSCRIPTS_DB, self.transcripts),
@@ -100,6 +102,7 @@ impl Databases {
             (CRON_RUNS_DB, self.cron_runs),
             (SUBAGENT_RUNS_DB, self.subagent_runs),
             (TELEGRAM_OFFSETS_DB, self.telegram_offsets),
+            (CHANNEL_STATE_DB, self.channel_state),
         ]
     }
 }
@@ -466,7 +469,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
     let (
         (sessions, transcripts, devices, pair_requests, dedupe, meta, cron, cron_runs),
         memory,
-        telegram_offsets,
+        (telegram_offsets, channel_state),
     ) = env
         .create_databases_and_commit(wtxn, |opener, wtxn| -> Result<_, TxnError> {
             let mut create = |name| opener.create_database::<Bytes, Bytes>(wtxn, Some(name));
@@ -488,7 +491,7 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
                 create(EMBED_CACHE_DB)?,
                 create(SUBAGENT_RUNS_DB)?,
             ];
-            let channels = create(TELEGRAM_OFFSETS_DB)?;
+            let channels = (create(TELEGRAM_OFFSETS_DB)?, create(CHANNEL_STATE_DB)?);
             meta::check_and_record_schema(wtxn, dbs.5)?;
             Ok(CommitOrAbort::<_, ()>::Commit((dbs, memory, channels)))
         })
@@ -514,5 +517,6 @@ fn create_databases(env: &Env<WithoutTls>) -> Result<Databases, StoreError> {
         cron_runs,
         subagent_runs: memory[5],
         telegram_offsets,
+        channel_state,
     })
 }

@@ -29,9 +29,11 @@ mod memory;
 mod meta;
 mod pace;
 pub use pace::{QUICK_COMMIT_MICROS, QUICK_STREAK};
+mod channel_state;
 mod sessions;
 mod subagents;
 mod telegram_offsets;
+pub use channel_state::MatrixSession;
 mod transcript_truncate;
 mod transcripts;
 mod turn_write;
@@ -447,6 +449,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "channel_state",
                 "cron",
                 "cron_runs",
                 "dedupe",

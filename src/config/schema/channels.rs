@@ -4,7 +4,7 @@
 //! by key, as upstream's `merge<Platform>AccountConfig` does).
 //!
 //! Each platform's keys live in its own file (`telegram.rs`, `discord.rs`,
-//! `slack.rs`); this file must not grow platform specifics.
+//! `slack.rs`, `matrix.rs`); this file must not grow platform specifics.
 
 use std::fmt;
 
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, GroupPolicy};
 use super::discord::DiscordConfig;
+use super::matrix::MatrixConfig;
 use super::slack::SlackConfig;
 use super::telegram::TelegramConfig;
 
@@ -26,6 +27,7 @@ pub struct ChannelsConfig {
     pub telegram: Option<TelegramConfig>,
     pub discord: Option<DiscordConfig>,
     pub slack: Option<SlackConfig>,
+    pub matrix: Option<MatrixConfig>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -70,6 +72,35 @@ pub struct StreamingPreview {
 pub struct StreamingBlock {
     pub enabled: Option<bool>,
     pub coalesce: Option<BlockStreamingCoalesce>,
+}
+
+/// What the message path reads of a platform's `streaming` object: each
+/// platform has the keys upstream gives it (Matrix its own modes), behind
+/// one view.
+pub trait StreamingKeys {
+    /// The preview mode, when the platform has one and it is set.
+    fn mode(&self) -> Option<StreamingMode>;
+    fn chunk_mode(&self) -> Option<ChunkMode>;
+    fn block(&self) -> Option<&StreamingBlock>;
+    /// `streaming.preview.chunk` (block-mode previews).
+    fn preview_chunk(&self) -> Option<&BlockStreamingChunk> {
+        None
+    }
+}
+
+impl StreamingKeys for StreamingConfig {
+    fn mode(&self) -> Option<StreamingMode> {
+        self.mode
+    }
+    fn chunk_mode(&self) -> Option<ChunkMode> {
+        self.chunk_mode
+    }
+    fn block(&self) -> Option<&StreamingBlock> {
+        self.block.as_ref()
+    }
+    fn preview_chunk(&self) -> Option<&BlockStreamingChunk> {
+        self.preview.as_ref().and_then(|p| p.chunk.as_ref())
+    }
 }
 
 /// `streaming` as an object, or the legacy forms `"partial"` / `true`.
@@ -160,7 +191,7 @@ macro_rules! channel_accounts {
             pub fn effective_streaming_mode(&self) -> $crate::config::schema::channels::StreamingMode {
                 self.streaming
                     .as_ref()
-                    .and_then(|streaming| streaming.mode)
+                    .and_then($crate::config::schema::channels::StreamingKeys::mode)
                     .unwrap_or(Self::DEFAULT_STREAMING_MODE)
             }
 
@@ -169,18 +200,15 @@ macro_rules! channel_accounts {
             pub fn block_streaming(&self) -> Option<bool> {
                 self.streaming
                     .as_ref()
-                    .and_then(|streaming| streaming.block.as_ref())
+                    .and_then($crate::config::schema::channels::StreamingKeys::block)
                     .and_then(|block| block.enabled)
             }
 
-            /// How outbound text is split: `streaming.chunkMode`, else the
-            /// flat `chunkMode` upstream moved there, else by length.
-            pub fn effective_chunk_mode(&self) -> $crate::config::schema::common::ChunkMode {
+            /// `streaming.chunkMode`, when set.
+            pub fn streaming_chunk_mode(&self) -> Option<$crate::config::schema::common::ChunkMode> {
                 self.streaming
                     .as_ref()
-                    .and_then(|streaming| streaming.chunk_mode)
-                    .or(self.chunk_mode)
-                    .unwrap_or_default()
+                    .and_then($crate::config::schema::channels::StreamingKeys::chunk_mode)
             }
         }
 

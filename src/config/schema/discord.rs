@@ -69,6 +69,14 @@ impl DiscordAccountConfig {
     pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
         super::channels::StreamingMode::Off;
 
+    /// How outbound text is split: `streaming.chunkMode`, else the flat
+    /// `chunkMode` upstream moved there, else by length.
+    pub fn effective_chunk_mode(&self) -> ChunkMode {
+        self.streaming_chunk_mode()
+            .or(self.chunk_mode)
+            .unwrap_or_default()
+    }
+
     /// `apiBaseUrl` without a trailing slash, else Discord's own.
     pub fn effective_api_base_url(&self) -> String {
         self.api_base_url

@@ -13,6 +13,7 @@ pub mod discord;
 pub mod discovery;
 pub mod gateway;
 pub mod logging;
+pub mod matrix;
 pub mod media;
 pub mod memory;
 pub mod messages;
@@ -27,7 +28,7 @@ pub use agents::*;
 pub use automation::*;
 pub use bindings::*;
 pub use channels::{
-    ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig, StreamingMode,
+    ChannelDefaults, ChannelsConfig, StreamingBlock, StreamingConfig, StreamingKeys, StreamingMode,
     StreamingPreview, DEFAULT_ACCOUNT_ID,
 };
 pub use common::*;
@@ -36,6 +37,7 @@ pub use discord::*;
 pub use discovery::*;
 pub use gateway::*;
 pub use logging::*;
+pub use matrix::*;
 pub use media::*;
 pub use memory::*;
 pub use messages::*;

@@ -75,6 +75,14 @@ impl SlackAccountConfig {
     pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
         super::channels::StreamingMode::Partial;
 
+    /// How outbound text is split: `streaming.chunkMode`, else the flat
+    /// `chunkMode` upstream moved there, else by length.
+    pub fn effective_chunk_mode(&self) -> ChunkMode {
+        self.streaming_chunk_mode()
+            .or(self.chunk_mode)
+            .unwrap_or_default()
+    }
+
     /// `apiUrl` without a trailing slash, else Slack's own.
     pub fn effective_api_url(&self) -> String {
         self.api_url

@@ -70,6 +70,14 @@ impl TelegramAccountConfig {
     pub const DEFAULT_STREAMING_MODE: super::channels::StreamingMode =
         super::channels::StreamingMode::Partial;
 
+    /// How outbound text is split: `streaming.chunkMode`, else the flat
+    /// `chunkMode` upstream moved there, else by length.
+    pub fn effective_chunk_mode(&self) -> ChunkMode {
+        self.streaming_chunk_mode()
+            .or(self.chunk_mode)
+            .unwrap_or_default()
+    }
+
     pub fn effective_dm_policy(&self) -> DmPolicy {
         self.dm_policy.unwrap_or(DmPolicy::Pairing)
     }

@@ -64,7 +64,7 @@ pub fn label(channel: &str) -> String {
 }
 
 fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
-    json!({
+    let mut row = json!({
         "accountId": account.account_id,
         "enabled": account.enabled,
         "configured": account.configured,
@@ -73,7 +73,24 @@ fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
         "lastError": account.last_error.clone().or_else(|| start_error.cloned()),
         "lastInboundAt": account.last_inbound_at_ms,
         "lastOutboundAt": account.last_outbound_at_ms,
-    })
+    });
+    // Upstream's optional snapshot fields, present when the adapter knows them.
+    let optional = [
+        ("name", account.name.clone().map(Value::from)),
+        ("identity", account.identity.clone().map(Value::from)),
+        ("baseUrl", account.base_url.clone().map(Value::from)),
+        ("stateReason", account.state_reason.clone().map(Value::from)),
+        (
+            "reconnectAttempts",
+            account.reconnect_attempts.map(Value::from),
+        ),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            row[key] = value;
+        }
+    }
+    row
 }
 
 fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
@@ -86,6 +103,9 @@ fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
     }
     if let Some(slack) = &config.channels.slack {
         out.insert("slack", slack.account_ids());
+    }
+    if let Some(matrix) = &config.channels.matrix {
+        out.insert("matrix", matrix.account_ids());
     }
     out
 }

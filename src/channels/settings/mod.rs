@@ -10,7 +10,7 @@
 //!
 //! Pure config reading: nothing here sends, waits or touches the store.
 
-use crate::config::schema::channels::{StreamingConfig, StreamingMode};
+use crate::config::schema::channels::{StreamingKeys, StreamingMode};
 use crate::config::schema::common::{
     BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, DmPolicy, GroupPolicy,
     HumanDelayConfig, ReplyToMode, TypingMode, DEFAULT_TYPING_INTERVAL_SECONDS,
@@ -23,6 +23,9 @@ use crate::reply::coalescer::{
 };
 
 use super::outbound::RetryPolicy;
+
+mod bots;
+mod matrix;
 
 /// How often a streaming preview is edited at most (upstream's default throttle).
 pub const DEFAULT_PREVIEW_THROTTLE_MS: u64 = 1_000;
@@ -141,6 +144,7 @@ impl ChannelSettings {
             "telegram" => settings.apply_telegram(config, account_id),
             "discord" => settings.apply_discord(config, account_id),
             "slack" => settings.apply_slack(config, account_id),
+            "matrix" => settings.apply_matrix(config, account_id),
             // The web chat is the gateway's own operators: always admitted.
             "webchat" => {
                 settings.access.dm_policy = DmPolicy::Open;
@@ -182,142 +186,32 @@ impl ChannelSettings {
         covered.then_some(self.ack_reaction.as_deref()).flatten()
     }
 
-    fn apply_telegram(&mut self, config: &Config, account_id: &str) {
-        let Some(account) = config
-            .channels
-            .telegram
-            .as_ref()
-            .and_then(|t| t.account(account_id))
-        else {
-            return;
-        };
-        let groups = account.groups.clone().unwrap_or_default();
-        let access = &mut self.access;
-        access.dm_policy = account.effective_dm_policy();
-        access.allow_from = account.allow_from.clone().unwrap_or_default();
-        access.group_allow_from = account.group_allow_from.clone().unwrap_or_default();
-        access.group_policy = account.effective_group_policy();
-        access.allowed_groups = groups.keys().cloned().collect();
-        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
-        self.chunk_mode = account.effective_chunk_mode();
-        self.streaming = account.effective_streaming_mode();
-        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
-        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
-        self.retry = RetryPolicy::from_config(&account.effective_retry());
-        if account.ack_reaction.is_some() {
-            self.ack_reaction = account.ack_reaction.clone();
-        }
-        if let Some(limit) = account.history_limit {
-            self.group_history_limit = limit as usize;
-        }
-    }
-
-    fn apply_discord(&mut self, config: &Config, account_id: &str) {
-        let Some(account) = config
-            .channels
-            .discord
-            .as_ref()
-            .and_then(|d| d.account(account_id))
-        else {
-            return;
-        };
-        let access = &mut self.access;
-        access.dm_policy = account.effective_dm_policy();
-        // `dm.enabled: false` answers no direct message at all.
-        if account.dm.as_ref().and_then(|dm| dm.enabled) == Some(false) {
-            access.dm_policy = DmPolicy::Disabled;
-        }
-        access.allow_from = account.effective_allow_from();
-        access.group_policy = account.effective_group_policy();
-        access.allowed_groups = account
-            .guilds
-            .as_ref()
-            .map(|g| g.keys().cloned().collect())
-            .unwrap_or_default();
-        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
-        self.max_lines_per_message = Some(account.effective_max_lines_per_message() as usize);
-        self.chunk_mode = account.effective_chunk_mode();
-        self.streaming = account.effective_streaming_mode();
-        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
-        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
-        if account.ack_reaction.is_some() {
-            self.ack_reaction = account.ack_reaction.clone();
-        }
-        let mut retry = account.effective_retry();
-        if account.retry.is_none() {
-            retry.min_delay_ms = super::outbound::DEFAULT_MIN_DELAY_MS;
-        }
-        self.retry = RetryPolicy::from_config(&retry);
-        if let Some(limit) = account.history_limit {
-            self.group_history_limit = limit as usize;
-        }
-    }
-
-    fn apply_slack(&mut self, config: &Config, account_id: &str) {
-        let Some(account) = config
-            .channels
-            .slack
-            .as_ref()
-            .and_then(|s| s.account(account_id))
-        else {
-            return;
-        };
-        let access = &mut self.access;
-        access.dm_policy = account.effective_dm_policy();
-        // `dm.enabled: false` answers no direct message at all.
-        if account.dm.as_ref().and_then(|dm| dm.enabled) == Some(false) {
-            access.dm_policy = DmPolicy::Disabled;
-        }
-        access.allow_from = account.effective_allow_from();
-        access.group_policy = account.effective_group_policy();
-        // `channels` is Slack's channel allowlist (keyed by channel id).
-        access.allowed_groups = account
-            .channels
-            .as_ref()
-            .map(|c| c.keys().cloned().collect())
-            .unwrap_or_default();
-        access.activation = activation(account.require_mention.unwrap_or(true));
-        self.text_chunk_limit = Some(account.effective_text_chunk_limit() as usize);
-        self.chunk_mode = account.effective_chunk_mode();
-        self.streaming = account.effective_streaming_mode();
-        self.apply_block_streaming(account.block_streaming(), account.streaming.as_ref());
-        self.reply_to_mode = account.reply_to_mode.unwrap_or(ReplyToMode::Off);
-        if account.ack_reaction.is_some() {
-            self.ack_reaction = account.ack_reaction.clone();
-        }
-        if let Some(limit) = account.history_limit {
-            self.group_history_limit = limit as usize;
-        }
-    }
-
     /// The account's `streaming.block.enabled` over the agents' default,
     /// its `streaming.block.coalesce` over `blockStreamingCoalesce`, and its
     /// `streaming.preview.chunk`.
-    fn apply_block_streaming(
+    pub(super) fn apply_block_streaming(
         &mut self,
         enabled: Option<bool>,
-        streaming: Option<&StreamingConfig>,
+        streaming: Option<&dyn StreamingKeys>,
     ) {
         if let Some(enabled) = enabled {
             self.block_streaming = enabled;
         }
         let coalesce = streaming
-            .and_then(|s| s.block.as_ref())
+            .and_then(|s| s.block())
             .and_then(|b| b.coalesce.clone());
         if coalesce.is_some() {
             self.block_coalesce = coalesce;
         }
-        self.preview_chunk = streaming
-            .and_then(|s| s.preview.as_ref())
-            .and_then(|p| p.chunk.clone());
+        self.preview_chunk = streaming.and_then(|s| s.preview_chunk()).cloned();
     }
 
     /// The outbound limits: the account's `textChunkLimit` clamped to the
     /// adapter's hard cap (the cap itself when unset), and its
     /// `maxLinesPerMessage` where the platform folds long messages, and its
     /// chunk mode.
-    pub fn text_limits(&self, adapter: super::TextLimits) -> super::TextLimits {
-        super::TextLimits {
+    pub fn text_limits(&self, adapter: crate::channels::TextLimits) -> crate::channels::TextLimits {
+        crate::channels::TextLimits {
             max_chars: self
                 .text_chunk_limit
                 .map_or(adapter.max_chars, |limit| limit.clamp(1, adapter.max_chars)),
@@ -357,7 +251,7 @@ mod tests {
         assert_eq!(settings.access.allow_from, vec!["42".to_string()]);
         assert_eq!(settings.access.group_policy, GroupPolicy::Open);
         assert_eq!(settings.streaming, StreamingMode::Off);
-        let limits = settings.text_limits(super::super::TextLimits {
+        let limits = settings.text_limits(crate::channels::TextLimits {
             max_chars: 4096,
             max_lines: None,
             chunk_mode: ChunkMode::Length,
@@ -369,7 +263,7 @@ mod tests {
             discord.coalesce_defaults.map(|d| d.min_chars),
             Some(CHANNEL_COALESCE_MIN_CHARS)
         );
-        let unknown = ChannelSettings::resolve(&config, "matrix", "default");
+        let unknown = ChannelSettings::resolve(&config, "irc", "default");
         assert_eq!(unknown.access.dm_policy, DmPolicy::Pairing);
         assert_eq!(
             unknown.retry.backoff.initial(),
@@ -418,7 +312,7 @@ mod tests {
         .expect("config");
         let mode = |channel: &str, account: &str| {
             let settings = ChannelSettings::resolve(&config, channel, account);
-            let adapter = super::super::TextLimits {
+            let adapter = crate::channels::TextLimits {
                 max_chars: 4000,
                 max_lines: None,
                 chunk_mode: ChunkMode::Length,
