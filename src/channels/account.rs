@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::AccountStatus;
+use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::system::backoff::{self, Jitter};
 use crate::system::clock::now_ms;
 
@@ -185,6 +186,24 @@ pub async fn pause(cancel: &CancellationToken, delay_ms: u64) -> bool {
         _ = cancel.cancelled() => false,
         _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => true,
     }
+}
+
+/// The account a channel answers for when none is named: the configured `defaultAccount` when it
+/// runs, else the one called `default`, else the first by id (`default` when there is none).
+pub fn default_account_id<V>(
+    configured: Option<&str>,
+    accounts: &std::collections::BTreeMap<String, V>,
+) -> String {
+    configured
+        .filter(|id| accounts.contains_key(*id))
+        .map(str::to_string)
+        .or_else(|| {
+            accounts
+                .contains_key(DEFAULT_ACCOUNT_ID)
+                .then(|| DEFAULT_ACCOUNT_ID.to_string())
+        })
+        .or_else(|| accounts.keys().next().cloned())
+        .unwrap_or_else(|| DEFAULT_ACCOUNT_ID.to_string())
 }
 
 #[cfg(test)]

@@ -31,7 +31,6 @@ use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
     OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits, Typing,
 };
-use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::matrix::{
     MatrixAccountConfig, MatrixAutoJoin, MatrixConfig, MatrixDmSessionScope, MatrixThreadReplies,
     DEFAULT_MATRIX_MEDIA_MAX_MB,
@@ -299,17 +298,10 @@ impl MatrixChannel {
                 }),
             }
         }
-        let default_account = config
-            .default_account
-            .clone()
-            .filter(|d| accounts.contains_key(d))
-            .or_else(|| {
-                accounts
-                    .contains_key(DEFAULT_ACCOUNT_ID)
-                    .then(|| DEFAULT_ACCOUNT_ID.to_string())
-            })
-            .or_else(|| accounts.keys().next().cloned())
-            .unwrap_or_else(|| DEFAULT_ACCOUNT_ID.to_string());
+        let default_account = crate::channels::account::default_account_id(
+            config.default_account.as_deref(),
+            &accounts,
+        );
         MatrixChannel {
             accounts,
             unconfigured,
@@ -633,7 +625,7 @@ mod tests {
             &reqwest::Client::new(),
             &MediaDefaults::default(),
         );
-        let account = &channel.accounts[DEFAULT_ACCOUNT_ID];
+        let account = &channel.accounts[crate::config::schema::channels::DEFAULT_ACCOUNT_ID];
         for i in 0..MAX_SENT_EVENTS + 5 {
             account.remember_sent(&format!("$e{i}"));
         }

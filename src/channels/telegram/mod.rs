@@ -36,7 +36,6 @@ use crate::channels::{
     InboundSink, OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits,
     Typing,
 };
-use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::config::schema::telegram::{TelegramAccountConfig, TelegramConfig};
 use crate::config::Config;
 use crate::store::Store;
@@ -214,17 +213,10 @@ impl TelegramChannel {
                 Err(error) => unconfigured.push(unconfigured_status(&id, &account, Some(error))),
             }
         }
-        let default_account = config
-            .default_account
-            .clone()
-            .filter(|d| accounts.contains_key(d))
-            .or_else(|| {
-                accounts
-                    .contains_key(DEFAULT_ACCOUNT_ID)
-                    .then(|| DEFAULT_ACCOUNT_ID.to_string())
-            })
-            .or_else(|| accounts.keys().next().cloned())
-            .unwrap_or_else(|| DEFAULT_ACCOUNT_ID.to_string());
+        let default_account = crate::channels::account::default_account_id(
+            config.default_account.as_deref(),
+            &accounts,
+        );
         TelegramChannel {
             accounts,
             unconfigured,
