@@ -223,6 +223,7 @@ pub fn enqueue_announcement(
             session_key: session_key.to_string(),
             verbose: super::stream::ToolVerbosity::Off,
             quote: Arc::new(super::outbound::ReplyQuote::none()),
+            media: hub.media_sources(&config, agent_id),
         })
     });
     let channel = match &reply {

@@ -36,6 +36,7 @@ use crate::queue::{CommandQueue, EnqueueOutcome, LaneKind, QueueSettings, Queued
 use crate::routing::{Route, Router};
 use crate::system::clock::now_ms;
 
+use super::media_out::MediaSources;
 use super::outbound::{self, DeliveryError, ReplyQuote};
 use super::registry::ChannelRegistry;
 use super::settings::ChannelSettings;
@@ -293,6 +294,7 @@ impl ChannelHub {
                 session_key: route.session_key.clone(),
                 verbose: self.verbosity(&route.session_key),
                 quote,
+                media: self.media_sources(config, &route.agent_id),
             }),
             requester: None,
             idempotency_key: None,
@@ -313,6 +315,16 @@ impl ChannelHub {
             .enqueue(&route.session_key, LaneKind::Main, settings, message);
         log::debug!("message for {} queued: {outcome:?}", route.session_key);
         outcome
+    }
+
+    /// Where an agent's replies may take files from: its workspace and the
+    /// media area.
+    pub fn media_sources(&self, config: &Config, agent_id: &str) -> MediaSources {
+        MediaSources {
+            workspace: self.deps.runtime.workspace_for(config, agent_id),
+            media_root: super::media::media_root(),
+            http: self.deps.runtime.http(),
+        }
     }
 
     /// Sends a short text (pairing code, command answer) to a conversation.

@@ -29,6 +29,7 @@ pub mod inbox;
 #[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod media;
+pub mod media_out;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
@@ -227,6 +228,60 @@ pub trait React: Send + Sync {
     ) -> BoxFuture<'a, Result<(), SendError>>;
 }
 
+/// How a file is sent: the platform call that shows it best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadKind {
+    /// Shown inline, compressed by the platform (Telegram `sendPhoto`).
+    Photo,
+    Video,
+    /// A music/audio file with a player (Telegram `sendAudio`).
+    Audio,
+    /// A push-to-talk voice note: Ogg/Opus (Telegram `sendVoice`).
+    Voice,
+    /// Any file, sent as it is.
+    Document,
+}
+
+impl UploadKind {
+    /// The word used in messages to the user.
+    pub fn noun(self) -> &'static str {
+        match self {
+            UploadKind::Photo => "photo",
+            UploadKind::Video => "video",
+            UploadKind::Audio => "audio file",
+            UploadKind::Voice => "voice note",
+            UploadKind::Document => "file",
+        }
+    }
+}
+
+/// One file to upload, streamed from disk by the adapter.
+#[derive(Debug, Clone, Copy)]
+pub struct Upload<'a> {
+    pub path: &'a std::path::Path,
+    /// The name the platform shows.
+    pub file_name: &'a str,
+    pub mime: &'a str,
+    pub kind: UploadKind,
+    /// Text shown with the file (markdown), within `max_caption_chars`.
+    pub caption: Option<&'a str>,
+    pub bytes: u64,
+}
+
+/// Sending files (photos, documents, voice notes).
+pub trait SendMedia: Send + Sync {
+    /// The largest file the platform takes as `kind`, in bytes.
+    fn max_upload_bytes(&self, kind: UploadKind) -> u64;
+    /// The longest caption, in characters.
+    fn max_caption_chars(&self) -> usize;
+    /// Uploads one file (within `max_upload_bytes`).
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>>;
+}
+
 /// An account an adapter could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AccountStartError {
@@ -286,6 +341,9 @@ pub trait Channel: Send + Sync {
         None
     }
     fn reactions(&self) -> Option<&dyn React> {
+        None
+    }
+    fn media(&self) -> Option<&dyn SendMedia> {
         None
     }
 }

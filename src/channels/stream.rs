@@ -39,9 +39,11 @@ use crate::reply::{
     HumanDelay, ReplyDispatcher, ReplyKind, ReplyPayload, ReplySink, ShapeOptions, SinkError,
 };
 
+use super::media_out::{send_media_reply, MediaReply, MediaSources};
 use super::outbound::{self, split_for_limits, with_retry, DeliveryError, ReplyQuote};
 use super::settings::ChannelSettings;
 use super::{Channel, OutboundTarget, TextFormat, TextLimits};
+use crate::reply::media_lines::split_media_lines;
 
 /// Characters a reply needs before its preview message is sent (a short
 /// answer, or a `NO_REPLY`, never flashes a preview).
@@ -60,6 +62,8 @@ pub struct ReplyRoute {
     pub verbose: ToolVerbosity,
     /// Which of the reply's messages quote the message it answers.
     pub quote: Arc<ReplyQuote>,
+    /// Where the reply's attachments may come from.
+    pub media: MediaSources,
 }
 
 /// `/verbose` (a session's `verboseLevel`): tool summaries in the chat.
@@ -193,6 +197,10 @@ impl ReplySink for ChannelReplySink {
     ) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(async move {
             let route = &self.route;
+            let split = split_media_lines(&payload.text);
+            if !split.media.is_empty() || !payload.media_urls.is_empty() {
+                return self.deliver_media(&payload, split).await;
+            }
             let sent = outbound::send_quoting(
                 &*route.channel,
                 &route.target,
@@ -216,6 +224,54 @@ impl ReplySink for ChannelReplySink {
                 }
             }
         })
+    }
+}
+
+impl ChannelReplySink {
+    /// A payload with attachments: its text and files through `media_out`.
+    async fn deliver_media(
+        &self,
+        payload: &ReplyPayload,
+        split: crate::reply::media_lines::MediaSplit,
+    ) -> Result<(), SinkError> {
+        let route = &self.route;
+        let mut media = payload.media_urls.clone();
+        media.extend(split.media);
+        let reply = MediaReply {
+            text: &split.text,
+            media: &media,
+            audio_as_voice: payload.audio_as_voice || split.audio_as_voice,
+        };
+        let delivery = send_media_reply(
+            &*route.channel,
+            &route.target,
+            &route.quote,
+            route.settings.retry,
+            self.limits,
+            &route.media,
+            reply,
+        )
+        .await;
+        for text in &delivery.texts {
+            self.shared
+                .pipeline
+                .record_outbound(&self.shared.session_key, text);
+        }
+        {
+            let mut progress = self.shared.inner.lock();
+            progress.report.messages_sent += delivery.messages;
+            for guard in &mut progress.typing {
+                guard.first_block_sent();
+            }
+        }
+        let message = delivery.failures.first().map(ToString::to_string);
+        for error in delivery.failures {
+            self.shared.failed(error);
+        }
+        match message {
+            Some(message) if delivery.messages == 0 => Err(SinkError::Delivery(message)),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -511,7 +567,10 @@ async fn run_preview(
         if texts.has_changed().is_err() {
             break;
         }
-        let text = clip(&texts.borrow_and_update(), limits.max_chars);
+        let text = {
+            let raw = texts.borrow_and_update();
+            clip(&split_media_lines(&raw).text, limits.max_chars)
+        };
         if text.trim().is_empty() || text == preview.shown {
             continue;
         }
@@ -584,12 +643,38 @@ async fn finish_preview(
     if aborted {
         return;
     }
+    let mut attachments = Vec::new();
     let mut pieces: Vec<String> = payloads
         .iter()
         .filter_map(|p| normalize(p.clone(), &ShapeOptions::default()).ok())
-        .flat_map(|p| split_for_limits(&p.text, limits))
+        .flat_map(|p| {
+            let split = split_media_lines(&p.text);
+            if !split.media.is_empty() || !p.media_urls.is_empty() {
+                let mut media_urls = p.media_urls.clone();
+                media_urls.extend(split.media);
+                attachments.push(ReplyPayload {
+                    media_urls,
+                    audio_as_voice: p.audio_as_voice || split.audio_as_voice,
+                    ..ReplyPayload::default()
+                });
+            }
+            split_for_limits(&split.text, limits)
+        })
         .collect();
+    // The files follow the edited text, in order.
+    let enqueue_attachments = |dispatcher: &ReplyDispatcher, attachments: Vec<ReplyPayload>| {
+        let dispatcher = dispatcher.clone();
+        async move {
+            for payload in attachments {
+                dispatcher.enqueue(ReplyKind::Final, payload).await;
+            }
+        }
+    };
     if pieces.is_empty() {
+        if !attachments.is_empty() {
+            enqueue_attachments(dispatcher, attachments).await;
+            return;
+        }
         if let Some(deleter) = route.channel.delete() {
             if let Err(error) = deleter.delete(&route.target, &message_id).await {
                 log::debug!("silent reply: preview not deleted: {error}");
@@ -612,6 +697,7 @@ async fn finish_preview(
             .enqueue(ReplyKind::Final, ReplyPayload::text(piece))
             .await;
     }
+    enqueue_attachments(dispatcher, attachments).await;
 }
 
 #[cfg(test)]

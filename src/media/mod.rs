@@ -19,6 +19,7 @@ pub mod document;
 pub mod image;
 pub mod multipart;
 pub mod ogg;
+pub mod outbound;
 pub mod pdf;
 pub mod sniff;
 

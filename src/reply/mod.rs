@@ -19,6 +19,7 @@ pub mod coalescer;
 pub mod delay;
 pub mod dispatcher;
 pub(crate) mod fences;
+pub mod media_lines;
 pub mod shape;
 
 pub use chunker::{chunk_text, BlockChunker, ChunkerLimits};
@@ -46,6 +47,8 @@ pub struct ReplyPayload {
     pub text: String,
     /// Attachments to send with (or instead of) the text.
     pub media_urls: Vec<String>,
+    /// Audio attachments go as voice notes (`[[audio_as_voice]]`).
+    pub audio_as_voice: bool,
     /// Platform message id this reply answers, when threading.
     pub reply_to_id: Option<String>,
     /// An error notice rather than an answer.

@@ -26,6 +26,11 @@
 //! transcript, else `transcript of <N> bytes`. Each upload is recorded
 //! ([`FakeOpenAi::transcriptions`]).
 
+#[allow(dead_code)]
+#[allow(clippy::duplicate_mod)]
+#[path = "multipart_form.rs"]
+mod multipart_form;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -722,7 +727,7 @@ fn transcription(state: &FakeState, request: &RecordedRequest, raw: &[u8]) -> Re
             );
         }
     }
-    let parts = match multipart_parts(raw, &boundary) {
+    let parts = match multipart_form::parts(raw, &boundary) {
         Ok(parts) => parts,
         Err(message) => return error_response(400, &message, None),
     };
@@ -778,67 +783,6 @@ fn transcription(state: &FakeState, request: &RecordedRequest, raw: &[u8]) -> Re
             headers: request.headers.clone(),
         });
     json_response(200, &json!({"text": text}), None)
-}
-
-struct FormPart {
-    name: String,
-    file_name: Option<String>,
-    content_type: String,
-    body: Vec<u8>,
-}
-
-/// The parts of a `multipart/form-data` body (RFC 7578), strictly: CRLF line ends, a closing
-/// delimiter, a `Content-Disposition: form-data; name=…` header on every part.
-fn multipart_parts(raw: &[u8], boundary: &str) -> Result<Vec<FormPart>, String> {
-    let delimiter = format!("--{boundary}");
-    let find = |hay: &[u8], needle: &[u8], from: usize| {
-        hay.get(from..)
-            .and_then(|h| h.windows(needle.len()).position(|w| w == needle))
-            .map(|p| p + from)
-    };
-    let mut at = find(raw, delimiter.as_bytes(), 0).ok_or("no multipart boundary in the body")?;
-    let mut parts = Vec::new();
-    loop {
-        at += delimiter.len();
-        if raw.get(at..at + 2) == Some(b"--") {
-            return Ok(parts);
-        }
-        if raw.get(at..at + 2) != Some(b"\r\n") {
-            return Err("malformed multipart body (no CRLF after a boundary)".into());
-        }
-        at += 2;
-        let head_end = find(raw, b"\r\n\r\n", at).ok_or("a part without headers")?;
-        let head = String::from_utf8_lossy(&raw[at..head_end]).into_owned();
-        let body_start = head_end + 4;
-        let next = find(raw, format!("\r\n{delimiter}").as_bytes(), body_start)
-            .ok_or("a part without a closing boundary (truncated body)")?;
-        let mut name = None;
-        let mut file_name = None;
-        let mut content_type = String::from("text/plain");
-        for line in head.split("\r\n") {
-            let (key, value) = line.split_once(':').ok_or("a malformed part header")?;
-            match key.trim().to_ascii_lowercase().as_str() {
-                "content-disposition" => {
-                    for param in value.split(';').map(str::trim) {
-                        if let Some(v) = param.strip_prefix("name=") {
-                            name = Some(v.trim_matches('"').to_string());
-                        } else if let Some(v) = param.strip_prefix("filename=") {
-                            file_name = Some(v.trim_matches('"').to_string());
-                        }
-                    }
-                }
-                "content-type" => content_type = value.trim().to_string(),
-                _ => {}
-            }
-        }
-        parts.push(FormPart {
-            name: name.ok_or("a part without a name")?,
-            file_name,
-            content_type,
-            body: raw[body_start..next].to_vec(),
-        });
-        at = next + 2;
-    }
 }
 
 /// Whether an `image_url` part holds an image OpenAI takes: an http(s) URL, or a data URL of

@@ -26,7 +26,23 @@
 //! custom_emoji_id}` ("REACTION_INVALID"); integer parameters (`message_id`,
 //! `message_thread_id`, `offset`, `timeout`, `limit`) must be integers; a
 //! `reply_parameters` needs a `message_id`.
+//!
+//! Uploads (`sendPhoto`, `sendDocument`, `sendVoice`, `sendAudio`, `sendVideo`)
+//! are `multipart/form-data` bodies parsed strictly (a malformed body, or a
+//! `Content-Length` that differs from the body, is 400): text parts are the
+//! parameters, the file part must be under the method's field name (`photo`,
+//! `document`, …) or the call fails with "there is no photo in the request";
+//! a photo must be an image (JPEG, PNG, WebP; else `IMAGE_PROCESS_FAILED`) of
+//! at most 10 MB, any other file at most 50 MB ("file is too big"); a voice
+//! note named `.ogg` must be an Ogg stream; a caption is checked like a
+//! message's text (HTML markup, 1,024 characters). Each file is recorded with
+//! its call ([`RecordedCall::files`]).
 //! Product code must never use this.
+
+#[allow(dead_code)]
+#[allow(clippy::duplicate_mod)]
+#[path = "multipart_form.rs"]
+mod multipart_form;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -94,9 +110,28 @@ pub struct RecordedCall {
     /// The bot token in the call's path.
     pub token: String,
     pub body: Value,
+    /// The files uploaded with the call (multipart file parts).
+    pub files: Vec<UploadedFile>,
     /// When the fake received the call (for "not before" ordering checks).
     pub at: std::time::Instant,
 }
+
+/// One file part of an upload.
+#[derive(Debug, Clone)]
+pub struct UploadedFile {
+    /// The form field (`photo`, `voice`, `document`, …).
+    pub field: String,
+    pub file_name: String,
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// Telegram's cap on an uploaded photo.
+const MAX_PHOTO_BYTES: usize = 10 * 1024 * 1024;
+/// Telegram's cap on any other uploaded file.
+const MAX_FILE_BYTES: usize = 50 * 1024 * 1024;
+/// Telegram's cap on a caption.
+const MAX_CAPTION_CHARS: usize = 1024;
 
 struct FakeFile {
     path: String,
@@ -474,11 +509,18 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let path = request.uri().path().to_string();
     let query = request.uri().query().unwrap_or("").to_string();
-    let content_type = request
+    let full_content_type = request
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+        .to_string();
+    let content_length = request
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let content_type = full_content_type
         .split(';')
         .next()
         .unwrap_or("")
@@ -488,6 +530,12 @@ async fn handle(
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    if content_length.is_some_and(|length| length != bytes.len()) {
+        return Ok(error(
+            400,
+            "Bad Request: the body's length differs from its Content-Length",
+        ));
+    }
     if let Some(rest) = path.strip_prefix("/file/bot") {
         return Ok(download(&state, rest));
     }
@@ -507,8 +555,13 @@ async fn handle(
     if !known {
         return Ok(error(401, "Unauthorized"));
     }
-    let body = parameters(&query, &content_type, &bytes);
-    if let Err(description) = check_parameters(method, &body) {
+    let (body, files) = match parameters(&query, &content_type, &full_content_type, &bytes) {
+        Ok(parsed) => parsed,
+        Err(description) => return Ok(error(400, &format!("Bad Request: {description}"))),
+    };
+    let checked =
+        check_parameters(method, &body).and_then(|()| check_upload(method, &body, &files));
+    if let Err(description) = checked {
         eprintln!("fake telegram: refused {method}: {description}");
         state
             .inner
@@ -519,6 +572,7 @@ async fn handle(
                 method: method.to_string(),
                 token: token.to_string(),
                 body,
+                files,
                 at: std::time::Instant::now(),
             });
         state.changed.notify_waiters();
@@ -530,6 +584,7 @@ async fn handle(
             method: method.to_string(),
             token: token.to_string(),
             body: body.clone(),
+            files: files.clone(),
             at: std::time::Instant::now(),
         });
         inner.failures.get_mut(method).and_then(VecDeque::pop_front)
@@ -568,14 +623,50 @@ async fn handle(
             None => error(400, "Bad Request: chat_id is empty"),
         },
         "getFile" => get_file(&state, &body),
+        "sendPhoto" | "sendDocument" | "sendVoice" | "sendAudio" | "sendVideo" => {
+            send_file(&state, method, &body, &files)
+        }
         _ => error(404, "Not Found: method not found"),
     })
 }
 
 /// The call's parameters as the Bot API reads them: the query string, then
-/// a JSON object body (`application/json`) or URL-encoded form fields.
-fn parameters(query: &str, content_type: &str, bytes: &[u8]) -> Value {
+/// a JSON object body (`application/json`), URL-encoded form fields or a
+/// multipart form's text parts (its file parts are returned apart).
+fn parameters(
+    query: &str,
+    content_type: &str,
+    full_content_type: &str,
+    bytes: &[u8],
+) -> Result<(Value, Vec<UploadedFile>), String> {
     let mut fields = form_fields(query.as_bytes());
+    let mut files = Vec::new();
+    if content_type == "multipart/form-data" {
+        let boundary = multipart_form::boundary(full_content_type)
+            .ok_or("multipart body without a boundary")?;
+        for part in multipart_form::parts(bytes, &boundary)? {
+            match part.file_name {
+                Some(file_name) => files.push(UploadedFile {
+                    field: part.name,
+                    file_name,
+                    content_type: part.content_type,
+                    bytes: part.body,
+                }),
+                None => {
+                    let text = String::from_utf8(part.body)
+                        .map_err(|_| format!("field {} is not UTF-8", part.name))?;
+                    // Structured parameters arrive JSON-serialized in forms.
+                    let value = if part.name == "reply_parameters" {
+                        serde_json::from_str(&text).unwrap_or(Value::String(text))
+                    } else {
+                        Value::String(text)
+                    };
+                    fields.insert(part.name, value);
+                }
+            }
+        }
+        return Ok((Value::Object(fields), files));
+    }
     let from_body = match content_type {
         "application/json" => serde_json::from_slice::<Value>(bytes)
             .ok()
@@ -585,7 +676,103 @@ fn parameters(query: &str, content_type: &str, bytes: &[u8]) -> Value {
         _ => serde_json::Map::new(),
     };
     fields.extend(from_body);
-    Value::Object(fields)
+    Ok((Value::Object(fields), files))
+}
+
+/// The file field of an upload method.
+fn file_field(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "sendPhoto" => "photo",
+        "sendDocument" => "document",
+        "sendVoice" => "voice",
+        "sendAudio" => "audio",
+        "sendVideo" => "video",
+        _ => return None,
+    })
+}
+
+/// The Bot API's checks of an upload: the file under its field, its type and
+/// size, the caption.
+fn check_upload(method: &str, body: &Value, files: &[UploadedFile]) -> Result<(), String> {
+    let Some(field) = file_field(method) else {
+        return Ok(());
+    };
+    if body.get("chat_id").is_none_or(Value::is_null) {
+        return Err("chat_id is empty".into());
+    }
+    let file = files.iter().find(|f| f.field == field);
+    let by_reference = body.get(field).and_then(Value::as_str).is_some();
+    let Some(file) = file else {
+        return if by_reference {
+            Ok(())
+        } else {
+            Err(format!("there is no {field} in the request"))
+        };
+    };
+    let cap = if field == "photo" {
+        MAX_PHOTO_BYTES
+    } else {
+        MAX_FILE_BYTES
+    };
+    if file.bytes.len() > cap {
+        return Err("file is too big".into());
+    }
+    if file.bytes.is_empty() {
+        return Err("file must be non-empty".into());
+    }
+    let b = &file.bytes;
+    if field == "photo" {
+        let image = b.starts_with(&[0xff, 0xd8, 0xff])
+            || b.starts_with(b"\x89PNG\r\n\x1a\n")
+            || (b.starts_with(b"RIFF") && b.get(8..12) == Some(b"WEBP"));
+        if !image {
+            return Err("IMAGE_PROCESS_FAILED".into());
+        }
+    }
+    if field == "voice" && file.file_name.ends_with(".ogg") && !b.starts_with(b"OggS") {
+        return Err("VOICE_MESSAGES_FORBIDDEN: the voice note is not an Ogg stream".into());
+    }
+    if let Some(caption) = body.get("caption") {
+        let text = caption.as_str().ok_or("caption must be a string")?;
+        let visible = match body.get("parse_mode").and_then(Value::as_str) {
+            Some("HTML") => parse_html(text)?,
+            Some(other) => return Err(format!("unsupported parse_mode {other}")),
+            None => text.to_string(),
+        };
+        if visible.chars().count() > MAX_CAPTION_CHARS {
+            return Err("message caption is too long".into());
+        }
+    }
+    Ok(())
+}
+
+/// An accepted upload: the message Telegram would return.
+fn send_file(state: &State, method: &str, body: &Value, files: &[UploadedFile]) -> Response<Body> {
+    let chat = chat_key(body).unwrap_or_default();
+    let field = file_field(method).unwrap_or("document");
+    let size = files
+        .iter()
+        .find(|f| f.field == field)
+        .map_or(0, |f| f.bytes.len());
+    let mut inner = state.inner.lock().expect("fake state lock");
+    inner.next_message_id += 1;
+    let id = inner.next_message_id;
+    let file = json!({"file_id": format!("sent-{id}"), "file_unique_id": format!("u{id}"), "file_size": size});
+    let media = if field == "photo" {
+        json!([file])
+    } else {
+        file
+    };
+    let mut message = json!({
+        "message_id": id, "date": 1_767_000_000,
+        "chat": { "id": chat.parse::<i64>().unwrap_or(0), "type": "private" },
+        "from": { "id": state.bot_id, "is_bot": true, "first_name": "Pincer" },
+    });
+    message[field] = media;
+    if let Some(caption) = body.get("caption").and_then(Value::as_str) {
+        message["caption"] = json!(parse_html(caption).unwrap_or_else(|_| caption.to_string()));
+    }
+    ok(message)
 }
 
 /// URL-encoded `key=value` pairs as string fields.

@@ -207,14 +207,29 @@ impl BotApi {
         timeout: Duration,
     ) -> Result<T, ApiError> {
         let url = format!("{}/bot{}/{method}", self.api_root, self.token);
-        let response = self
-            .http
-            .post(url)
-            .timeout(timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.network(method, e))?;
+        let request = self.http.post(url).timeout(timeout).json(body);
+        self.send_request(method, request).await
+    }
+
+    /// Calls `method` with a `multipart/form-data` body (file uploads,
+    /// streamed from disk) and returns its `result`.
+    pub async fn call_form<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        form: crate::media::multipart::Multipart,
+        timeout: Duration,
+    ) -> Result<T, ApiError> {
+        let url = format!("{}/bot{}/{method}", self.api_root, self.token);
+        let request = form.attach(self.http.post(url).timeout(timeout));
+        self.send_request(method, request).await
+    }
+
+    async fn send_request<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ApiError> {
+        let response = request.send().await.map_err(|e| self.network(method, e))?;
         let status = response.status().as_u16();
         let retry_after_header = response
             .headers()

@@ -18,6 +18,7 @@ pub mod inbound;
 pub mod media;
 mod poll;
 mod send;
+mod upload;
 pub mod webhook;
 pub mod wire;
 
@@ -512,6 +513,10 @@ impl Channel for TelegramChannel {
     }
 
     fn reactions(&self) -> Option<&dyn React> {
+        Some(self)
+    }
+
+    fn media(&self) -> Option<&dyn crate::channels::SendMedia> {
         Some(self)
     }
 }

@@ -20,13 +20,13 @@ use crate::channels::{
 
 /// A chat to send to: its id and forum topic / DM thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct ChatTarget {
-    chat_id: String,
-    thread: Option<i64>,
+pub(super) struct ChatTarget {
+    pub(super) chat_id: String,
+    pub(super) thread: Option<i64>,
 }
 
 /// Accepts `123`, `@channel`, `telegram:123`, `telegram:group:-100:topic:7`.
-fn chat_target(target: &OutboundTarget) -> Result<ChatTarget, SendError> {
+pub(super) fn chat_target(target: &OutboundTarget) -> Result<ChatTarget, SendError> {
     let mut to = target.to.trim();
     to = to.strip_prefix("telegram:").unwrap_or(to);
     to = to.strip_prefix("tg:").unwrap_or(to);
@@ -58,7 +58,7 @@ fn chat_target(target: &OutboundTarget) -> Result<ChatTarget, SendError> {
     })
 }
 
-fn message_id(raw: &str) -> Result<i64, SendError> {
+pub(super) fn message_id(raw: &str) -> Result<i64, SendError> {
     raw.trim()
         .parse::<i64>()
         .map_err(|_| SendError::Permanent(format!("not a Telegram message id: {raw:?}")))

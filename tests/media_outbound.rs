@@ -1,0 +1,168 @@
+//! Outbound media through the real binary and the fake Telegram Bot API: a reply's `MEDIA:` lines
+//! (upstream's convention) leave the text and arrive as uploads the fake parses as Telegram
+//! would: a photo by `sendPhoto` (the text as its caption), a large photo re-encoded within the
+//! size limit first, a voice note by `sendVoice` when the reply says `[[audio_as_voice]]`, a PDF by
+//! `sendDocument`. Bad input gets one clear message in the chat and the gateway keeps answering:
+//! a missing file, a path outside the workspace, a file over Telegram's 50 MB cap, a truncated
+//! voice note.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::fake_openai::{FakeOpenAi, FakeReply};
+use support::fake_telegram::{FakeTelegram, RecordedCall};
+use support::gateway::GatewayProcess;
+use support::media_files;
+use support::telegram_harness::{dm, BOT_ID, BOT_USERNAME, TOKEN};
+
+const GATEWAY_TOKEN: &str = "media-out-token";
+
+fn start(fake: &FakeOpenAi, telegram: &FakeTelegram) -> GatewayProcess {
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{}", apiKey: "sk-test", api: "openai-completions",
+      models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+  channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{}", allowFrom: [7], streaming: "off" }} }},
+}}"#,
+        fake.base_url(),
+        telegram.api_root()
+    );
+    GatewayProcess::start_with_private_tmp(&config, &["--port", "0", "--token", GATEWAY_TOKEN])
+}
+
+fn reply(text: &str) -> FakeReply {
+    FakeReply::Text {
+        chunks: vec![text.to_string()],
+        delay_ms: 0,
+    }
+}
+
+/// The default agent's workspace (created here: the test puts files in it before the reply).
+fn workspace(gateway: &GatewayProcess) -> PathBuf {
+    let dir = gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&dir).expect("workspace");
+    dir
+}
+
+fn file_of(call: &RecordedCall, field: &str) -> Vec<u8> {
+    call.files
+        .iter()
+        .find(|f| f.field == field)
+        .unwrap_or_else(|| panic!("no {field} file in {call:?}"))
+        .bytes
+        .clone()
+}
+
+/// The width and height in a baseline JPEG's SOF0 header.
+fn jpeg_size(bytes: &[u8]) -> (u16, u16) {
+    let at = bytes
+        .windows(2)
+        .position(|w| w == [0xff, 0xc0])
+        .expect("SOF0");
+    let h = u16::from_be_bytes([bytes[at + 5], bytes[at + 6]]);
+    let w = u16::from_be_bytes([bytes[at + 7], bytes[at + 8]]);
+    (w, h)
+}
+
+#[tokio::test]
+async fn a_media_line_arrives_as_a_photo_with_the_text_as_its_caption() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let photo = media_files::jpeg(320, 200);
+    std::fs::write(workspace(&gateway).join("chart.jpg"), &photo).expect("write");
+    fake.push_reply(reply("Here is the **chart**.\nMEDIA: ./chart.jpg"));
+    telegram.push_message(dm("send me the chart"));
+    let sent = telegram.wait_for_calls("sendPhoto", 1).await;
+    assert_eq!(file_of(&sent[0], "photo"), photo, "the file as it is");
+    let upload = &sent[0].files[0];
+    assert_eq!(upload.file_name, "chart.jpg");
+    assert_eq!(upload.content_type, "image/jpeg");
+    assert_eq!(sent[0].body["chat_id"], "7");
+    assert_eq!(sent[0].body["caption"], "Here is the <b>chart</b>.");
+    assert_eq!(sent[0].body["parse_mode"], "HTML");
+    assert!(
+        telegram.calls_of("sendMessage").is_empty(),
+        "the text went as the caption, not a message of its own"
+    );
+}
+
+#[tokio::test]
+async fn a_large_photo_is_downscaled_and_a_voice_note_and_a_pdf_go_their_own_ways() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let dir = workspace(&gateway);
+    std::fs::create_dir_all(dir.join("out")).expect("dir");
+    std::fs::write(dir.join("out/big.jpg"), media_files::jpeg(4000, 1000)).expect("write");
+    let voice = media_files::voice_note(3);
+    std::fs::write(dir.join("note.ogg"), &voice).expect("write");
+    let pdf = media_files::pdf(&["Quarterly report"]);
+    std::fs::write(dir.join("report.pdf"), &pdf).expect("write");
+    fake.push_reply(reply(
+        "[[audio_as_voice]]\nAll three:\nMEDIA: out/big.jpg\nMEDIA: `./note.ogg`\nMEDIA: ./report.pdf",
+    ));
+    telegram.push_message(dm("everything please"));
+    let document = telegram.wait_for_calls("sendDocument", 1).await;
+    let photo = telegram.calls_of("sendPhoto");
+    let voice_calls = telegram.calls_of("sendVoice");
+    assert_eq!(photo.len(), 1);
+    let jpeg = file_of(&photo[0], "photo");
+    assert_eq!(jpeg_size(&jpeg), (2048, 512), "re-encoded within 2048 px");
+    assert_eq!(photo[0].body["caption"], "All three:");
+    assert_eq!(voice_calls.len(), 1, "push-to-talk, not an audio file");
+    assert!(telegram.calls_of("sendAudio").is_empty());
+    assert_eq!(file_of(&voice_calls[0], "voice"), voice);
+    assert_eq!(voice_calls[0].files[0].content_type, "audio/ogg");
+    assert_eq!(file_of(&document[0], "document"), pdf);
+    assert_eq!(document[0].files[0].content_type, "application/pdf");
+    assert!(voice_calls[0].body.get("caption").is_none(), "one caption");
+    let outbound = gateway.tmp_dir().join("pincer-media/outbound");
+    let left = std::fs::read_dir(&outbound).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "the re-encoded copy is removed after sending");
+}
+
+#[tokio::test]
+async fn bad_media_gets_one_clear_message_and_the_gateway_keeps_answering() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let mut gateway = start(&fake, &telegram);
+    let dir = workspace(&gateway);
+    let huge = std::fs::File::create(dir.join("huge.zip")).expect("create");
+    huge.set_len(51 * 1024 * 1024).expect("sparse 51 MB");
+    std::fs::write(dir.join("cut.ogg"), media_files::truncated_voice_note(3)).expect("write");
+    let outside = gateway.data_dir().join("secret.txt");
+    std::fs::write(&outside, "not for the chat").expect("write");
+    fake.push_reply(reply(&format!(
+        "[[audio_as_voice]]\nTried:\nMEDIA: ./missing.png\nMEDIA: {}\nMEDIA: /etc/passwd\nMEDIA: ./huge.zip\nMEDIA: ./cut.ogg",
+        outside.display()
+    )));
+    telegram.push_message(dm("send the files"));
+    let texts = telegram.wait_for_calls("sendMessage", 2).await;
+    let said: Vec<String> = texts
+        .iter()
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(said[0], "Tried:", "the text still arrives");
+    let notice = &said[1];
+    assert!(notice.starts_with("⚠️ Not sent:"), "{notice}");
+    for expected in [
+        "./missing.png: no such file",
+        &format!("{}: outside the agent's workspace", outside.display()),
+        "/etc/passwd: outside the agent's workspace",
+        "huge.zip is 51.0 MB, over the 50.0 MB limit",
+        "cut.ogg: the recording is truncated",
+    ] {
+        assert!(notice.contains(expected), "{expected:?} in {notice}");
+    }
+    for method in ["sendPhoto", "sendDocument", "sendVoice", "sendAudio"] {
+        assert!(telegram.calls_of(method).is_empty(), "no {method}");
+    }
+    fake.push_reply(reply("still here"));
+    telegram.push_message(dm("are you there?"));
+    let texts = telegram.wait_for_calls("sendMessage", 3).await;
+    assert_eq!(texts[2].body["text"], "still here");
+    assert!(gateway.alive());
+}
