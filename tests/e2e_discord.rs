@@ -494,3 +494,61 @@ async fn guild_answers_reference_nothing_by_default_and_the_first_message_under_
     assert_eq!(refs[0].as_deref(), Some("32"), "{refs:?}");
     assert!(refs[1..].iter().all(Option::is_none), "{refs:?}");
 }
+
+/// The default agent's workspace in the rig's data directory (made here).
+fn workspace(rig: &Rig) -> PathBuf {
+    let dir = rig.gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&dir).expect("workspace");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_media_line_arrives_as_a_multipart_attachment() {
+    let rig = Rig::start(json!({})).await;
+    let pdf = b"%PDF-1.4\n% a small test file\n%%EOF\n".to_vec();
+    std::fs::write(workspace(&rig).join("report.pdf"), &pdf).expect("write");
+    rig.provider
+        .push_reply(text_reply("The report:\nMEDIA: ./report.pdf"));
+    rig.discord
+        .dispatch("MESSAGE_CREATE", dm("1", "send the report"));
+    let sent = rig.wait_for_sends(1).await;
+    assert_eq!(content(&sent[0]), "The report:", "the text rides along");
+    assert_eq!(sent[0].files.len(), 1, "{:?}", sent[0].body);
+    let (field, name, content_type, bytes) = &sent[0].files[0];
+    assert_eq!(
+        (field.as_str(), name.as_str(), content_type.as_str()),
+        ("files[0]", "report.pdf", "application/pdf")
+    );
+    assert_eq!(bytes, &pdf);
+    assert_eq!(
+        sent[0].body["attachments"],
+        json!([{"id": 0, "filename": "report.pdf"}])
+    );
+    assert!(sent[0].headers["content-type"].starts_with("multipart/form-data; boundary="));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_over_discords_cap_is_refused_in_the_chat() {
+    let rig = Rig::start(json!({})).await;
+    let big = std::fs::File::create(workspace(&rig).join("video.bin")).expect("create");
+    big.set_len(11 * 1024 * 1024).expect("sparse 11 MB");
+    rig.provider
+        .push_reply(text_reply("MEDIA: ./video.bin\nMEDIA: ../../etc/hosts"));
+    rig.discord.dispatch("MESSAGE_CREATE", dm("1", "the video"));
+    let sent = rig.wait_for_sends(1).await;
+    let notice = content(&sent[0]);
+    assert!(notice.starts_with("⚠️ Not sent:\n"), "{notice}");
+    assert!(
+        notice.contains("- ../../etc/hosts: paths that leave a folder with `..` are not sent"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains("- video.bin is 11.0 MB; Discord takes files up to 10.0 MB"),
+        "{notice}"
+    );
+    assert!(sent[0].files.is_empty());
+    rig.provider.push_reply(text_reply("still answering"));
+    rig.discord.dispatch("MESSAGE_CREATE", dm("2", "ping"));
+    let sent = rig.wait_for_sends(2).await;
+    assert_eq!(content(&sent[1]), "still answering");
+}

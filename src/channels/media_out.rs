@@ -22,7 +22,7 @@
 
 use std::path::PathBuf;
 
-use crate::media::outbound::{self, OutboundFile, SourcePolicy};
+use crate::media::outbound::{self, OutboundFile, SourceError, SourcePolicy};
 use crate::media::sniff::FileKind;
 use crate::media::MediaBudget;
 
@@ -58,6 +58,8 @@ impl MediaSources {
 pub struct MediaReply<'a> {
     pub text: &'a str,
     pub media: &'a [String],
+    /// `MEDIA:` paths the parser refused (a `..` segment).
+    pub refused: &'a [String],
     pub audio_as_voice: bool,
 }
 
@@ -91,7 +93,11 @@ pub async fn send_media_reply(
     reply: MediaReply<'_>,
 ) -> MediaDelivery {
     let mut delivery = MediaDelivery::default();
-    let mut notices = Vec::new();
+    let mut notices: Vec<String> = reply
+        .refused
+        .iter()
+        .map(|source| format!("{}: {}", short(source), refusal_reason(source)))
+        .collect();
     let mut ready = Vec::new();
     match channel.media() {
         None => notices.extend(reply.media.iter().map(|source| {
@@ -211,6 +217,11 @@ pub async fn send_media_reply(
     delivery
 }
 
+/// Why the parser refused a source.
+fn refusal_reason(_source: &str) -> &'static str {
+    "paths that leave a folder with `..` are not sent"
+}
+
 /// The message that says what was not sent.
 pub fn notice_text(notices: &[String]) -> String {
     let mut text = if notices.len() == 1 {
@@ -319,7 +330,19 @@ async fn prepare(
 ) -> Result<Ready, String> {
     let file = outbound::open_source(http, source, policy)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|error| match error {
+            SourceError::TooLarge {
+                name,
+                bytes,
+                max_bytes,
+            } => format!(
+                "{name} is {}; {} takes files up to {}",
+                outbound::human(bytes),
+                platform(channel),
+                outbound::human(max_bytes)
+            ),
+            other => other.to_string(),
+        })?;
     let result = choose(file.clone(), policy, media, audio_as_voice, channel).await;
     if result.is_err() {
         file.discard();

@@ -198,7 +198,10 @@ impl ReplySink for ChannelReplySink {
         Box::pin(async move {
             let route = &self.route;
             let split = split_media_lines(&payload.text);
-            if !split.media.is_empty() || !payload.media_urls.is_empty() {
+            if !split.media.is_empty()
+                || !split.refused.is_empty()
+                || !payload.media_urls.is_empty()
+            {
                 return self.deliver_media(&payload, split).await;
             }
             let sent = outbound::send_quoting(
@@ -240,6 +243,7 @@ impl ChannelReplySink {
         let reply = MediaReply {
             text: &split.text,
             media: &media,
+            refused: &split.refused,
             audio_as_voice: payload.audio_as_voice || split.audio_as_voice,
         };
         let delivery = send_media_reply(
@@ -649,10 +653,17 @@ async fn finish_preview(
         .filter_map(|p| normalize(p.clone(), &ShapeOptions::default()).ok())
         .flat_map(|p| {
             let split = split_media_lines(&p.text);
-            if !split.media.is_empty() || !p.media_urls.is_empty() {
+            if !split.media.is_empty() || !split.refused.is_empty() || !p.media_urls.is_empty() {
                 let mut media_urls = p.media_urls.clone();
                 media_urls.extend(split.media);
+                // Refused paths go back as lines: the sink names them in the chat.
+                let refused: Vec<String> = split
+                    .refused
+                    .iter()
+                    .map(|r| format!("MEDIA: {r}"))
+                    .collect();
                 attachments.push(ReplyPayload {
+                    text: refused.join("\n"),
                     media_urls,
                     audio_as_voice: p.audio_as_voice || split.audio_as_voice,
                     ..ReplyPayload::default()

@@ -41,6 +41,10 @@ pub struct MediaSplit {
     pub media: Vec<String>,
     /// `[[audio_as_voice]]` was present.
     pub audio_as_voice: bool,
+    /// Sources of `MEDIA:` lines that did not count but looked like a local
+    /// path (their lines are dropped: the sender says they were not sent,
+    /// where upstream is silent). A refused URL stays in the text.
+    pub refused: Vec<String>,
 }
 
 /// Splits `raw` into visible text, media sources and the voice tag.
@@ -55,6 +59,7 @@ pub fn split_media_lines(raw: &str) -> MediaSplit {
     }
     let fences = parse_fence_spans(trimmed);
     let mut media = Vec::new();
+    let mut refused = Vec::new();
     let mut kept: Vec<String> = Vec::new();
     let mut offset = 0;
     for line in trimmed.split('\n') {
@@ -69,7 +74,15 @@ pub fn split_media_lines(raw: &str) -> MediaSplit {
             kept.push(line.to_string());
             continue;
         }
-        if let Some(rest) = directive_line(&head[6..], &mut media) {
+        let before = media.len();
+        let rest = directive_line(&head[6..], &mut media);
+        if media.len() == before {
+            let payload = clean_candidate(head[6..].trim());
+            if looks_like_local_path(payload) {
+                refused.push(payload.to_string());
+            }
+        }
+        if let Some(rest) = rest {
             kept.push(rest);
         }
     }
@@ -80,6 +93,7 @@ pub fn split_media_lines(raw: &str) -> MediaSplit {
         text: text.trim_end().to_string(),
         media,
         audio_as_voice,
+        refused,
     }
 }
 
@@ -427,6 +441,7 @@ mod tests {
         }
         let out = split("text\nMEDIA: ../../etc/shadow");
         assert!(out.media.is_empty());
+        assert_eq!(out.refused, vec!["../../etc/shadow"], "said, not silent");
         assert_eq!(out.text, "text", "a refused local path is dropped");
         let out = split("MEDIA: https://example.com/a.png and-some-word");
         assert_eq!(out.media, vec!["https://example.com/a.png"]);

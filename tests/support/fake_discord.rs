@@ -21,8 +21,20 @@
 //! Message"): one the bot created, one dispatched as `MESSAGE_CREATE`, or one
 //! added with [`FakeDiscord::add_message`].
 //!
+//! A message with files is `multipart/form-data`, parsed strictly as Discord
+//! does: the message JSON in the `payload_json` part (unparseable: 50109),
+//! files in `files[n]` parts, each named by an `attachments` entry with id
+//! `n` (else 50035 "Invalid Form Body"), at most 10 MiB each (else 413, code
+//! 40005 "Request entity too large"); a malformed body or a
+//! `Content-Length` that differs from it is 400. Files are recorded with
+//! their request ([`RestRequest::files`]).
+//!
 //! Tests include it with `#[path = "support/fake_discord.rs"] mod fake_discord;`.
 #![allow(dead_code)]
+
+#[allow(clippy::duplicate_mod)]
+#[path = "multipart_form.rs"]
+mod multipart_form;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::convert::Infallible;
@@ -61,9 +73,14 @@ pub struct RestRequest {
     pub path: String,
     pub headers: BTreeMap<String, String>,
     pub body: Value,
+    /// Files of a multipart message: (field, file name, content type, bytes).
+    pub files: Vec<(String, String, String, Vec<u8>)>,
     /// When the fake received it (for "not before" ordering checks).
     pub at: std::time::Instant,
 }
+
+/// Discord's cap on one attachment for a bot outside boosted servers.
+const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 
 /// A scripted REST answer.
 #[derive(Debug, Clone)]
@@ -576,19 +593,31 @@ async fn rest_handle(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let body_ok = bytes.is_empty() || {
-        let content_type = headers
-            .get("content-type")
-            .map(String::as_str)
-            .unwrap_or("");
-        content_type.starts_with("application/json") && !body.is_null()
+    let content_type = headers.get("content-type").cloned().unwrap_or_default();
+    let length_ok = headers
+        .get("content-length")
+        .is_none_or(|l| l.parse::<usize>().ok() == Some(bytes.len()));
+    let (body, body_ok, files) = match multipart_form::boundary(&content_type) {
+        Some(boundary) => match multipart_message(&bytes, &boundary) {
+            Ok((body, files)) => (body, length_ok, files),
+            Err(refusal) => {
+                eprintln!("fake discord: refused {method} {path}: {}", refusal.body);
+                return Ok(respond(refusal));
+            }
+        },
+        None => {
+            let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let ok = bytes.is_empty()
+                || (content_type.starts_with("application/json") && !body.is_null());
+            (body, ok && length_ok, Vec::new())
+        }
     };
     let recorded = RestRequest {
         method,
         path,
         headers,
         body,
+        files,
         at: std::time::Instant::now(),
     };
     let reply = {
@@ -613,6 +642,73 @@ async fn rest_handle(
         }
     };
     Ok(respond(reply))
+}
+
+/// A multipart message: `payload_json` as the body (with `files` listing the
+/// file parts' names, as Discord counts them for "empty message"), each
+/// `files[n]` part checked against `attachments` and the size cap.
+#[allow(clippy::type_complexity)]
+fn multipart_message(
+    raw: &[u8],
+    boundary: &str,
+) -> Result<(Value, Vec<(String, String, String, Vec<u8>)>), RestReply> {
+    let invalid_json = || {
+        reply(
+            400,
+            json!({"message": "The request body contains invalid JSON.", "code": 50109}),
+        )
+    };
+    let parts = multipart_form::parts(raw, boundary).map_err(|message| {
+        reply(
+            400,
+            json!({"message": format!("Malformed multipart body: {message}"), "code": 0}),
+        )
+    })?;
+    let mut body = Value::Null;
+    let mut files = Vec::new();
+    for part in parts {
+        match (part.name.as_str(), part.file_name) {
+            ("payload_json", _) => {
+                body = serde_json::from_slice(&part.body).map_err(|_| invalid_json())?;
+            }
+            (name, Some(file_name)) if name.starts_with("files[") && name.ends_with(']') => {
+                if part.body.len() > MAX_ATTACHMENT_BYTES {
+                    return Err(reply(
+                        413,
+                        json!({"message": "Request entity too large", "code": 40005}),
+                    ));
+                }
+                files.push((name.to_string(), file_name, part.content_type, part.body));
+            }
+            (name, _) => {
+                return Err(reply(
+                    400,
+                    json!({"message": "Invalid Form Body", "code": 50035, "errors": {name: {"_errors": [
+                        {"code": "UNKNOWN_FIELD", "message": "Unknown field"}]}}}),
+                ))
+            }
+        }
+    }
+    if !body.is_object() {
+        return Err(invalid_json());
+    }
+    let attachments = body["attachments"].as_array().cloned().unwrap_or_default();
+    for (name, file_name, _, _) in &files {
+        let index = &name["files[".len()..name.len() - 1];
+        let named = attachments.iter().any(|a| {
+            a["id"].to_string().trim_matches('"') == index
+                && a["filename"].as_str().is_none_or(|f| f == file_name)
+        });
+        if !named {
+            return Err(reply(
+                400,
+                json!({"message": "Invalid Form Body", "code": 50035, "errors": {"attachments": {"_errors": [
+                    {"code": "ATTACHMENT_NOT_FOUND", "message": format!("No attachment entry for {name}")}]}}}),
+            ));
+        }
+    }
+    body["files"] = json!(files.iter().map(|f| f.1.clone()).collect::<Vec<_>>());
+    Ok((body, files))
 }
 
 fn respond(reply: RestReply) -> Response<Full<Bytes>> {

@@ -267,6 +267,39 @@ impl Channel for DiscordChannel {
     fn reactions(&self) -> Option<&dyn React> {
         Some(self)
     }
+    fn media(&self) -> Option<&dyn crate::channels::SendMedia> {
+        Some(self)
+    }
+}
+
+/// Discord's upload cap for a bot outside boosted servers (10 MiB).
+pub const DISCORD_MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
+
+impl crate::channels::SendMedia for DiscordChannel {
+    fn max_upload_bytes(&self, _kind: crate::channels::UploadKind) -> u64 {
+        DISCORD_MAX_UPLOAD_BYTES
+    }
+
+    fn max_caption_chars(&self) -> usize {
+        DISCORD_MAX_CHARS
+    }
+
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: crate::channels::Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
+        Box::pin(async move {
+            let (account, rest) = self.account(&target.account_id)?;
+            let channel_id = self.channel_id(target).await?;
+            let reply_to = target.reply_to_message_id.as_deref();
+            let message_id = rest
+                .create_message_with_file(&channel_id, upload.caption, reply_to, &upload)
+                .await?;
+            account.shared.outbound_now();
+            Ok(SentMessage { message_id })
+        })
+    }
 }
 
 impl Typing for DiscordChannel {

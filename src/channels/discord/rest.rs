@@ -22,6 +22,8 @@ use crate::channels::SendError;
 const ATTACHMENT_FILE_PREFIX: &str = "dc";
 /// Longest wait for one REST call, headers and body together.
 pub const REST_TIMEOUT_MS: u64 = 30_000;
+/// How long one file upload may take.
+const UPLOAD_TIMEOUT_MS: u64 = 300_000;
 /// Most bytes read from any REST response body.
 pub const MAX_REST_BODY_BYTES: usize = 1024 * 1024;
 /// Wait assumed when a 429 names none.
@@ -106,6 +108,41 @@ impl DiscordRest {
                 Some(body),
             )
             .await?;
+        message_id(&sent)
+    }
+
+    /// `POST /channels/{id}/messages` as `multipart/form-data`: the message
+    /// in the `payload_json` part (its `attachments` naming the file as id 0)
+    /// and the file, streamed from disk, as `files[0]`; returns the new
+    /// message's id.
+    pub async fn create_message_with_file(
+        &self,
+        channel_id: &str,
+        content: Option<&str>,
+        reply_to: Option<&str>,
+        file: &crate::channels::Upload<'_>,
+    ) -> Result<String, SendError> {
+        let mut payload = json!({
+            "attachments": [{"id": 0, "filename": file.file_name}],
+        });
+        if let Some(content) = content.filter(|c| !c.trim().is_empty()) {
+            payload["content"] = json!(content);
+        }
+        if let Some(message_id) = reply_to {
+            payload["message_reference"] =
+                json!({"message_id": message_id, "fail_if_not_exists": false});
+        }
+        let form = crate::media::multipart::Multipart::new()
+            .text("payload_json", &payload.to_string())
+            .file("files[0]", file.file_name, file.mime, file.path)
+            .map_err(|e| SendError::Permanent(format!("{} cannot be read: {e}", file.file_name)))?;
+        let request = self
+            .http
+            .post(self.url(&["channels", channel_id, "messages"]))
+            .timeout(Duration::from_millis(UPLOAD_TIMEOUT_MS))
+            .header(reqwest::header::USER_AGENT, USER_AGENT)
+            .header(reqwest::header::AUTHORIZATION, &self.authorization);
+        let sent = self.answer(form.attach(request)).await?;
         message_id(&sent)
     }
 
@@ -203,6 +240,11 @@ impl DiscordRest {
             Some(body) => request.json(&body),
             None => request.header(reqwest::header::CONTENT_LENGTH, "0"),
         };
+        self.answer(request).await
+    }
+
+    /// Sends `request` and reads Discord's answer.
+    async fn answer(&self, request: reqwest::RequestBuilder) -> Result<Value, SendError> {
         let response = request.send().await.map_err(network_error)?;
         let status = response.status();
         let headers = response.headers().clone();
