@@ -570,3 +570,60 @@ async fn group_dms_are_answered_only_where_dm_group_enabled_lists_them() {
     assert_eq!(channels, vec![json!("G-OK")]);
     assert_eq!(rig.provider.requests().len(), 1);
 }
+
+/// The default agent's workspace in the rig's data directory (made here).
+fn workspace(rig: &Rig) -> PathBuf {
+    let dir = rig.gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&dir).expect("workspace");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_media_line_is_shared_through_the_external_upload_flow() {
+    let rig = Rig::start(json!({})).await;
+    let csv = b"day,temp\nmon,12\ntue,14\n".to_vec();
+    std::fs::write(workspace(&rig).join("temps.csv"), &csv).expect("write");
+    rig.provider
+        .push_reply(text_reply("The **temperatures**:\nMEDIA: ./temps.csv"));
+    rig.slack
+        .send_event(message("D9", "im", "temps please", "1700000001.000100"));
+    eventually("a file shared", || !rig.slack.shared_files().is_empty()).await;
+    let shared = &rig.slack.shared_files()[0];
+    assert_eq!(shared.bytes, csv, "the bytes as uploaded");
+    assert_eq!(shared.filename, "temps.csv");
+    assert_eq!(shared.content_type, "text/csv");
+    assert_eq!(shared.channel_id, "D9");
+    assert_eq!(
+        shared.initial_comment.as_deref(),
+        Some("The *temperatures*:")
+    );
+    let methods: Vec<String> = rig
+        .slack
+        .web_requests()
+        .into_iter()
+        .map(|r| r.method)
+        .filter(|m| m.starts_with("files.") || m == "chat.postMessage")
+        .collect();
+    assert_eq!(
+        methods,
+        ["files.getUploadURLExternal", "files.completeUploadExternal"],
+        "the text went as the file's comment"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_file_is_named_in_the_chat() {
+    let rig = Rig::start(json!({})).await;
+    workspace(&rig);
+    rig.provider
+        .push_reply(text_reply("Here:\nMEDIA: ./nothing-here.png"));
+    rig.slack
+        .send_event(message("D9", "im", "the picture", "1700000001.000100"));
+    let posted = rig.wait_for_posts(2).await;
+    assert_eq!(text_of(&posted[0]), "Here:");
+    assert_eq!(
+        text_of(&posted[1]),
+        "⚠️ Not sent: ./nothing-here.png: no such file"
+    );
+    assert!(rig.slack.shared_files().is_empty());
+}

@@ -27,8 +27,23 @@
 //! Messages delivered by [`FakeSlack::send_event`] / [`FakeSlack::event_callback`]
 //! and the bot's own posts are the known messages.
 //!
+//! File uploads follow Slack's external flow: `files.getUploadURLExternal`
+//! takes form fields only (`filename`, `length` > 0, else
+//! `invalid_arguments`; over 1 GB `file_size_exceeded`) and grants an upload
+//! URL on this server and a file id; the URL takes the bytes (raw or a
+//! multipart `file` part) whose length must be the one announced (else 400);
+//! `files.completeUploadExternal` needs `files` naming granted, uploaded ids
+//! (`file_not_found`, `file_upload_not_complete`) and a conversation id as
+//! `channel_id` (a user id is `invalid_channel`; `thread_ts` without it is
+//! `invalid_arguments`); shared files are recorded
+//! ([`FakeSlack::shared_files`]).
+//!
 //! Tests include it with `#[path = "support/fake_slack.rs"] mod fake_slack;`.
 #![allow(dead_code)]
+
+#[allow(clippy::duplicate_mod)]
+#[path = "multipart_form.rs"]
+mod multipart_form;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -139,6 +154,8 @@ pub struct WebRequest {
     pub authorization: String,
     /// The `Content-Type` header as sent (empty when absent).
     pub content_type: String,
+    /// The `Host` header (the fake's own address, for upload URLs).
+    pub host: String,
     /// The parsed body: JSON, or a form's fields as strings (`Null` when it
     /// did not parse).
     pub body: Value,
@@ -182,10 +199,33 @@ struct Inner {
     messages: std::collections::HashSet<(String, String)>,
     /// Reactions added, as (channel, ts, name).
     reactions: std::collections::HashSet<(String, String, String)>,
+    /// Files granted an upload URL: id → (filename, announced length, bytes once uploaded).
+    pending_uploads: std::collections::HashMap<String, (String, u64, Option<Vec<u8>>)>,
+    /// The content type of each upload's file part.
+    upload_types: std::collections::HashMap<String, String>,
+    /// Files shared by `files.completeUploadExternal`.
+    shared_files: Vec<SharedFile>,
+    next_file: u64,
+}
+
+/// A file the bot uploaded and shared.
+#[derive(Debug, Clone)]
+pub struct SharedFile {
+    pub id: String,
+    pub filename: String,
+    /// The multipart part's content type at the upload URL.
+    pub content_type: String,
+    pub bytes: Vec<u8>,
+    pub channel_id: String,
+    pub thread_ts: Option<String>,
+    pub initial_comment: Option<String>,
+    pub title: Option<String>,
 }
 
 /// Slack's cap on a message's `text`.
 const MAX_TEXT_CHARS: usize = 40_000;
+/// Slack's cap on one file.
+const MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 
 struct State {
     inner: Mutex<Inner>,
@@ -321,6 +361,11 @@ impl FakeSlack {
     /// How often file `name` was downloaded (with the right token).
     pub fn file_fetches(&self, name: &str) -> usize {
         self.inner().file_fetches.get(name).copied().unwrap_or(0)
+    }
+
+    /// Files shared in conversations, in order.
+    pub fn shared_files(&self) -> Vec<SharedFile> {
+        self.inner().shared_files.clone()
     }
 
     pub fn web_requests(&self) -> Vec<WebRequest> {
@@ -463,20 +508,37 @@ async fn web_handle(
     };
     let authorization = header("authorization");
     let content_type = header("content-type");
+    let host = header("host");
     if let Some(file) = request.uri().path().strip_prefix("/files-pri/") {
         let name = file.rsplit('/').next().unwrap_or("");
         return Ok(serve_file(&state, name, &authorization));
     }
+    let upload_id = request
+        .uri()
+        .path()
+        .strip_prefix("/upload/v1/")
+        .map(str::to_string);
+    let content_length = header("content-length");
     let bytes = request
         .into_body()
         .collect()
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
+    if let Some(id) = upload_id {
+        return Ok(receive_upload(
+            &state,
+            &id,
+            &content_type,
+            &content_length,
+            &bytes,
+        ));
+    }
     let parsed = parse_body(&content_type, &bytes);
     let recorded = WebRequest {
         method,
         authorization,
+        host,
         content_type,
         body: parsed.clone().unwrap_or(Value::Null),
         at: std::time::Instant::now(),
@@ -511,6 +573,58 @@ async fn web_handle(
         .header("content-type", "application/json")
         .body(Full::new(body));
     Ok(response.expect("valid response"))
+}
+
+/// A POST to an upload URL: the bytes as a multipart `file` part (or raw),
+/// their length the one announced to `files.getUploadURLExternal`; Slack
+/// answers 200 `OK - <length>`, else 400 / 404 with a reason.
+fn receive_upload(
+    state: &State,
+    id: &str,
+    content_type: &str,
+    content_length: &str,
+    bytes: &[u8],
+) -> Response<Full<Bytes>> {
+    let answer = |status: u16, text: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from(text)))
+            .expect("valid response")
+    };
+    if !content_length.is_empty() && content_length.parse::<usize>().ok() != Some(bytes.len()) {
+        return answer(
+            400,
+            "the body's length differs from its Content-Length".into(),
+        );
+    }
+    let (file, part_type) = match multipart_form::boundary(content_type) {
+        Some(boundary) => match multipart_form::parts(bytes, &boundary) {
+            Ok(parts) => match parts
+                .into_iter()
+                .find(|p| p.name == "file" && p.file_name.is_some())
+            {
+                Some(part) => (part.body, part.content_type),
+                None => return answer(400, "no file part named \"file\"".into()),
+            },
+            Err(message) => return answer(400, message),
+        },
+        None => (bytes.to_vec(), content_type.to_string()),
+    };
+    let mut inner = state.inner.lock().expect("fake state");
+    let Some(pending) = inner.pending_uploads.get_mut(id) else {
+        return answer(404, "unknown upload URL".into());
+    };
+    if file.len() as u64 != pending.1 {
+        return answer(
+            400,
+            format!("uploaded {} bytes, announced {}", file.len(), pending.1),
+        );
+    }
+    let length = file.len();
+    pending.2 = Some(file);
+    inner.upload_types.insert(id.to_string(), part_type);
+    answer(200, format!("OK - {length}"))
 }
 
 /// The body as Slack reads it: JSON (`invalid_json` when it does not parse)
@@ -647,6 +761,46 @@ fn check_request(inner: &Inner, request: &WebRequest) -> Result<(), &'static str
         "conversations.open" if text("users").is_empty() && text("channel").is_empty() => {
             return Err("users_list_not_supplied");
         }
+        "files.getUploadURLExternal" => {
+            // The method reads form fields only (a JSON body carries no arguments).
+            if !request
+                .content_type
+                .starts_with("application/x-www-form-urlencoded")
+            {
+                return Err("invalid_arguments");
+            }
+            let length = text("length").parse::<u64>().unwrap_or(0);
+            if text("filename").is_empty() || length == 0 {
+                return Err("invalid_arguments");
+            }
+            if length > MAX_FILE_BYTES {
+                return Err("file_size_exceeded");
+            }
+        }
+        "files.completeUploadExternal" => {
+            let files = match &body["files"] {
+                Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+                other => other.clone(),
+            };
+            let Some(files) = files.as_array().filter(|f| !f.is_empty()) else {
+                return Err("invalid_arguments");
+            };
+            for file in files {
+                let id = file["id"].as_str().unwrap_or("");
+                match inner.pending_uploads.get(id) {
+                    None => return Err("file_not_found"),
+                    Some((_, _, None)) => return Err("file_upload_not_complete"),
+                    Some(_) => {}
+                }
+            }
+            let channel = text("channel_id");
+            if !channel.is_empty() && (!valid_channel(channel) || channel.starts_with(['U', 'W'])) {
+                return Err("invalid_channel");
+            }
+            if !text("thread_ts").is_empty() && channel.is_empty() {
+                return Err("invalid_arguments");
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -748,6 +902,43 @@ fn route(inner: &mut Inner, state: &State, request: &WebRequest) -> WebReply {
             } else {
                 slack_error("already_reacted")
             }
+        }
+        "files.getUploadURLExternal" => {
+            inner.next_file += 1;
+            let id = format!("F{:08}", inner.next_file);
+            let length = text("length").parse::<u64>().unwrap_or(0);
+            inner
+                .pending_uploads
+                .insert(id.clone(), (text("filename"), length, None));
+            let host = request.host.clone();
+            ok(json!({"upload_url": format!("http://{host}/upload/v1/{id}"), "file_id": id}))
+        }
+        "files.completeUploadExternal" => {
+            let files = match &body["files"] {
+                Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+                other => other.clone(),
+            };
+            let mut shared = Vec::new();
+            for file in files.as_array().cloned().unwrap_or_default() {
+                let id = file["id"].as_str().unwrap_or("").to_string();
+                let Some((filename, _, Some(bytes))) = inner.pending_uploads.remove(&id) else {
+                    continue;
+                };
+                let content_type = inner.upload_types.remove(&id).unwrap_or_default();
+                let optional = |key: &str| body[key].as_str().map(str::to_string);
+                inner.shared_files.push(SharedFile {
+                    id: id.clone(),
+                    filename: filename.clone(),
+                    content_type,
+                    bytes,
+                    channel_id: text("channel_id"),
+                    thread_ts: optional("thread_ts"),
+                    initial_comment: optional("initial_comment"),
+                    title: file["title"].as_str().map(str::to_string),
+                });
+                shared.push(json!({"id": id, "title": file["title"], "name": filename}));
+            }
+            ok(json!({"files": shared}))
         }
         "conversations.open" => {
             let user = text("users");

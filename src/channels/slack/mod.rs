@@ -13,6 +13,7 @@ pub mod events_http;
 pub mod mrkdwn;
 pub mod socket;
 pub mod translate;
+mod upload;
 pub mod web;
 
 use std::collections::{BTreeMap, HashMap};
@@ -414,6 +415,9 @@ impl Channel for SlackChannel {
         Some(self)
     }
     fn reactions(&self) -> Option<&dyn React> {
+        Some(self)
+    }
+    fn media(&self) -> Option<&dyn crate::channels::SendMedia> {
         Some(self)
     }
 }

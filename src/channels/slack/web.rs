@@ -67,9 +67,9 @@ pub struct Posted {
 /// A Web API client for one Slack app.
 #[derive(Clone)]
 pub struct SlackWeb {
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     base: Url,
-    bot_auth: String,
+    pub(super) bot_auth: String,
     app_auth: String,
 }
 
@@ -200,20 +200,25 @@ impl SlackWeb {
             .ok_or_else(|| SendError::Transient("conversations.open without channel".into()))
     }
 
-    async fn call(
-        &self,
-        authorization: &str,
-        method: &str,
-        body: Option<Value>,
-    ) -> Result<Value, SendError> {
+    /// The URL of a Web API method.
+    pub(super) fn method_url(&self, method: &str) -> Url {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .expect("checked in new: the base URL can be a base")
             .pop_if_empty()
             .push(method);
+        url
+    }
+
+    pub(super) async fn call(
+        &self,
+        authorization: &str,
+        method: &str,
+        body: Option<Value>,
+    ) -> Result<Value, SendError> {
         let request = self
             .http
-            .post(url)
+            .post(self.method_url(method))
             .timeout(Duration::from_millis(WEB_API_TIMEOUT_MS))
             .header(reqwest::header::AUTHORIZATION, authorization)
             .header(
@@ -221,6 +226,14 @@ impl SlackWeb {
                 "application/json; charset=utf-8",
             )
             .body(body.unwrap_or_else(|| json!({})).to_string());
+        self.answer(request).await
+    }
+
+    /// Sends `request` and reads Slack's answer (`ok:false` is an error).
+    pub(super) async fn answer(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, SendError> {
         let response = request.send().await.map_err(network_error)?;
         let status = response.status();
         let headers = response.headers().clone();
