@@ -181,3 +181,65 @@ async fn bad_media_gets_one_clear_message_and_the_gateway_keeps_answering() {
     assert_eq!(texts[2].body["text"], "still here");
     assert!(gateway.alive());
 }
+
+#[tokio::test]
+async fn the_message_tool_and_the_send_method_take_media_urls() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let dir = workspace(&gateway);
+    let photo = media_files::jpeg(64, 48);
+    std::fs::write(dir.join("plan.jpg"), &photo).expect("write");
+    let voice = media_files::voice_note(2);
+    std::fs::write(dir.join("hello.ogg"), &voice).expect("write");
+    fake.push_reply(FakeReply::ToolCalls {
+        calls: vec![(
+            "call-1".into(),
+            "message".into(),
+            r#"{"action":"send","channel":"telegram","target":"99","message":"The plan","media":"./plan.jpg"}"#
+                .into(),
+        )],
+    });
+    fake.push_reply(reply("Sent it."));
+    telegram.push_message(dm("send 99 the plan"));
+    let photos = telegram.wait_for_calls("sendPhoto", 1).await;
+    assert_eq!(photos[0].body["chat_id"], "99");
+    assert_eq!(photos[0].body["caption"], "The plan");
+    assert_eq!(file_of(&photos[0], "photo"), photo);
+    telegram.wait_for_calls("sendMessage", 1).await;
+
+    let (mut client, _) = support::ws_client::TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.admin"],
+        None,
+    )
+    .await;
+    let sent = client
+        .call(
+            "send",
+            serde_json::json!({"to": "7", "channel": "telegram", "mediaUrl": "hello.ogg",
+                "asVoice": true, "idempotencyKey": "send-voice-1"}),
+        )
+        .await;
+    assert_eq!(sent["ok"], true, "{sent}");
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(file_of(&voices[0], "voice"), voice);
+    assert_eq!(sent["payload"]["channel"], "telegram");
+    assert!(sent["payload"]["messageId"]
+        .as_str()
+        .is_some_and(|id| !id.is_empty()));
+    let refused = client
+        .call(
+            "send",
+            serde_json::json!({"to": "7", "channel": "telegram", "mediaUrls": ["/etc/hostname"],
+                "idempotencyKey": "send-bad-1"}),
+        )
+        .await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("/etc/hostname: outside the agent's workspace"),
+        "{message}"
+    );
+}

@@ -70,6 +70,12 @@ pub struct MediaDelivery {
     pub texts: Vec<String>,
     /// Platform messages sent, notices included.
     pub messages: usize,
+    /// Files sent.
+    pub media_sent: usize,
+    /// The last message sent (a file's, else a text's).
+    pub last_message_id: Option<String>,
+    /// What could not be sent and why (also said in the chat).
+    pub notices: Vec<String>,
     pub failures: Vec<DeliveryError>,
 }
 
@@ -161,8 +167,10 @@ pub async fn send_media_reply(
         })
         .await;
         match sent {
-            Ok(_) => {
+            Ok(message) => {
                 delivery.messages += 1;
+                delivery.media_sent += 1;
+                delivery.last_message_id = Some(message.message_id);
                 delivery.texts.extend(caption.map(str::to_string));
             }
             Err(error) => {
@@ -213,6 +221,7 @@ pub async fn send_media_reply(
             &mut delivery,
         )
         .await;
+        delivery.notices = notices;
     }
     delivery
 }
@@ -252,6 +261,9 @@ async fn send_text(
     match send_quoting(channel, target, quote, text, format, retry, limits).await {
         Ok(sent) => {
             delivery.messages += sent.len();
+            if delivery.media_sent == 0 {
+                delivery.last_message_id = sent.last().map(|m| m.message_id.clone());
+            }
             delivery.texts.push(text.to_string());
         }
         Err(error) => {

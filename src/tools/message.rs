@@ -1,6 +1,7 @@
 //! The `message` tool (upstream's messaging tool, minimal subset): action
-//! `send` with `channel`, `target`, `message`, and optional `accountId` and
-//! `threadId`, delivered through the gateway's chat channel adapters. The
+//! `send` with `channel`, `target`, `message`, and optional `accountId`,
+//! `threadId`, attachments (`media`, as upstream also read from `mediaUrl`,
+//! `path`, `filePath`, `fileUrl`; and `mediaUrls`) and `asVoice`, delivered through the gateway's chat channel adapters. The
 //! gateway provides the delivery as a [`Messenger`] in `ToolServices`; without
 //! one (no gateway, e.g. a bare turn) the tool says messaging is unavailable.
 //!
@@ -23,7 +24,12 @@ pub struct MessageRequest {
     pub account_id: Option<String>,
     pub target: String,
     pub thread_id: Option<String>,
+    /// May be empty when there are attachments.
     pub text: String,
+    /// Files to send: paths in the workspace or `https` URLs.
+    pub media_urls: Vec<String>,
+    /// Audio goes as a voice note.
+    pub as_voice: bool,
 }
 
 /// What the platform accepted.
@@ -83,14 +89,54 @@ pub fn parse_send(args: &Value) -> Result<MessageRequest, ToolError> {
     let target = opt_arg(args, "target")?
         .or(opt_arg(args, "to")?)
         .ok_or_else(|| ToolError::InvalidArguments("target (string) is required".into()))?;
-    let text = opt_arg(args, "message")?
-        .ok_or_else(|| ToolError::InvalidArguments("message (string) is required".into()))?;
+    let mut media_urls = Vec::new();
+    for key in ["media", "mediaUrl", "path", "filePath", "fileUrl"] {
+        if let Some(source) = opt_arg(args, key)? {
+            media_urls.push(source);
+            break;
+        }
+    }
+    match args.get("mediaUrls") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                let source = item.as_str().ok_or_else(|| {
+                    ToolError::InvalidArguments("mediaUrls must be an array of strings".into())
+                })?;
+                if !source.trim().is_empty() && !media_urls.iter().any(|m| m == source.trim()) {
+                    media_urls.push(source.trim().to_string());
+                }
+            }
+        }
+        Some(_) => {
+            return Err(ToolError::InvalidArguments(
+                "mediaUrls must be an array of strings".into(),
+            ))
+        }
+    }
+    let text = opt_arg(args, "message")?.unwrap_or_default();
+    if text.is_empty() && media_urls.is_empty() {
+        return Err(ToolError::InvalidArguments(
+            "message (string) is required unless media is given".into(),
+        ));
+    }
+    let as_voice = match args.get("asVoice") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(value)) => *value,
+        Some(_) => {
+            return Err(ToolError::InvalidArguments(
+                "asVoice must be a boolean".into(),
+            ))
+        }
+    };
     Ok(MessageRequest {
         channel: opt_arg(args, "channel")?,
         account_id: opt_arg(args, "accountId")?,
         target,
         thread_id: opt_arg(args, "threadId")?,
         text,
+        media_urls,
+        as_voice,
     })
 }
 
@@ -102,7 +148,7 @@ impl Tool for MessageTool {
     }
 
     fn description(&self) -> &'static str {
-        "Send a message to a chat channel (action \"send\": channel, target chat/user id, message)."
+        "Send a message to a chat channel (action \"send\": channel, target chat/user id, message; media: a file path in the workspace or an https URL to attach; asVoice: send audio as a voice note)."
     }
 
     fn parameters(&self) -> Value {
@@ -113,7 +159,10 @@ impl Tool for MessageTool {
             "accountId": {"type": "string"},
             "threadId": {"type": "string"},
             "message": {"type": "string"},
-        }, "required": ["action", "target", "message"]})
+            "media": {"type": "string", "description": "A file to attach: a path in the workspace or an https URL."},
+            "mediaUrls": {"type": "array", "items": {"type": "string"}, "description": "More files to attach."},
+            "asVoice": {"type": "boolean", "description": "Send audio as a voice note."},
+        }, "required": ["action", "target"]})
     }
 
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
@@ -157,5 +206,24 @@ mod tests {
         assert!(err.to_string().contains("not supported"), "{err}");
         let err = parse_send(&json!({"action": "send", "message": "x"})).expect_err("no target");
         assert!(err.to_string().contains("target"), "{err}");
+    }
+
+    #[test]
+    fn media_arguments_follow_upstreams_names() {
+        let request = parse_send(&json!({"action": "send", "target": "7",
+            "filePath": "./chart.png", "mediaUrls": ["https://example.com/a.jpg", "./chart.png"],
+            "asVoice": true}))
+        .expect("media without text");
+        assert_eq!(request.text, "");
+        assert_eq!(
+            request.media_urls,
+            vec!["./chart.png", "https://example.com/a.jpg"]
+        );
+        assert!(request.as_voice);
+        let err = parse_send(&json!({"action": "send", "target": "7"})).expect_err("nothing");
+        assert!(err.to_string().contains("unless media"), "{err}");
+        let err = parse_send(&json!({"action": "send", "target": "7", "mediaUrls": "x"}))
+            .expect_err("not an array");
+        assert!(err.to_string().contains("mediaUrls"), "{err}");
     }
 }

@@ -2,7 +2,9 @@
 //! the registry's adapters (with the channel's limits and retry policy), and
 //! each adapter account's state, in upstream's shapes. `send` is cached
 //! under `send:<idempotencyKey>` like upstream; the web chat is internal and
-//! refused (its messages go through `chat.send`).
+//! refused (its messages go through `chat.send`). Attachments (`mediaUrl`,
+//! `mediaUrls`, `asVoice`, as upstream) go through `channels::media_out`:
+//! local paths from the agent's workspace or the media area only.
 //!
 //! This file must not talk to a platform API itself: adapters do.
 
@@ -10,13 +12,15 @@ use std::sync::{Arc, Weak};
 
 use serde_json::{json, Value};
 
-use crate::channels::outbound::{self, DeliveryError};
+use crate::channels::media_out::{send_media_reply, MediaReply, MediaSources};
+use crate::channels::outbound::{self, DeliveryError, ReplyQuote};
 use crate::channels::settings::ChannelSettings;
 use crate::channels::{Channel, OutboundTarget, TextFormat};
 use crate::config::schema::channels::DEFAULT_ACCOUNT_ID;
 use crate::gateway::frames::ErrorShape;
 use crate::gateway::idempotency::Seen;
 use crate::gateway::state::GatewayState;
+use crate::routing::session_key::agent_of_key;
 use crate::system::clock::now_ms;
 use crate::tools::message::{
     MessageError, MessageReceipt, MessageRequest, Messenger, MessengerFuture,
@@ -34,6 +38,12 @@ pub struct OutboundRequest {
     pub to: String,
     pub thread_id: Option<String>,
     pub text: String,
+    /// Files to send (paths or `https` URLs).
+    pub media_urls: Vec<String>,
+    /// Audio goes as a voice note.
+    pub as_voice: bool,
+    /// Whose workspace local paths come from (default: the default agent).
+    pub agent_id: Option<String>,
 }
 
 /// What a delivered message became.
@@ -109,8 +119,8 @@ pub async fn deliver(
     session_key: Option<&str>,
 ) -> Result<Delivered, SendFailure> {
     let text = request.text.trim();
-    if text.is_empty() {
-        return Err(SendFailure::Invalid("text is required".into()));
+    if text.is_empty() && request.media_urls.is_empty() {
+        return Err(SendFailure::Invalid("text or media is required".into()));
     }
     let to = request.to.trim();
     if to.is_empty() {
@@ -129,6 +139,9 @@ pub async fn deliver(
         thread_id: request.thread_id.clone(),
         reply_to_message_id: None,
     };
+    if !request.media_urls.is_empty() {
+        return deliver_media(state, request, &*adapter, &target, &settings, session_key).await;
+    }
     let sent = outbound::send_text(
         &*adapter,
         &target,
@@ -154,8 +167,102 @@ pub async fn deliver(
     })
 }
 
-/// `send`: `{to, message, channel?, accountId?, threadId?, sessionKey?,
-/// idempotencyKey}` → `{runId, messageId, channel, chatId}`.
+/// A request with attachments: text and files through `media_out`; what
+/// could not be sent is said in the chat and makes the request fail when
+/// nothing went out.
+async fn deliver_media(
+    state: &Arc<GatewayState>,
+    request: &OutboundRequest,
+    adapter: &dyn Channel,
+    target: &OutboundTarget,
+    settings: &ChannelSettings,
+    session_key: Option<&str>,
+) -> Result<Delivered, SendFailure> {
+    let config = state.config();
+    let agent_id = request
+        .agent_id
+        .clone()
+        .or_else(|| session_key.and_then(agent_of_key).map(str::to_string))
+        .unwrap_or_else(|| config.agents.default_agent_id().to_string());
+    let sources = MediaSources {
+        workspace: state.workspace_for(&config, &agent_id),
+        media_root: crate::channels::media::media_root(),
+        http: state.services.runtime.http(),
+    };
+    let quote = ReplyQuote::none();
+    let reply = MediaReply {
+        text: request.text.trim(),
+        media: &request.media_urls,
+        refused: &[],
+        audio_as_voice: request.as_voice,
+    };
+    let limits = settings.text_limits(adapter.text_limits());
+    let delivery = send_media_reply(
+        adapter,
+        target,
+        &quote,
+        settings.retry,
+        limits,
+        &sources,
+        reply,
+    )
+    .await;
+    if let Some(key) = session_key {
+        let pipeline = crate::gateway::webchat::pipeline_of(state);
+        for text in &delivery.texts {
+            pipeline.record_outbound(key, text);
+        }
+    }
+    if delivery.media_sent == 0 {
+        let reason = delivery.notices.join("; ");
+        return Err(match delivery.failures.into_iter().next() {
+            Some(error) if reason.is_empty() => SendFailure::Delivery(error),
+            _ => SendFailure::Invalid(format!("media not sent: {reason}")),
+        });
+    }
+    Ok(Delivered {
+        channel: adapter.id().to_string(),
+        message_id: delivery.last_message_id.unwrap_or_default(),
+        to: target.to.clone(),
+    })
+}
+
+/// The `mediaUrl` and `mediaUrls` of a request, in order, blanks dropped.
+fn media_params(params: &Value) -> Result<Vec<String>, ErrorShape> {
+    let mut media = Vec::new();
+    match params.get("mediaUrl") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(url)) => media.push(url.trim().to_string()),
+        Some(_) => {
+            return Err(ErrorShape::invalid(
+                "invalid send params: mediaUrl must be a string",
+            ))
+        }
+    }
+    match params.get("mediaUrls") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(urls)) => {
+            for url in urls {
+                let url = url.as_str().ok_or_else(|| {
+                    ErrorShape::invalid("invalid send params: mediaUrls must be strings")
+                })?;
+                media.push(url.trim().to_string());
+            }
+        }
+        Some(_) => {
+            return Err(ErrorShape::invalid(
+                "invalid send params: mediaUrls must be an array of strings",
+            ))
+        }
+    }
+    media.retain(|m| !m.is_empty());
+    media.dedup();
+    Ok(media)
+}
+
+/// `send`: `{to, message?, mediaUrl?, mediaUrls?, asVoice?, agentId?,
+/// channel?, accountId?, threadId?, sessionKey?, idempotencyKey}` →
+/// `{runId, messageId, channel, chatId}`.
 pub async fn send(state: &Arc<GatewayState>, params: &Value) -> Result<Value, ErrorShape> {
     let p = Params::new("send", params)?;
     let key = p.str("idempotencyKey", false)?;
@@ -186,8 +293,11 @@ pub async fn send(state: &Arc<GatewayState>, params: &Value) -> Result<Value, Er
         to: p.str("to", false)?.to_string(),
         thread_id: p.opt_str("threadId")?.map(str::to_string),
         text: p.opt_str("message")?.unwrap_or_default().to_string(),
+        media_urls: media_params(params)?,
+        as_voice: p.opt_bool("asVoice")?.unwrap_or(false),
+        agent_id: p.opt_str("agentId")?.map(str::to_string),
     };
-    if request.text.trim().is_empty() {
+    if request.text.trim().is_empty() && request.media_urls.is_empty() {
         return Err(ErrorShape::invalid(
             "invalid send params: text or media is required",
         ));
@@ -276,6 +386,9 @@ impl Messenger for GatewayMessenger {
                 to: request.target,
                 thread_id: request.thread_id,
                 text: request.text,
+                media_urls: request.media_urls,
+                as_voice: request.as_voice,
+                agent_id: None,
             };
             let done = deliver(&state, &outbound, Some(session_key))
                 .await
