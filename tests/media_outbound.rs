@@ -243,3 +243,51 @@ async fn the_message_tool_and_the_send_method_take_media_urls() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn the_web_chat_shows_a_replys_image_inline() {
+    use base64::Engine;
+    use support::ws_client::{Read, TestClient};
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let photo = media_files::jpeg(120, 80);
+    std::fs::write(workspace(&gateway).join("sky.jpg"), &photo).expect("write");
+    fake.push_reply(reply("Tonight's sky:\nMEDIA: ./sky.jpg"));
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.admin"],
+        None,
+    )
+    .await;
+    let params =
+        serde_json::json!({"sessionKey": "main", "message": "show me", "idempotencyKey": "wc-1"});
+    client.request("chat.send", params).await;
+    let final_event = loop {
+        match client.read().await {
+            Read::Frame(f) if f["event"] == "chat" && f["payload"]["state"] == "final" => {
+                break f["payload"].clone()
+            }
+            Read::Frame(_) => {}
+            Read::Closed { code, reason } => panic!("closed ({code} {reason})"),
+        }
+    };
+    let content = final_event["message"]["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        content[0],
+        serde_json::json!({"type": "text", "text": "Tonight's sky:"})
+    );
+    assert_eq!(content[1]["type"], "input_image");
+    let url = content[1]["image_url"].as_str().expect("a data URL");
+    let data = url
+        .strip_prefix("data:image/jpeg;base64,")
+        .expect("a JPEG data URL");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    assert_eq!(bytes, photo, "the image as it is (small enough)");
+}

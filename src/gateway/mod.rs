@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod bind;
+pub mod chat_media;
 pub mod clients;
 pub mod connect_params;
 pub mod control_ui;

@@ -399,9 +399,23 @@ async fn forward(
                 agent_event("lifecycle", ended);
                 if !quiet {
                     let reasoning = reasoning_block.as_deref();
-                    broadcast_chat_final(&state, &spec, &outcome, reasoning, chat.seq + 1);
+                    let content = media_content(&state, &spec.agent_id, &outcome.text).await;
+                    let message = match content {
+                        Some(content) => {
+                            json!({"role": "assistant", "content": content, "timestamp": now_ms()})
+                        }
+                        None => chat_message(&outcome.text),
+                    };
+                    broadcast_chat_final(
+                        &state,
+                        &spec,
+                        &outcome,
+                        message.clone(),
+                        reasoning,
+                        chat.seq + 1,
+                    );
                     if !outcome.text.is_empty() {
-                        broadcast_session_message(&state, &spec, chat_message(&outcome.text));
+                        broadcast_session_message(&state, &spec, message);
                     }
                 }
                 break;
@@ -427,6 +441,28 @@ fn broadcast_session_message(state: &GatewayState, spec: &TurnSpec, message: Val
             state_version: None,
         },
     );
+}
+
+/// The web chat's blocks for a reply with `MEDIA:` lines (`chat_media`),
+/// read off the async workers.
+async fn media_content(state: &GatewayState, agent_id: &str, text: &str) -> Option<Vec<Value>> {
+    if !text.to_ascii_lowercase().contains("media:") {
+        return None;
+    }
+    let config = state.config();
+    let media_root = crate::channels::media::media_root();
+    let policy = crate::media::outbound::SourcePolicy {
+        workspace: state.workspace_for(&config, agent_id),
+        outbound_dir: media_root.join("outbound"),
+        media_root,
+        max_bytes: 64 * 1024 * 1024,
+        outbound_dir_bytes: crate::media::MediaBudget::for_this_board().area_bytes,
+    };
+    let text = text.to_string();
+    tokio::task::spawn_blocking(move || super::chat_media::assistant_content(&text, &policy))
+        .await
+        .ok()
+        .flatten()
 }
 
 fn chat_message(text: &str) -> Value {
@@ -484,6 +520,7 @@ fn broadcast_chat_final(
     state: &GatewayState,
     spec: &TurnSpec,
     outcome: &RunOutcome,
+    message: Value,
     reasoning: Option<&str>,
     seq: u64,
 ) {
@@ -495,7 +532,7 @@ fn broadcast_chat_final(
     };
     let mut payload = json!({
         "runId": spec.run_id, "sessionKey": spec.session_key, "seq": seq, "state": chat_state,
-        "message": chat_message(&outcome.text), "agentId": spec.agent_id,
+        "message": message, "agentId": spec.agent_id,
         "usage": {"input": outcome.usage.input_tokens, "output": outcome.usage.output_tokens},
         "stopReason": outcome.stop_reason,
     });

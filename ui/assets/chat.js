@@ -10,6 +10,15 @@ function textOf(message) {
   return (content || []).filter((c) => c.type === "text").map((c) => c.text).join("");
 }
 
+// A reply's images: `input_image` blocks with `data:image/…` URLs (the gateway
+// embeds the files a reply's MEDIA: lines name).
+function imagesOf(message) {
+  const content = Array.isArray(message?.content) ? message.content : [];
+  return content
+    .filter((c) => c.type === "input_image" && typeof c.image_url === "string" && c.image_url.startsWith("data:image/"))
+    .map((c) => h("img", { src: c.image_url, alt: "Image from the assistant", class: "reply-image" }));
+}
+
 export default async function chat({ gw, hello }) {
   const defaults = hello.snapshot?.sessionDefaults || {};
   let key = sessionStorage.getItem("pincer.chat.session") || defaults.mainSessionKey || "agent:main:main";
@@ -129,7 +138,10 @@ export default async function chat({ gw, hello }) {
     if (!bubble) bubble = add("assistant", "");
     const text = textOf(p.message);
     if (p.state === "delta") { bubble.textContent = text; messages.scrollTop = messages.scrollHeight; return; }
-    if (p.state === "final") bubble.textContent = text || "(no answer)";
+    if (p.state === "final") {
+      bubble.textContent = text || "(no answer)";
+      for (const img of imagesOf(p.message)) bubble.append(h("br"), img);
+    }
     if (p.state === "aborted") bubble.textContent = `${text}\n(aborted)`;
     if (p.state === "error") { bubble.className = "msg error"; bubble.textContent = p.errorMessage || "the run failed"; }
     finish();

@@ -1,0 +1,127 @@
+//! Attachments of a reply in the web chat, as upstream's web chat shows them:
+//! the assistant message's `MEDIA:` lines leave its text, and each image
+//! becomes an `input_image` block whose `image_url` is a `data:` URL (JPEG,
+//! PNG or WebP of at most [`MAX_WEBCHAT_IMAGE_DATA_BYTES`], re-encoded within
+//! `media::outbound::PHOTO_MAX_SIDE` and that size when larger); a reply of
+//! images only reads "Image reply", as upstream's. Local paths are read only
+//! from the agent's workspace or the media area (`media::outbound`); what is
+//! not an image, not readable or not allowed stays out of the blocks, named
+//! in a line of the text so the reader knows a file was meant.
+//!
+//! Bounded: at most [`MAX_WEBCHAT_IMAGES`] images per message, each at most
+//! [`MAX_WEBCHAT_IMAGE_DATA_BYTES`] before base64.
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use crate::media::outbound::{fit_photo, open_local, OutboundFile, SourcePolicy};
+use crate::media::sniff::FileKind;
+use crate::media::MediaBudget;
+use crate::reply::media_lines::split_media_lines;
+
+/// Upstream's cap on an image embedded in a web chat message.
+pub const MAX_WEBCHAT_IMAGE_DATA_BYTES: u64 = 1_500_000;
+/// Images embedded in one message at most.
+pub const MAX_WEBCHAT_IMAGES: usize = 4;
+
+/// The content blocks of an assistant message whose text has `MEDIA:` lines
+/// (`None`: it has none; the text goes as it is). Blocking: call it off the
+/// async workers.
+pub fn assistant_content(text: &str, policy: &SourcePolicy) -> Option<Vec<Value>> {
+    let split = split_media_lines(text);
+    if split.media.is_empty() && split.refused.is_empty() {
+        return None;
+    }
+    let mut images = Vec::new();
+    let mut missing = Vec::new();
+    for source in &split.media {
+        match image_data_url(source, policy) {
+            Some(url) if images.len() < MAX_WEBCHAT_IMAGES => images.push(url),
+            _ => missing.push(source.clone()),
+        }
+    }
+    missing.extend(split.refused.iter().cloned());
+    let mut text = split.text;
+    for source in &missing {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("📎 {source}"));
+    }
+    if text.trim().is_empty() {
+        text = "Image reply".to_string();
+    }
+    let mut content = vec![json!({"type": "text", "text": text})];
+    content.extend(
+        images
+            .into_iter()
+            .map(|url| json!({"type": "input_image", "image_url": url})),
+    );
+    Some(content)
+}
+
+/// A local image as a `data:` URL within the web chat's cap.
+fn image_data_url(source: &str, policy: &SourcePolicy) -> Option<String> {
+    let lower = source.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return None;
+    }
+    let file = open_local(source, policy).ok()?;
+    if file.kind != FileKind::Image {
+        return None;
+    }
+    let fitted = fit_photo(
+        &file,
+        MAX_WEBCHAT_IMAGE_DATA_BYTES,
+        &policy.outbound_dir,
+        &MediaBudget::for_this_board(),
+    )
+    .ok()?;
+    let url = encode(&fitted);
+    fitted.discard();
+    url
+}
+
+fn encode(file: &OutboundFile) -> Option<String> {
+    if file.bytes > MAX_WEBCHAT_IMAGE_DATA_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(&file.path).ok()?;
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    Some(format!("data:{};base64,{data}", file.mime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_become_data_urls_and_other_files_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir_all(&workspace).expect("ws");
+        let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde\0\0\0\x0cIDATx\x9cc\xf8\xcf\xc0\0\0\x03\x01\x01\0\xc9\xfe\x92\xef\0\0\0\0IEND\xaeB`\x82";
+        std::fs::write(workspace.join("dot.png"), png).expect("png");
+        std::fs::write(workspace.join("notes.txt"), "hi").expect("txt");
+        let policy = SourcePolicy {
+            outbound_dir: dir.path().join("media/outbound"),
+            media_root: dir.path().join("media"),
+            workspace,
+            max_bytes: 1 << 20,
+            outbound_dir_bytes: 1 << 20,
+        };
+        assert_eq!(assistant_content("no files here", &policy), None);
+        let content = assistant_content("Look:\nMEDIA: ./dot.png\nMEDIA: ./notes.txt", &policy)
+            .expect("media");
+        assert_eq!(
+            content[0],
+            json!({"type": "text", "text": "Look:\n📎 ./notes.txt"})
+        );
+        let url = content[1]["image_url"].as_str().expect("image");
+        let expected = base64::engine::general_purpose::STANDARD.encode(png);
+        assert_eq!(url, format!("data:image/png;base64,{expected}"));
+        assert_eq!(content[1]["type"], "input_image");
+        let only = assistant_content("MEDIA: ./dot.png", &policy).expect("media");
+        assert_eq!(only[0]["text"], "Image reply");
+    }
+}
