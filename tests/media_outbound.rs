@@ -291,3 +291,76 @@ async fn the_web_chat_shows_a_replys_image_inline() {
         .expect("base64");
     assert_eq!(bytes, photo, "the image as it is (small enough)");
 }
+
+fn start_speaking(fake: &FakeOpenAi, telegram: &FakeTelegram, auto: &str) -> GatewayProcess {
+    let config = format!(
+        r#"{{
+  models: {{ providers: {{ fake: {{ baseUrl: "{base}", apiKey: "sk-test", api: "openai-completions",
+      models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
+  agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
+  tools: {{ media: {{ models: [{{ provider: "fake", model: "whisper-1", capabilities: ["audio"] }}] }} }},
+  tts: {{ auto: "{auto}", providers: {{ openai: {{ apiKey: "sk-tts", baseUrl: "{base}" }} }} }},
+  channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{api}", allowFrom: [7], streaming: "off",
+      tts: {{ providers: {{ openai: {{ speakerVoice: "nova" }} }} }} }} }},
+}}"#,
+        base = fake.base_url(),
+        api = telegram.api_root()
+    );
+    GatewayProcess::start_with_private_tmp(&config, &["--port", "0", "--token", GATEWAY_TOKEN])
+}
+
+#[tokio::test]
+async fn a_voice_note_is_answered_with_a_spoken_reply_under_tts_inbound() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_transcript("Will it rain tomorrow?");
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "inbound");
+    fake.push_reply(reply("Typed first."));
+    telegram.push_message(dm("a typed question"));
+    telegram.wait_for_calls("sendMessage", 1).await;
+    fake.push_reply(reply("**No** rain tomorrow."));
+    telegram.push_message(telegram.voice_message("voice-1", media_files::voice_note(2), 2));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    let texts = telegram.calls_of("sendMessage");
+    assert_eq!(texts.len(), 2, "the text reply goes as well");
+    assert_eq!(texts[1].body["text"], "<b>No</b> rain tomorrow.");
+    let speech = fake.speech_requests();
+    assert_eq!(
+        speech.len(),
+        1,
+        "the typed message was not spoken: {speech:?}"
+    );
+    assert_eq!(speech[0]["input"], "No rain tomorrow.");
+    assert_eq!(speech[0]["response_format"], "opus");
+    assert_eq!(speech[0]["voice"], "nova", "the channel's layer");
+    assert_eq!(speech[0]["model"], "gpt-4o-mini-tts");
+    let sent = &voices[0].files[0];
+    assert_eq!(sent.content_type, "audio/ogg");
+    let info = pincer::media::ogg::check_reader(sent.bytes.as_slice()).expect("a sound Ogg stream");
+    assert_eq!(info.codec, pincer::media::ogg::OggCodec::Opus);
+    let authorized = fake.requests().iter().any(|r| {
+        r.path == "/v1/audio/speech"
+            && r.headers.get("authorization").map(String::as_str) == Some("Bearer sk-tts")
+    });
+    assert!(authorized, "the tts provider's key");
+}
+
+#[tokio::test]
+async fn speech_that_is_not_opus_is_refused_in_the_chat() {
+    let fake = FakeOpenAi::start().await;
+    fake.speak_as_mp3();
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let mut gateway = start_speaking(&fake, &telegram, "always");
+    fake.push_reply(reply("Hello there."));
+    telegram.push_message(dm("hi"));
+    let texts = telegram.wait_for_calls("sendMessage", 2).await;
+    assert_eq!(texts[0].body["text"], "Hello there.");
+    let notice = texts[1].body["text"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("did not answer with Ogg/Opus audio") && notice.contains("no Opus encoder"),
+        "{notice}"
+    );
+    assert!(telegram.calls_of("sendVoice").is_empty());
+    assert!(telegram.calls_of("sendAudio").is_empty());
+    assert!(gateway.alive());
+}

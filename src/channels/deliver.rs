@@ -216,6 +216,7 @@ pub fn enqueue_announcement(
     let reply = destination.as_ref().and_then(|d| {
         let adapter = hub.deps.channels.get(&d.channel)?;
         let target = d.target();
+        let target_account = target.account_id.clone();
         Some(ReplyRoute {
             channel: adapter,
             settings: ChannelSettings::resolve(&config, &d.channel, &target.account_id),
@@ -224,6 +225,8 @@ pub fn enqueue_announcement(
             verbose: super::stream::ToolVerbosity::Off,
             quote: Arc::new(super::outbound::ReplyQuote::none()),
             media: hub.media_sources(&config, agent_id),
+            // Announcements are not answers to a message: spoken only under `always`.
+            speech: super::speech::plan(&config, &d.channel, &target_account, false),
         })
     });
     let channel = match &reply {

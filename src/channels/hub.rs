@@ -82,6 +82,8 @@ pub(super) struct Destination {
     pub(super) inbox: Vec<String>,
     /// Images the message carries to a vision model (`agent::inbound_media`).
     pub(super) images: Vec<ImagePart>,
+    /// The message carried audio (a voice note): `tts.auto: "inbound"` speaks the answer.
+    pub(super) inbound_audio: bool,
 }
 
 /// Hears what the hub cannot handle alone (the gateway implements it).
@@ -263,6 +265,7 @@ impl ChannelHub {
             inbox,
             message_id,
             images,
+            inbound_audio,
             ..
         } = dest;
         // The answering agent's own reply pacing (`humanDelay`).
@@ -282,6 +285,7 @@ impl ChannelHub {
             .flatten()
             .map(|typing| TypingGuard::start(Arc::new(typing)));
         let run_id = super::inbox::run_id_for(&route.channel, &route.session_key, &inbox);
+        let speech = super::speech::plan(config, &route.channel, &target.account_id, inbound_audio);
         let origin = TurnOrigin {
             agent_id: route.agent_id.clone(),
             channel: route.channel.clone(),
@@ -295,6 +299,7 @@ impl ChannelHub {
                 verbose: self.verbosity(&route.session_key),
                 quote,
                 media: self.media_sources(config, &route.agent_id),
+                speech,
             }),
             requester: None,
             idempotency_key: None,
@@ -467,6 +472,7 @@ impl ChannelHub {
             mentioned,
             message_id,
             images: Vec::new(),
+            inbound_audio: false,
         };
         self.in_order(config, decision, dest, sender_id);
         Ok(())
@@ -505,6 +511,11 @@ impl ChannelHub {
             let mut dest = dest;
             let decision = match decision {
                 Decision::Run { mut message, route } => {
+                    dest.inbound_audio = message.media.iter().any(|item| {
+                        item.mime_type
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with("audio/"))
+                    });
                     dest.images = hub
                         .understand_media(&config, &mut message, &route, &dest)
                         .await;
@@ -646,6 +657,7 @@ impl ChannelHub {
                         broadcast: Vec::new(),
                         inbox: Vec::new(),
                         images: dest.images.clone(),
+                        inbound_audio: dest.inbound_audio,
                     };
                     self.enqueue_channel_run(config, other, message.body_for_agent.clone(), copy);
                 }

@@ -34,6 +34,7 @@ pub mod outbound;
 pub mod registry;
 pub mod settings;
 pub mod slack;
+pub mod speech;
 pub mod stream;
 pub mod telegram;
 pub mod turns;

@@ -64,6 +64,8 @@ pub struct ReplyRoute {
     pub quote: Arc<ReplyQuote>,
     /// Where the reply's attachments may come from.
     pub media: MediaSources,
+    /// The final reply is also spoken (`tts`), as a voice note.
+    pub speech: Option<super::speech::SpeechPlan>,
 }
 
 /// `/verbose` (a session's `verboseLevel`): tool summaries in the chat.
@@ -287,6 +289,26 @@ struct RunSummary {
 }
 
 impl RunSummary {
+    /// The text a spoken reply says: a finished run's answer (not an error,
+    /// not a silent reply).
+    fn spoken_text(&self) -> Option<String> {
+        let outcome = self.outcome.as_ref()?;
+        if outcome.status != RunStatus::Ok {
+            return None;
+        }
+        let shaped = crate::reply::FinishedRun {
+            assistant_texts: vec![outcome.text.clone()],
+            ..Default::default()
+        };
+        let text: Vec<String> = finalize(&shaped, &ShapeOptions::default())
+            .into_iter()
+            .filter(|p| !p.is_error)
+            .map(|p| p.text)
+            .collect();
+        let text = text.join("\n");
+        (!text.trim().is_empty()).then_some(text)
+    }
+
     fn note_tool(&mut self, phase: &str, name: &str, result: Option<&String>, is_error: bool) {
         if phase == "result" && is_error {
             self.tool_error = Some(ToolFailure {
@@ -327,13 +349,16 @@ pub async fn deliver_run(
     });
     let dispatcher = ReplyDispatcher::new(sink, options);
     let preview = route.settings.streaming != StreamingMode::Off && route.channel.edit().is_some();
-    if preview {
-        stream_preview(&route, limits, &shared, &dispatcher, events).await;
+    let final_text = if preview {
+        stream_preview(&route, limits, &shared, &dispatcher, events).await
     } else {
-        stream_blocks(&route, limits, &dispatcher, events).await;
-    }
+        stream_blocks(&route, limits, &dispatcher, events).await
+    };
     dispatcher.mark_complete();
     dispatcher.wait_idle().await;
+    if let (Some(plan), Some(text)) = (&route.speech, final_text) {
+        speak(&route, limits, &shared, plan, &text).await;
+    }
     shared.stop_typing();
     let report = shared.inner.lock().report.clone();
     report
@@ -346,7 +371,7 @@ async fn stream_blocks(
     limits: TextLimits,
     dispatcher: &ReplyDispatcher,
     mut events: mpsc::Receiver<RunEvent>,
-) {
+) -> Option<String> {
     let settings = &route.settings;
     let chunking = ChunkerLimits::resolve(settings.block_chunk.as_ref(), Some(limits.max_chars));
     let mut chunker = BlockChunker::new(chunking);
@@ -414,6 +439,7 @@ async fn stream_blocks(
     for payload in closing_payloads(&summary, !blocks) {
         dispatcher.enqueue(ReplyKind::Final, payload).await;
     }
+    summary.spoken_text()
 }
 
 /// The end-of-run payloads: with `include_text` the shaped final text; in
@@ -461,7 +487,7 @@ async fn stream_preview(
     shared: &Shared,
     dispatcher: &ReplyDispatcher,
     mut events: mpsc::Receiver<RunEvent>,
-) {
+) -> Option<String> {
     let mode = route.settings.streaming;
     let (text_tx, text_rx) = watch::channel(String::new());
     let min_chars = if mode == StreamingMode::Progress {
@@ -538,6 +564,75 @@ async fn stream_preview(
     drop(text_tx);
     let message = preview.await.unwrap_or_default();
     finish_preview(route, limits, shared, dispatcher, &summary, message).await;
+    summary.spoken_text()
+}
+
+/// The final reply as a voice note after its text (`channels::speech`);
+/// a failure is said in the chat.
+async fn speak(
+    route: &ReplyRoute,
+    limits: TextLimits,
+    shared: &Shared,
+    plan: &super::speech::SpeechPlan,
+    text: &str,
+) {
+    let spoken = super::speech::spoken_text(text, plan.max_text_length);
+    if spoken.is_empty() {
+        return;
+    }
+    let dir = route.media.media_root.join("outbound");
+    if let Err(error) = crate::media::area::make_room_async(
+        &dir,
+        crate::media::MediaBudget::for_this_board().area_bytes,
+    )
+    .await
+    {
+        log::warn!("spoken reply: media area: {error}");
+    }
+    let path = crate::media::area::new_file(&dir, "speech", "ogg");
+    let made = super::speech::synthesize_voice_note(&route.media.http, plan, &spoken, &path).await;
+    let (media, notice) = match made {
+        Ok(_) => (vec![path.display().to_string()], None),
+        Err(error) => (Vec::new(), Some(format!("⚠️ {error}"))),
+    };
+    let channel = &*route.channel;
+    if let Some(notice) = notice {
+        let sent = outbound::send_quoting(
+            channel,
+            &route.target,
+            &route.quote,
+            &notice,
+            TextFormat::Plain,
+            route.settings.retry,
+            limits,
+        )
+        .await;
+        if let Err(error) = sent {
+            shared.failed(error);
+        }
+        return;
+    }
+    let reply = MediaReply {
+        text: "",
+        media: &media,
+        refused: &[],
+        audio_as_voice: true,
+    };
+    let delivery = send_media_reply(
+        channel,
+        &route.target,
+        &route.quote,
+        route.settings.retry,
+        limits,
+        &route.media,
+        reply,
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+    shared.inner.lock().report.messages_sent += delivery.messages;
+    for error in delivery.failures {
+        shared.failed(error);
+    }
 }
 
 /// The text cut to `max_chars` characters (an ellipsis marks the cut).

@@ -67,6 +67,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub logging: LoggingConfig,
     pub discovery: DiscoveryConfig,
+    /// Spoken replies (`schema/tts.rs`).
+    pub tts: TtsConfig,
 }
 
 impl Config {

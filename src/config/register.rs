@@ -43,6 +43,9 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("channels.slack.accounts.*", "channels.slack"),
     ("channels.matrix.accounts.*", "channels.matrix"),
     ("channels.matrix.rooms.*", "channels.matrix.groups.*"),
+    ("channels.telegram.tts", "tts"),
+    ("channels.discord.tts", "tts"),
+    ("channels.slack.tts", "tts"),
 ];
 
 /// The line describing `path`: its own row, else the row of the key it

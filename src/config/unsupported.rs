@@ -137,7 +137,8 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     // config rules (channel/chatType/keyPrefix, default); the per-session
     // override set by `sessions.patch` is honoured
     "session.sendPolicy",
-    // messages and tools
+    // messages and tools; `messages.tts` moved to `tts` upstream (its doctor
+    // moves it), which pincer honours in part (`schema/tts.rs`)
     "messages.tts",
     // tools.media: audio transcription and images for vision models are honoured
     // (`schema/media.rs`); video, CLI entries, auth profiles, scopes,
@@ -544,8 +545,17 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "tools.updatePlan",
     // transcripts
     "transcripts",
-    // tts
-    "tts",
+    // tts: the openai provider, auto modes, limits and per-channel blocks are
+    // honoured (`schema/tts.rs`); personas, the summary model and model-driven
+    // directives are not
+    "tts.persona",
+    "tts.personas",
+    "tts.summaryModel",
+    "tts.modelOverrides",
+    "channels.*.tts.persona",
+    "channels.*.tts.personas",
+    "channels.*.tts.summaryModel",
+    "channels.*.tts.modelOverrides",
     // worktreeAcceleration
     "worktreeAcceleration",
     // worktreeRoot

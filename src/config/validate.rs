@@ -94,7 +94,92 @@ pub(crate) fn validate(config: &Config, origin: &str) -> Check {
     check_memory_layer(&v, config.memory.search.as_ref(), "memory.search")?;
     check_commands(&v, &config.commands)?;
     check_topic_agents(&v, config)?;
+    check_tts_layers(&v, config)?;
     check_channels(&v, &config.channels)
+}
+
+/// `tts` and each channel's and account's `tts` block.
+fn check_tts_layers(v: &Validator, config: &Config) -> Check {
+    check_tts(v, &config.tts, "tts")?;
+    let channels = &config.channels;
+    let mut layers: Vec<(String, Option<&TtsConfig>)> = Vec::new();
+    if let Some(c) = &channels.telegram {
+        layers.push(("channels.telegram.tts".into(), c.tts.as_ref()));
+        for (id, a) in &c.accounts {
+            layers.push((
+                format!("channels.telegram.accounts.{id}.tts"),
+                a.tts.as_ref(),
+            ));
+        }
+    }
+    if let Some(c) = &channels.discord {
+        layers.push(("channels.discord.tts".into(), c.tts.as_ref()));
+        for (id, a) in &c.accounts {
+            layers.push((
+                format!("channels.discord.accounts.{id}.tts"),
+                a.tts.as_ref(),
+            ));
+        }
+    }
+    if let Some(c) = &channels.slack {
+        layers.push(("channels.slack.tts".into(), c.tts.as_ref()));
+        for (id, a) in &c.accounts {
+            layers.push((format!("channels.slack.accounts.{id}.tts"), a.tts.as_ref()));
+        }
+    }
+    for (path, layer) in layers {
+        if let Some(layer) = layer {
+            check_tts(v, layer, &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// One `tts` block: what pincer speaks with (`schema/tts.rs`).
+fn check_tts(v: &Validator, tts: &TtsConfig, path: &str) -> Check {
+    if tts.auto.as_deref() == Some("tagged") {
+        return Err(v.fail(
+            format!("{path}.auto"),
+            "\"tagged\" is not supported by pincer (it reads no [[tts:…]] directives; use off, always or inbound)",
+        ));
+    }
+    v.one_of(
+        tts.auto.as_deref(),
+        &["off", "always", "inbound"],
+        &format!("{path}.auto"),
+    )?;
+    if tts.mode.as_deref() == Some("all") {
+        return Err(v.fail(
+            format!("{path}.mode"),
+            "\"all\" is not supported by pincer (only the final reply is spoken)",
+        ));
+    }
+    v.one_of(tts.mode.as_deref(), &["final"], &format!("{path}.mode"))?;
+    let only_openai = "is not supported by pincer (it speaks through the openai provider: an OpenAI-compatible /audio/speech endpoint)";
+    if let Some(provider) = tts.provider.as_deref().filter(|p| *p != "openai") {
+        return Err(v.fail(
+            format!("{path}.provider"),
+            format!("{provider:?} {only_openai}"),
+        ));
+    }
+    for (id, provider) in &tts.providers {
+        if id != "openai" {
+            return Err(v.fail(format!("{path}.providers.{id}"), only_openai));
+        }
+        if let Some(format) = provider.response_format.as_deref().filter(|f| *f != "opus") {
+            return Err(v.fail(
+                format!("{path}.providers.openai.responseFormat"),
+                format!("{format:?} is not supported by pincer (spoken replies are Ogg/Opus voice notes and pincer has no Opus encoder; use \"opus\")"),
+            ));
+        }
+    }
+    v.range(
+        tts.max_text_length,
+        1,
+        usize::MAX,
+        &format!("{path}.maxTextLength"),
+    )?;
+    v.range(tts.timeout_ms, 1000, 120_000, &format!("{path}.timeoutMs"))
 }
 
 /// A Telegram forum topic's `agentId` names a configured agent (a typo would otherwise route the

@@ -25,6 +25,15 @@
 //! extension one OpenAI accepts) and answers `{"text": …}`: the next scripted
 //! transcript, else `transcript of <N> bytes`. Each upload is recorded
 //! ([`FakeOpenAi::transcriptions`]).
+//!
+//! `POST /v1/audio/speech` takes OpenAI's JSON (`model`, `input` of 1..=4,096
+//! characters and `voice` required; `response_format` one of mp3, opus, aac,
+//! flac, wav, pcm, default mp3; else 400 naming the parameter) and answers
+//! the audio bytes with their content type: for `opus` an Ogg/Opus stream
+//! (real pages and CRCs, one second per 15 characters of input), for the
+//! others a stand-in with the format's magic bytes. Each request body is
+//! recorded ([`FakeOpenAi::speech_requests`]); [`FakeOpenAi::speak_as_mp3`]
+//! makes it answer MP3 whatever was asked (a server that ignores the format).
 
 #[allow(dead_code)]
 #[allow(clippy::duplicate_mod)]
@@ -144,6 +153,9 @@ struct FakeState {
     transcriptions: Mutex<Vec<RecordedTranscription>>,
     /// How long a transcription takes (a slow Whisper server).
     transcription_delay_ms: AtomicU64,
+    speech_requests: Mutex<Vec<Value>>,
+    /// Answer MP3 bytes whatever format is asked.
+    speak_as_mp3: std::sync::atomic::AtomicBool,
 }
 
 type FakeBody = BoxBody<Bytes, Infallible>;
@@ -157,6 +169,8 @@ impl FakeOpenAi {
         let addr = listener.local_addr().expect("listener has an address");
         let shutdown = CancellationToken::new();
         let state = Arc::new(FakeState {
+            speech_requests: Mutex::new(Vec::new()),
+            speak_as_mp3: std::sync::atomic::AtomicBool::new(false),
             replies: Mutex::new(VecDeque::new()),
             replies_for_system: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
@@ -217,6 +231,20 @@ impl FakeOpenAi {
     }
 
     /// Queues the text of the next transcription answer.
+    /// The JSON bodies `/audio/speech` received.
+    pub fn speech_requests(&self) -> Vec<Value> {
+        self.state
+            .speech_requests
+            .lock()
+            .expect("speech lock")
+            .clone()
+    }
+
+    /// From now on `/audio/speech` answers MP3 whatever format is asked.
+    pub fn speak_as_mp3(&self) {
+        self.state.speak_as_mp3.store(true, Ordering::SeqCst);
+    }
+
     pub fn push_transcript(&self, text: &str) {
         self.state
             .transcripts
@@ -331,6 +359,9 @@ async fn handle(
         let delay = state.transcription_delay_ms.load(Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(delay)).await;
         return Ok(transcription(&state, &recorded, &raw));
+    }
+    if recorded.method == "POST" && recorded.path == "/v1/audio/speech" {
+        return Ok(speech(&state, &recorded));
     }
     if recorded.method != "POST" || recorded.path != "/v1/chat/completions" {
         let message = format!("Invalid URL ({} {})", recorded.method, recorded.path);
@@ -783,6 +814,71 @@ fn transcription(state: &FakeState, request: &RecordedRequest, raw: &[u8]) -> Re
             headers: request.headers.clone(),
         });
     json_response(200, &json!({"text": text}), None)
+}
+
+/// Formats `/audio/speech` produces.
+const SPEECH_FORMATS: &[&str] = &["mp3", "opus", "aac", "flac", "wav", "pcm"];
+
+/// `POST /v1/audio/speech`: OpenAI's checks, then the audio bytes.
+fn speech(state: &FakeState, request: &RecordedRequest) -> Response<FakeBody> {
+    let authorization = request.headers.get("authorization").cloned();
+    if !authorization
+        .as_deref()
+        .is_some_and(|a| a.starts_with("Bearer ") && a.len() > "Bearer ".len())
+    {
+        return error_response(401, "You didn't provide an API key.", None);
+    }
+    let body = &request.body;
+    if !body.is_object() {
+        return error_response(
+            400,
+            "We could not parse the JSON body of your request.",
+            None,
+        );
+    }
+    for key in ["model", "input", "voice"] {
+        if body[key].as_str().is_none_or(|v| v.is_empty()) {
+            return error_response(400, &format!("Missing required parameter: '{key}'."), None);
+        }
+    }
+    let input = body["input"].as_str().unwrap_or_default();
+    if input.chars().count() > 4096 {
+        return error_response(400, "'input' is too long: at most 4096 characters.", None);
+    }
+    let format = body["response_format"].as_str().unwrap_or("mp3");
+    if !SPEECH_FORMATS.contains(&format) {
+        let message = format!("Invalid value for 'response_format': {format:?}.");
+        return error_response(400, &message, None);
+    }
+    state
+        .speech_requests
+        .lock()
+        .expect("speech lock")
+        .push(body.clone());
+    let format = if state.speak_as_mp3.load(Ordering::SeqCst) {
+        "mp3"
+    } else {
+        format
+    };
+    let (bytes, content_type) = match format {
+        "opus" => {
+            let seconds = (input.chars().count() as u64 / 15).max(1);
+            let mut out = Vec::new();
+            pincer::media::ogg::writer::opus_stream(seconds, 40, |page| {
+                out.extend_from_slice(page)
+            });
+            (out, "audio/ogg")
+        }
+        "mp3" => (b"ID3\x04\0\0\0\0\0\0 mp3 frames".to_vec(), "audio/mpeg"),
+        "wav" => (b"RIFF\x24\0\0\0WAVEfmt ".to_vec(), "audio/wav"),
+        "flac" => (b"fLaC\0\0\0\x22".to_vec(), "audio/flac"),
+        _ => (vec![0u8; 64], "application/octet-stream"),
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(bytes)).boxed())
+        .expect("static response parts are valid")
 }
 
 /// Whether an `image_url` part holds an image OpenAI takes: an http(s) URL, or a data URL of

@@ -58,6 +58,8 @@ channel_accounts! {
         retry: RetryConfig,
         reply_to_mode: ReplyToMode,
         ack_reaction: String,
+        /// Spoken replies for this channel / account, over `tts`.
+        tts: super::tts::TtsConfig,
     }
 }
 

@@ -23,6 +23,7 @@ pub mod session;
 pub mod slack;
 pub mod telegram;
 pub mod tools;
+pub mod tts;
 
 pub use agents::*;
 pub use automation::*;
@@ -47,3 +48,4 @@ pub use session::*;
 pub use slack::*;
 pub use telegram::*;
 pub use tools::*;
+pub use tts::*;

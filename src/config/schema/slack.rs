@@ -67,6 +67,8 @@ channel_accounts! {
         media_max_mb: f64,
         reply_to_mode: ReplyToMode,
         ack_reaction: String,
+        /// Spoken replies for this channel / account, over `tts`.
+        tts: super::tts::TtsConfig,
     }
 }
 

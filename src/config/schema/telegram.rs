@@ -62,6 +62,8 @@ channel_accounts! {
         api_root: String,
         link_preview: bool,
         ack_reaction: String,
+        /// Spoken replies for this channel / account, over `tts`.
+        tts: super::tts::TtsConfig,
     }
 }
 
