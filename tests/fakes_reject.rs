@@ -481,3 +481,251 @@ async fn fake_telegram_refuses_what_the_bot_api_refuses() {
     let (_, _, body) = post(&send, &[], "application/x-www-form-urlencoded", form).await;
     assert_eq!(body["result"]["text"], "hi there");
 }
+
+/// A multipart body by hand: `(name, file name, content type, bytes)` parts.
+fn form(boundary: &str, parts: &[(&str, Option<&str>, &str, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, file_name, content_type, bytes) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match file_name {
+            Some(file) => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{file}\"\r\nContent-Type: {content_type}\r\n\r\n").as_bytes(),
+            ),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    body
+}
+
+async fn post_form(
+    url: &str,
+    headers: &[(&str, &str)],
+    boundary: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("the fake answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn fake_telegram_refuses_malformed_uploads() {
+    let fake = FakeTelegram::start("9:tok", 9, "pincer_bot").await;
+    let url = |method: &str| format!("{}/bot9:tok/{method}", fake.api_root());
+    let jpeg: &[u8] = &[0xff, 0xd8, 0xff, 0xe0, 1, 2, 3];
+    let refused = |answer: (u16, Value)| {
+        assert_eq!(answer.0, 400, "{answer:?}");
+        assert_eq!(answer.1["ok"], false);
+        answer.1["description"].as_str().unwrap_or("").to_string()
+    };
+    let b = "xyz";
+    let no_photo = post_form(
+        &url("sendPhoto"),
+        &[],
+        b,
+        form(b, &[("chat_id", None, "", b"7")]),
+    )
+    .await;
+    assert_eq!(
+        refused(no_photo),
+        "Bad Request: there is no photo in the request"
+    );
+    let wrong_field = form(
+        b,
+        &[
+            ("chat_id", None, "", b"7"),
+            ("document", Some("a.jpg"), "image/jpeg", jpeg),
+        ],
+    );
+    let answer = post_form(&url("sendPhoto"), &[], b, wrong_field).await;
+    assert_eq!(
+        refused(answer),
+        "Bad Request: there is no photo in the request"
+    );
+    let not_image = form(
+        b,
+        &[
+            ("chat_id", None, "", b"7"),
+            ("photo", Some("a.jpg"), "image/jpeg", b"PK\x03\x04zip"),
+        ],
+    );
+    let answer = post_form(&url("sendPhoto"), &[], b, not_image).await;
+    assert_eq!(refused(answer), "Bad Request: IMAGE_PROCESS_FAILED");
+    let mut truncated = form(
+        b,
+        &[
+            ("chat_id", None, "", b"7"),
+            ("photo", Some("a.jpg"), "image/jpeg", jpeg),
+        ],
+    );
+    truncated.truncate(truncated.len() - 12);
+    let answer = post_form(&url("sendPhoto"), &[], b, truncated).await;
+    assert!(refused(answer).contains("truncated"));
+    let long_caption = "x".repeat(1025);
+    let answer = post_form(
+        &url("sendDocument"),
+        &[],
+        b,
+        form(
+            b,
+            &[
+                ("chat_id", None, "", b"7"),
+                ("caption", None, "", long_caption.as_bytes()),
+                ("document", Some("a.pdf"), "application/pdf", b"%PDF-1.4"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(refused(answer), "Bad Request: message caption is too long");
+    let ok = form(
+        b,
+        &[
+            ("chat_id", None, "", b"7"),
+            ("caption", None, "", b"<b>hi</b>"),
+            ("parse_mode", None, "", b"HTML"),
+            ("photo", Some("a.jpg"), "image/jpeg", jpeg),
+        ],
+    );
+    let answer = post_form(&url("sendPhoto"), &[], b, ok).await;
+    assert_eq!(answer.0, 200, "the control: {answer:?}");
+    assert_eq!(answer.1["result"]["caption"], "hi");
+    let sent = fake.calls_of("sendPhoto");
+    assert_eq!(sent.last().expect("recorded").files[0].bytes, jpeg);
+}
+
+#[tokio::test]
+async fn fake_discord_and_slack_refuse_malformed_uploads() {
+    let discord = fake_discord::FakeDiscord::start(45_000).await;
+    let auth = format!("Bot {}", fake_discord::TOKEN);
+    let url = format!("{}/channels/500/messages", discord.api_base_url());
+    let b = "d1";
+    let unnamed = form(
+        b,
+        &[
+            ("payload_json", None, "", br#"{"content":"x"}"#),
+            ("files[0]", Some("a.txt"), "text/plain", b"hi"),
+        ],
+    );
+    let answer = post_form(&url, &[("authorization", &auth)], b, unnamed).await;
+    assert_eq!(
+        (answer.0, answer.1["code"].clone()),
+        (400, json!(50035)),
+        "{answer:?}"
+    );
+    let bad_json = form(
+        b,
+        &[
+            ("payload_json", None, "", b"{nope"),
+            ("files[0]", Some("a.txt"), "text/plain", b"hi"),
+        ],
+    );
+    let answer = post_form(&url, &[("authorization", &auth)], b, bad_json).await;
+    assert_eq!(
+        (answer.0, answer.1["code"].clone()),
+        (400, json!(50109)),
+        "{answer:?}"
+    );
+    let named = form(
+        b,
+        &[
+            (
+                "payload_json",
+                None,
+                "",
+                br#"{"attachments":[{"id":0,"filename":"a.txt"}]}"#,
+            ),
+            ("files[0]", Some("a.txt"), "text/plain", b"hi"),
+        ],
+    );
+    let answer = post_form(&url, &[("authorization", &auth)], b, named).await;
+    assert_eq!(answer.0, 200, "the control: {answer:?}");
+
+    let slack = fake_slack::FakeSlack::start().await;
+    let bot = format!("Bearer {}", fake_slack::BOT_TOKEN);
+    let auth = [("authorization", bot.as_str())];
+    let method = |name: &str| format!("{}/{name}", slack.api_url());
+    let json_body = post_json(
+        &method("files.getUploadURLExternal"),
+        &auth,
+        json!({"filename": "a.txt", "length": 2}),
+    )
+    .await;
+    assert_eq!(
+        json_body.2["error"], "invalid_arguments",
+        "form fields only: {json_body:?}"
+    );
+    let granted = post(
+        &method("files.getUploadURLExternal"),
+        &auth,
+        "application/x-www-form-urlencoded",
+        "filename=a.txt&length=2",
+    )
+    .await;
+    assert_eq!(granted.2["ok"], true, "{granted:?}");
+    let upload_url = granted.2["upload_url"].as_str().expect("url").to_string();
+    let file_id = granted.2["file_id"].as_str().expect("id").to_string();
+    let early = post_json(
+        &method("files.completeUploadExternal"),
+        &auth,
+        json!({"files": [{"id": file_id}], "channel_id": "C1"}),
+    )
+    .await;
+    assert_eq!(early.2["error"], "file_upload_not_complete", "{early:?}");
+    let short = post_form(
+        &upload_url,
+        &[],
+        b,
+        form(b, &[("file", Some("a.txt"), "text/plain", b"h")]),
+    )
+    .await;
+    assert_eq!(short.0, 400, "the announced length: {short:?}");
+    let whole = post_form(
+        &upload_url,
+        &[],
+        b,
+        form(b, &[("file", Some("a.txt"), "text/plain", b"hi")]),
+    )
+    .await;
+    assert_eq!(whole.0, 200, "{whole:?}");
+    let to_user = post_json(
+        &method("files.completeUploadExternal"),
+        &auth,
+        json!({"files": [{"id": file_id}], "channel_id": "U42"}),
+    )
+    .await;
+    assert_eq!(to_user.2["error"], "invalid_channel", "{to_user:?}");
+    let unknown = post_json(
+        &method("files.completeUploadExternal"),
+        &auth,
+        json!({"files": [{"id": "F404"}], "channel_id": "C1"}),
+    )
+    .await;
+    assert_eq!(unknown.2["error"], "file_not_found");
+    let done = post_json(
+        &method("files.completeUploadExternal"),
+        &auth,
+        json!({"files": [{"id": file_id, "title": "a"}], "channel_id": "C1"}),
+    )
+    .await;
+    assert_eq!(done.2["ok"], true, "the control: {done:?}");
+    assert_eq!(slack.shared_files()[0].bytes, b"hi");
+}
