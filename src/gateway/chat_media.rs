@@ -123,5 +123,11 @@ mod tests {
         assert_eq!(content[1]["type"], "input_image");
         let only = assistant_content("MEDIA: ./dot.png", &policy).expect("media");
         assert_eq!(only[0]["text"], "Image reply");
+        let many: Vec<String> = (0..MAX_WEBCHAT_IMAGES + 1)
+            .map(|_| "MEDIA: ./dot.png".to_string())
+            .collect();
+        let capped = assistant_content(&many.join("\n"), &policy).expect("media");
+        assert_eq!(capped.len(), 1 + MAX_WEBCHAT_IMAGES, "at most four images");
+        assert_eq!(capped[0]["text"], "📎 ./dot.png", "the one over the cap is named");
     }
 }
