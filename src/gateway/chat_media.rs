@@ -128,6 +128,9 @@ mod tests {
             .collect();
         let capped = assistant_content(&many.join("\n"), &policy).expect("media");
         assert_eq!(capped.len(), 1 + MAX_WEBCHAT_IMAGES, "at most four images");
-        assert_eq!(capped[0]["text"], "📎 ./dot.png", "the one over the cap is named");
+        assert_eq!(
+            capped[0]["text"], "📎 ./dot.png",
+            "the one over the cap is named"
+        );
     }
 }

@@ -8,8 +8,9 @@
 //!   path elsewhere (`/etc/shadow`, a link out of the workspace) is refused
 //!   by name, never opened.
 //! - A remote `https` URL is downloaded into the area's `outbound`
-//!   directory, streamed with a byte cap (the announced length is checked
-//!   first, then every chunk), and removed after sending.
+//!   directory, streamed with a byte cap (the platform's largest upload or
+//!   what the directory may hold, the smaller; the announced length is
+//!   checked first, then every chunk), and removed after sending.
 //! - An image over the photo limit (bytes or pixels per side) is re-encoded
 //!   as a JPEG within it through `media::image`, whose decode is bounded by
 //!   the board's budget.
@@ -244,6 +245,8 @@ pub async fn download(
         .await
         .map_err(|e| failed(e.to_string()))?;
     let name = display_name(url);
+    // A download lands in the media area: never more than the area may hold.
+    let cap = policy.max_bytes.min(policy.outbound_dir_bytes);
     let path = super::area::new_file(&policy.outbound_dir, "fetched", "bin");
     let work = async {
         let mut response = http
@@ -257,9 +260,9 @@ pub async fn download(
         let too_large = |bytes| SourceError::TooLarge {
             name: name.clone(),
             bytes,
-            max_bytes: policy.max_bytes,
+            max_bytes: cap,
         };
-        if let Some(length) = response.content_length().filter(|l| *l > policy.max_bytes) {
+        if let Some(length) = response.content_length().filter(|l| *l > cap) {
             return Err(too_large(length));
         }
         let mut file = tokio::fs::File::create(&path)
@@ -272,7 +275,7 @@ pub async fn download(
             .map_err(|e| failed(e.without_url().to_string()))?
         {
             written += chunk.len() as u64;
-            if written > policy.max_bytes {
+            if written > cap {
                 return Err(too_large(written));
             }
             file.write_all(&chunk)
