@@ -32,6 +32,8 @@ pub mod media;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
+#[cfg(feature = "signal")]
+pub mod signal;
 pub mod slack;
 pub mod stream;
 pub mod telegram;
