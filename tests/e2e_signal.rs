@@ -237,7 +237,7 @@ fn approve_with_cli(gateway: &GatewayProcess, code: &str) -> String {
 async fn unknown_dm_gets_a_pairing_code_and_after_cli_approval_is_answered() {
     let rig = Rig::new().await;
     // dmPolicy defaults to pairing, as upstream.
-    let gateway = rig.start(&rig.config(json!({})));
+    let gateway = rig.start(&rig.config(json!({ "sendReadReceipts": true })));
     rig.wait_for_stream().await;
 
     rig.signal.push_receive(&dm(
@@ -264,6 +264,10 @@ async fn unknown_dm_gets_a_pairing_code_and_after_cli_approval_is_answered() {
         rig.provider.requests().is_empty(),
         "an unpaired sender must not reach the model"
     );
+    assert!(
+        rig.signal.calls_of("sendReceipt").is_empty(),
+        "no read receipt for a message the bot did not admit"
+    );
     let printed = approve_with_cli(&gateway, &code);
     assert!(printed.contains(ANN), "{printed}");
 
@@ -278,6 +282,12 @@ async fn unknown_dm_gets_a_pairing_code_and_after_cli_approval_is_answered() {
     let sent = rig.wait_for_sent(ANN, 2).await;
     assert_eq!(sent[1], "Paired and answering.");
     assert_eq!(rig.provider.requests().len(), 1);
+    let receipts = rig.signal.calls_of("sendReceipt");
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(
+        receipts[0]["targetTimestamp"],
+        json!([1_700_000_000_011u64])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, ChunkMode, InboundSink, OutboundTarget, SendError,
+    AccountStatus, BoxFuture, Channel, ChunkMode, InboundSink, MarkRead, OutboundTarget, SendError,
     SentMessage, StartError, TextFormat, TextLimits, Typing,
 };
 use crate::config::schema::signal::{SignalAccountConfig, SignalConfig, SignalEndpoint};
@@ -340,6 +340,47 @@ impl Channel for SignalChannel {
 
     fn typing(&self) -> Option<&dyn Typing> {
         Some(self)
+    }
+
+    /// `sendReadReceipts` on an external daemon (a managed one was started
+    /// with `--send-read-receipts` and sends them itself, as upstream's).
+    fn read_receipts(&self, account_id: &str) -> Option<&dyn MarkRead> {
+        let id = if account_id.trim().is_empty() {
+            self.default_account.as_str()
+        } else {
+            account_id.trim()
+        };
+        let settings = &self.accounts.get(id)?.settings;
+        let managed = matches!(settings.endpoint, SignalEndpoint::Managed(_));
+        (settings.send_read_receipts && !managed).then_some(self as &dyn MarkRead)
+    }
+}
+
+impl MarkRead for SignalChannel {
+    fn mark_read<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            let account = self.account_for(target)?;
+            let Destination::Recipient(recipient) = destination(&target.to)? else {
+                return Err(SendError::Permanent(
+                    "signal-cli has no read receipts for groups".into(),
+                ));
+            };
+            let timestamp: u64 = message_id.parse().map_err(|_| {
+                SendError::Permanent(format!("{message_id:?} is not a Signal message timestamp"))
+            })?;
+            let params =
+                json!({"recipient": recipient, "targetTimestamp": [timestamp], "type": "read"});
+            account
+                .rpc
+                .call("sendReceipt", params)
+                .await
+                .map(drop)
+                .map_err(rpc::RpcError::into_send_error)
+        })
     }
 }
 

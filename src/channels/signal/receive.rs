@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::account::{pause, Backoff};
@@ -191,7 +191,6 @@ impl ReceiveLoop {
 
     async fn deliver(&self, event: InboundEvent) {
         let account = &self.account;
-        let direct = event.message.group_id.is_none();
         let sender = event.message.sender_id.clone();
         let timestamp = event.message.timestamp_ms;
         let mut attempt = 0;
@@ -215,18 +214,5 @@ impl ReceiveLoop {
             }
         }
         account.state.inbound_now();
-        // A managed daemon sends read receipts itself (--send-read-receipts).
-        let managed = matches!(account.settings.endpoint, SignalEndpoint::Managed(_));
-        if account.settings.send_read_receipts && direct && !managed {
-            let recipient = sender.strip_prefix("uuid:").unwrap_or(&sender);
-            let params =
-                json!({"recipient": recipient, "targetTimestamp": [timestamp], "type": "read"});
-            if let Err(error) = account.rpc.call("sendReceipt", params).await {
-                log::warn!(
-                    "signal account {}: read receipt for {timestamp}: {error}",
-                    account.id
-                );
-            }
-        }
     }
 }

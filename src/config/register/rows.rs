@@ -203,7 +203,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("channels.signal.httpUrl", "Retired key: the daemon's URL; without autoStart: true an external daemon (transport.url)."),
     ("channels.signal.ignoreAttachments", "Drop inbound attachments (a managed daemon gets --ignore-attachments); else the model is told of them."),
     ("channels.signal.name", "Display name of the account."),
-    ("channels.signal.sendReadReceipts", "Send read receipts for direct messages taken in (a managed daemon gets --send-read-receipts)."),
+    ("channels.signal.sendReadReceipts", "Send read receipts for admitted direct messages (a managed daemon gets --send-read-receipts and sends them itself)."),
     ("channels.signal.streaming.block.coalesce.idleMs", "Flush coalesced text after this long without new text."),
     ("channels.signal.streaming.block.coalesce.maxChars", "Flush coalesced text at this size."),
     ("channels.signal.streaming.block.coalesce.minChars", "Hold text until at least this much is buffered."),
