@@ -294,6 +294,7 @@ impl Channel for SignalChannel {
                         account: Arc::clone(account),
                         sink: Arc::clone(&sink),
                         stop: cancel.child_token(),
+                        idle_timeout_ms: receive::EVENT_IDLE_TIMEOUT_MS,
                     }
                     .run(),
                 );

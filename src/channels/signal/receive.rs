@@ -1,6 +1,7 @@
 //! One account's receive loop: wait for a managed daemon to answer
 //! `/api/v1/check` (up to `startupTimeoutMs`), open `/api/v1/events`, read
-//! it through the bounded SSE reader, translate each `receive` payload and
+//! it through the bounded SSE reader (a stream silent past
+//! [`EVENT_IDLE_TIMEOUT_MS`] counts as dropped), translate each `receive` payload and
 //! hand it to the message path; reconnect with backoff when the stream
 //! ends or fails. The status says connected only while the stream is open
 //! and keeps the last error. A malformed or oversized event is logged and
@@ -29,11 +30,16 @@ use super::Account;
 const DELIVERY_ATTEMPTS: u32 = 3;
 /// How often a starting daemon is asked whether it is up.
 const READY_POLL_MS: u64 = 200;
+/// signal-cli writes a keep-alive every 15 s: a stream silent for four of
+/// them is taken for dead (a hung daemon, a half-open connection).
+pub const EVENT_IDLE_TIMEOUT_MS: u64 = 60_000;
 
 pub(super) struct ReceiveLoop {
     pub account: Arc<Account>,
     pub sink: Arc<dyn InboundSink>,
     pub stop: CancellationToken,
+    /// [`EVENT_IDLE_TIMEOUT_MS`] (shorter in tests).
+    pub idle_timeout_ms: u64,
 }
 
 /// How one connection ended.
@@ -116,9 +122,19 @@ impl ReceiveLoop {
         let mut reader = SseReader::default();
         let mut items = Vec::new();
         loop {
+            let idle = Duration::from_millis(self.idle_timeout_ms);
             let chunk = tokio::select! {
                 _ = self.stop.cancelled() => return Ended { established: true, reason: "stopped".into() },
-                chunk = stream.next() => chunk,
+                chunk = tokio::time::timeout(idle, stream.next()) => chunk,
+            };
+            let Ok(chunk) = chunk else {
+                return Ended {
+                    established: true,
+                    reason: format!(
+                        "the event stream was silent for {} ms (no event, no keep-alive)",
+                        self.idle_timeout_ms
+                    ),
+                };
             };
             let chunk = match chunk {
                 Some(Ok(chunk)) => chunk,
@@ -214,5 +230,61 @@ impl ReceiveLoop {
             }
         }
         account.state.inbound_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channels::{BoxFuture, InboundError};
+    use crate::config::schema::signal::SignalConfig;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    struct NoSink;
+
+    impl InboundSink for NoSink {
+        fn deliver(&self, _event: InboundEvent) -> BoxFuture<'_, Result<(), InboundError>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_event_stream_counts_as_dropped() {
+        // A daemon that opens the stream and then never writes again.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.expect("write");
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(socket);
+        });
+        let config: SignalConfig = serde_json::from_value(serde_json::json!({
+            "account": "+1555",
+            "transport": {"kind": "external-native", "url": url},
+        }))
+        .expect("config");
+        let channel = super::super::SignalChannel::new(&config, &reqwest::Client::new());
+        let account = channel.accounts.values().next().expect("account").clone();
+        let receive = ReceiveLoop {
+            account,
+            sink: Arc::new(NoSink),
+            stop: CancellationToken::new(),
+            idle_timeout_ms: 300,
+        };
+        let ended = tokio::time::timeout(Duration::from_secs(10), receive.connection())
+            .await
+            .expect("a silent stream must end the connection");
+        assert!(ended.established);
+        assert!(
+            ended.reason.contains("silent for 300 ms"),
+            "{}",
+            ended.reason
+        );
     }
 }
