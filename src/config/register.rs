@@ -43,6 +43,7 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("channels.slack.accounts.*", "channels.slack"),
     ("channels.matrix.accounts.*", "channels.matrix"),
     ("channels.matrix.rooms.*", "channels.matrix.groups.*"),
+    ("channels.signal.accounts.*", "channels.signal"),
 ];
 
 /// The line describing `path`: its own row, else the row of the key it
