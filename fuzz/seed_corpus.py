@@ -189,4 +189,30 @@ for patch in [
 ]:
     put("apply_patch", patch.encode() + files)
 
+# signal_event: signal-cli's SSE stream as tests/support/fake_signal.rs writes it; then 0xFF and chunk lengths.
+def signal_dm(text, group=None, mentions=None, attachments=None):
+    data = {"timestamp": 1767000000000, "message": text, "expiresInSeconds": 0, "viewOnce": False}
+    if group:
+        data["groupInfo"] = {"groupId": group, "groupName": "Ops", "revision": 3, "type": "DELIVER"}
+    if mentions:
+        data["mentions"] = mentions
+    if attachments:
+        data["attachments"] = attachments
+    return {"envelope": {"source": "+15550002222", "sourceNumber": "+15550002222",
+                         "sourceUuid": "5f0c1d2e-0000-4000-8000-000000000002", "sourceName": "Ada", "sourceDevice": 1,
+                         "timestamp": 1767000000000, "dataMessage": data}, "account": "+15550001111"}
+
+signal_payloads = [
+    signal_dm("hello"),
+    signal_dm("\ufffc ping", group="Z3JvdXA=", mentions=[{"name": "Pincer", "number": "+15550001111",
+              "uuid": "5f0c1d2e-0000-4000-8000-000000000001", "start": 0, "length": 1}]),
+    signal_dm("see file", attachments=[{"contentType": "image/png", "filename": "a.png", "id": "att1", "size": 100}]),
+    {"envelope": {"source": "+15550002222", "typingMessage": {"action": "STARTED", "timestamp": 1}}, "account": "+15550001111"},
+    {"exception": {"message": "decrypt failed", "type": "ProtocolInvalidMessageException"}},
+]
+stream = b"".join(b"event:receive\ndata:" + json.dumps(p).encode() + b"\n\n" for p in signal_payloads)
+put("signal_event", stream)
+put("signal_event", b":\n\n" + stream + b"\xff" + bytes([3, 1, 40, 7]))
+put("signal_event", b"event:receive\r\ndata:{\"envelope\":\r\ndata:{}}\r\n\r\n")
+
 print("seed corpora written under", CORPUS)
