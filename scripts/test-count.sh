@@ -32,15 +32,16 @@ count_cargo_log() {
 		END { flush(); printf "%d %d %d\n", p, f, s }' "$1"
 }
 
-# count_smoke_log LOG prints "PASSED FAILED" from the qemu smoke test's summary line.
+# count_smoke_log LOG [NAME] prints "PASSED FAILED" from a "NAME: N passed, M failed" summary line (NAME:
+# qemu-smoke by default; scripts/fuzz smoke prints fuzz-smoke).
 count_smoke_log() {
-	local line
-	line="$(grep -E '^qemu-smoke: [0-9]+ passed, [0-9]+ failed' "$1" | tail -1 || true)"
+	local line name="${2:-qemu-smoke}"
+	line="$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$1" | tail -1 || true)"
 	if [ -z "$line" ]; then
 		echo "0 0"
 		return 0
 	fi
-	line="${line#qemu-smoke: }"
+	line="${line#"$name": }"
 	local passed="${line%% passed*}"
 	line="${line#*, }"
 	echo "$passed ${line%% failed*}"

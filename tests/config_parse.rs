@@ -486,6 +486,46 @@ fn channel_dm_policies_need_matching_allow_lists() {
 }
 
 #[test]
+fn signal_transport_and_dm_rules_name_the_path() {
+    assert_eq!(
+        error("{ channels: { signal: { account: '+1555', dmPolicy: 'open' } } }"),
+        "pincer.json5: channels.signal.allowFrom: channels.signal.dmPolicy=\"open\" requires allowFrom to include \"*\""
+    );
+    assert_eq!(
+        error("{ channels: { signal: { accounts: { box: { account: '+1555', transport: { kind: 'container', url: 'http://c:8080' } } } } } }"),
+        "pincer.json5: channels.signal.accounts.box.transport.kind: \"container\" (bbernhard's signal-cli-rest-api) is not supported by pincer; run signal-cli's own daemon (\"managed-native\" or \"external-native\")"
+    );
+    assert_eq!(
+        error("{ channels: { signal: { transport: { kind: 'external-native' } } } }"),
+        "pincer.json5: channels.signal.transport.url: transport.kind \"external-native\" requires transport.url (the daemon's http:// address)"
+    );
+    assert_eq!(
+        error("{ channels: { signal: { transport: { kind: 'external-native', url: 'http://u:p@h:1' } } } }"),
+        "pincer.json5: channels.signal.transport.url: \"http://u:p@h:1\" is not an http:// or https:// URL without credentials"
+    );
+    assert_eq!(
+        error("{ channels: { signal: { transport: { kind: 'external-native', url: 'http://h:1', cliPath: 'x' } } } }"),
+        "pincer.json5: channels.signal.transport.cliPath: only a managed-native transport takes this key"
+    );
+    assert_eq!(
+        error("{ channels: { signal: { transport: { startupTimeoutMs: 10 } } } }"),
+        "pincer.json5: channels.signal.transport.startupTimeoutMs: must be between 1000 and 120000"
+    );
+    assert_eq!(
+        error("{ channels: { signal: { httpUrl: 'ftp://h' } } }"),
+        "pincer.json5: channels.signal.httpUrl: \"ftp://h\" is not an http:// or https:// URL without credentials"
+    );
+    let refused = error("{ channels: { signal: { replyToMode: 'all' } } }");
+    assert!(
+        refused.contains("channels.signal.replyToMode")
+            && refused.contains("not supported by pincer"),
+        "{refused}"
+    );
+    parse("{ channels: { signal: { account: '+1555', dmPolicy: 'allowlist', allowFrom: ['+1666'], transport: { kind: 'external-native', url: 'http://127.0.0.1:8080' } } } }")
+        .expect("a valid Signal section");
+}
+
+#[test]
 fn sandbox_security_refusals_name_the_path() {
     assert_eq!(
         error("{ agents: { defaults: { sandbox: { docker: { network: 'host' } } } } }"),

@@ -1,7 +1,7 @@
 //! The part of a message's settings that depends on its group: the
 //! Telegram group (or `"*"`) entry and its forum topic, the Discord guild
 //! and guild channel, the Slack channel, the Matrix room (its rules are in
-//! `settings/matrix.rs`). Each platform's entry can switch the group off,
+//! `settings/matrix.rs`), the Signal group (`settings/signal.rs`). Each platform's entry can switch the group off,
 //! restrict its senders (Discord also by member role), override the group
 //! policy and decide `requireMention`, resolved in upstream's order; it can
 //! add a `systemPrompt` to the turn (Telegram: the group's then the
@@ -60,6 +60,7 @@ impl ChannelSettings {
             "discord" => settings.discord_channel(config, event, group),
             "slack" => settings.slack_channel(config, event, group),
             "matrix" => settings.matrix_room(config, event, group),
+            "signal" => settings.signal_group(config, event, group),
             _ => {}
         }
         settings

@@ -635,6 +635,7 @@ impl ChannelHub {
     ) {
         if matches!(decision, Decision::Run { .. } | Decision::Held { .. }) {
             ack_reaction(&dest);
+            read_receipt(&dest);
         } else {
             // Commands, pairing codes and ignored messages need no turn: their
             // inbox records go now.
@@ -770,6 +771,29 @@ fn ack_reaction(dest: &Destination) {
         if let Some(react) = adapter.reactions() {
             if let Err(error) = react.react(&target, &message_id, &emoji).await {
                 log::debug!("{} ack reaction failed: {error}", adapter.id());
+            }
+        }
+    });
+}
+
+/// Tells the sender of an admitted direct message that it was read, where
+/// the adapter's account sends read receipts (fire and forget).
+fn read_receipt(dest: &Destination) {
+    let Some(message_id) = dest.message_id.clone().filter(|_| !dest.is_group) else {
+        return;
+    };
+    if dest
+        .adapter
+        .read_receipts(&dest.target.account_id)
+        .is_none()
+    {
+        return;
+    }
+    let (adapter, target) = (dest.adapter.clone(), dest.target.clone());
+    tokio::spawn(async move {
+        if let Some(receipts) = adapter.read_receipts(&target.account_id) {
+            if let Err(error) = receipts.mark_read(&target, &message_id).await {
+                log::debug!("{} read receipt failed: {error}", adapter.id());
             }
         }
     });

@@ -1,7 +1,7 @@
 //! The channel adapter design: what every chat platform adapter provides
 //! (account lifecycle, status, sending text) and the optional capabilities
 //! only some platforms have (typing, editing for streaming previews,
-//! deleting, reactions). The message path asks an adapter for a capability
+//! deleting, reactions, read receipts). The message path asks an adapter for a capability
 //! and never matches on platform names.
 //!
 //! Adapters translate platform events into `pipeline::context::InboundMessage`
@@ -33,6 +33,8 @@ pub mod media_out;
 pub mod outbound;
 pub mod registry;
 pub mod settings;
+#[cfg(feature = "signal")]
+pub mod signal;
 pub mod slack;
 pub mod speech;
 pub mod stream;
@@ -283,6 +285,16 @@ pub trait SendMedia: Send + Sync {
     ) -> BoxFuture<'a, Result<SentMessage, SendError>>;
 }
 
+/// Read receipts: the sender is told a message it sent was read (Signal's
+/// `sendReadReceipts`), for direct messages the message path admitted.
+pub trait MarkRead: Send + Sync {
+    fn mark_read<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>>;
+}
+
 /// An account an adapter could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AccountStartError {
@@ -345,6 +357,10 @@ pub trait Channel: Send + Sync {
         None
     }
     fn media(&self) -> Option<&dyn SendMedia> {
+        None
+    }
+    /// Read receipts for admitted direct messages, where the account sends them.
+    fn read_receipts(&self, _account_id: &str) -> Option<&dyn MarkRead> {
         None
     }
 }

@@ -39,7 +39,7 @@ pub struct ChannelRegistry {
 
 /// The channel ids that can have an adapter (`configured_adapter`; a
 /// channel whose cargo feature is off has none in this build).
-pub const ADAPTER_CHANNELS: [&str; 4] = ["discord", "matrix", "slack", "telegram"];
+pub const ADAPTER_CHANNELS: [&str; 5] = ["discord", "matrix", "signal", "slack", "telegram"];
 
 /// The channels whose adapter must restart after a config change from
 /// `changed` (paths as `config::changed_paths` names them): any change under
@@ -122,6 +122,11 @@ pub fn configured_adapter(
                 http,
                 &media(),
             )))
+        }
+        #[cfg(feature = "signal")]
+        "signal" => {
+            let section = config.channels.signal.as_ref()?;
+            Some(Arc::new(super::signal::SignalChannel::new(section, http)))
         }
         _ => None,
     }

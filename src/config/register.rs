@@ -46,6 +46,7 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("channels.telegram.tts", "tts"),
     ("channels.discord.tts", "tts"),
     ("channels.slack.tts", "tts"),
+    ("channels.signal.accounts.*", "channels.signal"),
 ];
 
 /// The line describing `path`: its own row, else the row of the key it

@@ -104,7 +104,6 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "agents.list[].runtime",
     // channels pincer has no adapter for, and channel keys it lacks
     "channels.whatsapp",
-    "channels.signal",
     "channels.imessage",
     "channels.bluebubbles",
     "channels.msteams",
@@ -395,6 +394,30 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "channels.matrix.rooms.*.allowBots",
     "channels.matrix.rooms.*.botLoopProtection",
     "channels.matrix.actions",
+    // channels.signal: text in and out through signal-cli's own daemon; no
+    // attachments fetched or sent, no quotes, reactions, aliases or
+    // bbernhard's container (refused by validation), no UNIX socket.
+    "channels.signal.actions",
+    "channels.signal.aliases",
+    "channels.signal.capabilities",
+    "channels.signal.configWrites",
+    "channels.signal.contextVisibility",
+    "channels.signal.defaultTo",
+    "channels.signal.dmHistoryLimit",
+    "channels.signal.dms",
+    "channels.signal.groups.*.ingest",
+    "channels.signal.groups.*.tools",
+    "channels.signal.groups.*.toolsBySender",
+    "channels.signal.healthMonitor",
+    "channels.signal.heartbeatVisibility",
+    "channels.signal.markdown",
+    "channels.signal.mediaMaxMb",
+    "channels.signal.reactionAllowlist",
+    "channels.signal.reactionLevel",
+    "channels.signal.reactionNotifications",
+    "channels.signal.replyToMode",
+    "channels.signal.replyToModeByChatType",
+    "channels.signal.transport.socketPath",
     // channels.slack
     "channels.slack.actions",
     "channels.slack.botLoopProtection",

@@ -48,6 +48,15 @@ pub(crate) fn check_channels(v: &Validator, channels: &ChannelsConfig) -> Check 
         )?;
         check_matrix(v, matrix)?;
     }
+    if let Some(signal) = &channels.signal {
+        #[cfg(not(feature = "signal"))]
+        v.ensure(
+            !signal.base().effective_enabled(),
+            "channels.signal",
+            "this pincer was built without the Signal channel (cargo feature `signal`); build it with the feature or set enabled: false",
+        )?;
+        check_signal(v, signal)?;
+    }
     Ok(())
 }
 
@@ -180,4 +189,93 @@ fn check_matrix_account(v: &Validator, account: &MatrixAccountConfig, path: &str
         )?;
     }
     Ok(())
+}
+
+fn check_signal(v: &Validator, signal: &SignalConfig) -> Check {
+    check_signal_account(v, &signal.base(), "channels.signal")?;
+    for id in signal.accounts.keys() {
+        let account = signal.account(id).unwrap_or_default();
+        if account.effective_enabled() {
+            check_signal_account(v, &account, &format!("channels.signal.accounts.{id}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A daemon URL as upstream takes it: http(s), no credentials in it.
+fn check_signal_url(v: &Validator, url: &str, path: String) -> Check {
+    let parsed = reqwest::Url::parse(url.trim());
+    let ok = parsed.as_ref().is_ok_and(|u| {
+        matches!(u.scheme(), "http" | "https")
+            && u.username().is_empty()
+            && u.password().is_none()
+            && u.host_str().is_some()
+    });
+    v.ensure(
+        ok,
+        path,
+        format!("{url:?} is not an http:// or https:// URL without credentials"),
+    )
+}
+
+fn check_signal_account(v: &Validator, account: &SignalAccountConfig, path: &str) -> Check {
+    let view = DmView {
+        policy: account.effective_dm_policy(),
+        allow_from: account.effective_allow_from(),
+    };
+    check_dm(v, "signal", &view, path)?;
+    if let Some(url) = account.http_url.as_deref().filter(|u| !u.trim().is_empty()) {
+        check_signal_url(v, url, format!("{path}.httpUrl"))?;
+    }
+    v.ensure(
+        account.http_port != Some(0),
+        format!("{path}.httpPort"),
+        "must be between 1 and 65535",
+    )?;
+    let Some(transport) = &account.transport else {
+        return Ok(());
+    };
+    let kind = transport.kind.unwrap_or_default();
+    v.ensure(
+        kind != SignalTransportKind::Container,
+        format!("{path}.transport.kind"),
+        "\"container\" (bbernhard's signal-cli-rest-api) is not supported by pincer; run signal-cli's own daemon (\"managed-native\" or \"external-native\")",
+    )?;
+    match transport.url.as_deref() {
+        Some(url) => check_signal_url(v, url, format!("{path}.transport.url"))?,
+        None => v.ensure(
+            kind != SignalTransportKind::ExternalNative,
+            format!("{path}.transport.url"),
+            "transport.kind \"external-native\" requires transport.url (the daemon's http:// address)",
+        )?,
+    }
+    if kind == SignalTransportKind::ExternalNative {
+        for (key, set) in [
+            ("cliPath", transport.cli_path.is_some()),
+            ("configPath", transport.config_path.is_some()),
+            ("httpHost", transport.http_host.is_some()),
+            ("httpPort", transport.http_port.is_some()),
+            ("startupTimeoutMs", transport.startup_timeout_ms.is_some()),
+            ("receiveMode", transport.receive_mode.is_some()),
+            ("ignoreStories", transport.ignore_stories.is_some()),
+        ] {
+            v.ensure(
+                !set,
+                format!("{path}.transport.{key}"),
+                "only a managed-native transport takes this key",
+            )?;
+        }
+    }
+    v.ensure(
+        transport.http_port != Some(0),
+        format!("{path}.transport.httpPort"),
+        "must be between 1 and 65535",
+    )?;
+    v.ensure(
+        transport
+            .startup_timeout_ms
+            .is_none_or(|ms| (1_000..=120_000).contains(&ms)),
+        format!("{path}.transport.startupTimeoutMs"),
+        "must be between 1000 and 120000",
+    )
 }

@@ -13,6 +13,8 @@ use jiff::Timestamp;
 
 /// How many days ahead the search looks before deciding an expression never matches (e.g. `0 0 31 2 *`).
 const MAX_SEARCH_DAYS: u32 = 366 * 5;
+/// Longer than any daylight-saving gap in the time zone database (most are an hour, Lord Howe's half of one).
+const MAX_DST_GAP: jiff::SignedDuration = jiff::SignedDuration::from_hours(3);
 
 const MONTH_NAMES: [&str; 12] = [
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
@@ -163,16 +165,27 @@ impl CronExpr {
     pub fn next_after(&self, tz: &TimeZone, after_ms: i64) -> Option<i64> {
         let after = Timestamp::from_millisecond(after_ms).ok()?;
         let start = after.to_zoned(tz.clone()).datetime();
-        let floor = (
-            start.hour() as u32,
-            start.minute() as u32,
-            start.second() as u32,
-        );
+        // Times of day before the floor are skipped on the first day without converting them. The floor is the
+        // wall time `MAX_DST_GAP` earlier: a time in a daylight-saving gap resolves to an instant after the gap,
+        // so a wall time below `after`'s own can still be the next run (the fuzz target `cron_expr` found the
+        // next run changing with the instant asked from when the floor was `after`'s own wall time).
+        let earlier = after
+            .checked_sub(MAX_DST_GAP)
+            .ok()?
+            .to_zoned(tz.clone())
+            .datetime();
+        let floor = (earlier.date() == start.date()).then(|| {
+            (
+                earlier.hour() as u32,
+                earlier.minute() as u32,
+                earlier.second() as u32,
+            )
+        });
         let mut date = start.date();
         for day in 0..MAX_SEARCH_DAYS {
             if self.matches_day(date) {
                 if let Some(found) =
-                    self.first_on_day(tz, date, (day == 0).then_some(floor), after_ms)
+                    self.first_on_day(tz, date, floor.filter(|_| day == 0), after_ms)
                 {
                     return Some(found);
                 }
@@ -369,6 +382,16 @@ mod tests {
         assert_eq!(
             next("30 2 * * *", "America/New_York", "2025-03-09T05:00:00Z"),
             "2025-03-09T07:30:00Z" // 03:30 EDT
+        );
+        // Asked from just before the moved run, the answer is the same run (found by the `cron_expr` fuzz
+        // target, in Lord Howe's half-hour gap: the first day's floor skipped the gap's wall time).
+        assert_eq!(
+            next("30 2 * * *", "America/New_York", "2025-03-09T07:29:59Z"),
+            "2025-03-09T07:30:00Z"
+        );
+        assert_eq!(
+            next("3 1 2 * * *", "Australia/Lord_Howe", "2025-10-04T15:29:00Z"),
+            next("3 1 2 * * *", "Australia/Lord_Howe", "2025-10-04T15:31:02Z")
         );
         // The day after, 02:30 EDT exists again.
         assert_eq!(

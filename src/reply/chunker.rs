@@ -214,7 +214,7 @@ impl BlockChunker {
             };
             let newline = usize::from(!self.buffer.ends_with('\n'));
             let closed_chars = self.buffered_chars + newline + open.close_line.chars().count();
-            if closed_chars <= self.limits.max_chars || !self.split_fence(&open, true, &mut out) {
+            if closed_chars <= self.limits.max_chars {
                 let mut rest = std::mem::take(&mut self.buffer);
                 self.buffered_chars = 0;
                 if newline == 1 {
@@ -224,6 +224,18 @@ impl BlockChunker {
                 out.push(rest);
                 return out;
             }
+            if self.split_fence(&open, true, &mut out) {
+                continue;
+            }
+            // Closing would overrun the limit and no split makes room: end the block before the fence, or, when
+            // the fence is all there is, let the limit win and send it unclosed (a platform refuses an
+            // over-long message; the fuzz target `reply_chunker` found the closing line pushed past it).
+            let cut = if open.start > 0 && !self.buffer[..open.start].trim().is_empty() {
+                open.start
+            } else {
+                self.buffer.len()
+            };
+            self.emit(cut, &mut out);
         }
     }
 
@@ -337,7 +349,11 @@ impl BlockChunker {
         };
         let rest_chars = self.buffer[cut..].chars().count();
         let reopened_chars = span.open_line.chars().count() + 1 + rest_chars;
-        if reopened_chars >= self.buffered_chars {
+        // Each repaired cut must move a quarter of the limit on: with an opening line near the limit, a cut that
+        // moved a character at a time sent a block per character (the fuzz target `reply_chunker` found 237
+        // characters becoming 159 blocks); such a fence is cut hard instead.
+        let least_progress = (max / 4).max(1);
+        if reopened_chars + least_progress > self.buffered_chars {
             return false;
         }
         let mut block: String = self.buffer[..cut].to_string();
@@ -374,6 +390,41 @@ mod tests {
         }
         blocks.extend(chunker.finish());
         blocks
+    }
+
+    /// Found by the fuzz target `reply_chunker`: at the end of the text, a fence too long to close within the
+    /// limit was closed anyway (a 14-character block under an 11-character limit).
+    #[test]
+    fn closing_an_open_fence_at_the_end_never_overruns_the_limit() {
+        let text = "\u{0}\u{0}\u{2}\u{10}````md```\u{a}\u{a}naaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaested\u{a}``\u{d}\u{0}\u{0}\u{0}`\u{a}````\u{a}";
+        let deltas: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = deltas.iter().map(String::as_str).collect();
+        let limits = ChunkerLimits::new(6, 11).with_preference(BreakPreference::Newline);
+        for block in run(limits, &refs) {
+            assert!(block.chars().count() <= 11, "{block:?}");
+        }
+        for block in run(ChunkerLimits::new(4, 8), &["intro\n```\nabc"]) {
+            assert!(block.chars().count() <= 8, "{block:?}");
+        }
+    }
+
+    /// Found by the fuzz target `reply_chunker`: a fence whose opening line nearly fills the limit was repaired
+    /// at every cut, a character of progress per block: 237 characters became 159 blocks.
+    #[test]
+    fn a_fence_cut_moves_the_text_on_by_a_quarter_of_the_limit() {
+        let text = "``b``````````````\u{a}``````````````````````````````````````````?`` 4`````````\u{a}``````````````````````I\u{1}\u{0}\u{1}\u{0}\u{0}\u{0}`\u{c}\u{a}\u{0}\u{0}\u{0}\u{c}``````````````````````````````?`` 4`````````\u{a}``````````````````````I\u{1}\u{0}\u{1}\u{0}\u{0}\u{0}`\u{c}\u{a}\u{0}\u{0}\u{0}\u{c}\u{0}\u{0}\u{c}`\u{0}\u{0}~~```\u{c}`\u{0}\u{0}\u{c}`\u{0}\u{0}~~```\u{c}```\u{a}aragrajh````````";
+        let blocks = run(
+            ChunkerLimits::new(41, 101).with_preference(BreakPreference::Sentence),
+            &[text],
+        );
+        let out: usize = blocks.iter().map(|b| b.chars().count()).sum();
+        let input = text.chars().count();
+        assert!(
+            blocks.len() <= 4 * input.div_ceil(101) + 2,
+            "{} blocks",
+            blocks.len()
+        );
+        assert!(out <= 4 * input, "{out} characters out of {input}");
     }
 
     #[test]

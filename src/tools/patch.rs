@@ -127,16 +127,15 @@ fn apply_hunks(path: &str, original: &str, hunks: &[Vec<String>]) -> Result<Stri
                 }
             }
         }
+        // A hunk longer than what is left of the file cannot match there (and must not be sliced past it).
+        let matches_at =
+            |i: usize| i + old.len() <= lines.len() && lines[i..i + old.len()] == old[..];
         let at = if old.is_empty() {
             lines.len()
         } else {
             (cursor..=lines.len().saturating_sub(old.len()))
-                .find(|&i| lines[i..i + old.len()] == old[..])
-                .or_else(|| {
-                    (0..cursor.min(lines.len())).find(|&i| {
-                        i + old.len() <= lines.len() && lines[i..i + old.len()] == old[..]
-                    })
-                })
+                .find(|&i| matches_at(i))
+                .or_else(|| (0..cursor.min(lines.len())).find(|&i| matches_at(i)))
                 .ok_or_else(|| {
                     ToolError::Failed(format!("{path}: hunk {} does not match the file", n + 1))
                 })?
@@ -151,9 +150,116 @@ fn apply_hunks(path: &str, original: &str, hunks: &[Vec<String>]) -> Result<Stri
     Ok(text)
 }
 
-enum Write {
-    Put(PathBuf, String),
-    Remove(PathBuf),
+/// The files a patch works on, as [`plan`] sees them: the tool's are the workspace's, behind its path checks;
+/// the fuzz target's are in memory.
+pub trait PatchFiles {
+    /// Refuses a path the patch may not touch.
+    fn check(&mut self, path: &str) -> Result<(), ToolError>;
+    /// Whether a file is there (to delete it).
+    fn exists(&mut self, path: &str) -> bool;
+    /// A file's text (to update it).
+    fn read(&mut self, path: &str) -> Result<String, ToolError>;
+}
+
+/// One file's part of a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Put { path: String, text: String },
+    Remove { path: String },
+}
+
+/// What a patch does, worked out before anything is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    /// `A path`, `D path`, `M path`, `M from -> to`, in the patch's order.
+    pub summary: Vec<String>,
+}
+
+/// Parses `text` and applies every hunk to the files' current text: the whole patch, or an error naming the
+/// first thing that does not fit (all or nothing).
+pub fn plan(text: &str, files: &mut dyn PatchFiles) -> Result<Plan, ToolError> {
+    if text.len() > MAX_PATCH_BYTES {
+        return Err(bad(format!("over {MAX_PATCH_BYTES} bytes")));
+    }
+    let mut changes = Vec::new();
+    let mut summary = Vec::new();
+    for op in parse(text)? {
+        match op {
+            Op::Add { path, lines } => {
+                files.check(&path)?;
+                let mut body = lines.join("\n");
+                body.push('\n');
+                changes.push(Change::Put {
+                    path: path.clone(),
+                    text: body,
+                });
+                summary.push(format!("A {path}"));
+            }
+            Op::Delete { path } => {
+                files.check(&path)?;
+                if !files.exists(&path) {
+                    return Err(ToolError::Failed(format!("{path}: no such file to delete")));
+                }
+                changes.push(Change::Remove { path: path.clone() });
+                summary.push(format!("D {path}"));
+            }
+            Op::Update {
+                path,
+                move_to,
+                hunks,
+            } => {
+                files.check(&path)?;
+                let original = files.read(&path)?;
+                let updated = apply_hunks(&path, &original, &hunks)?;
+                match move_to {
+                    Some(dest) => {
+                        files.check(&dest)?;
+                        changes.push(Change::Put {
+                            path: dest.clone(),
+                            text: updated,
+                        });
+                        changes.push(Change::Remove { path: path.clone() });
+                        summary.push(format!("M {path} -> {dest}"));
+                    }
+                    None => {
+                        changes.push(Change::Put {
+                            path: path.clone(),
+                            text: updated,
+                        });
+                        summary.push(format!("M {path}"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(Plan { changes, summary })
+}
+
+/// The workspace's files, through the tools' path checks.
+struct WorkspaceFiles<'a> {
+    ctx: &'a ToolContext,
+}
+
+impl WorkspaceFiles<'_> {
+    fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        super::fs::file_path(self.ctx, path, super::fs::Access::Write)
+    }
+}
+
+impl PatchFiles for WorkspaceFiles<'_> {
+    fn check(&mut self, path: &str) -> Result<(), ToolError> {
+        self.resolve(path).map(drop)
+    }
+
+    fn exists(&mut self, path: &str) -> bool {
+        self.resolve(path).is_ok_and(|full| full.is_file())
+    }
+
+    fn read(&mut self, path: &str) -> Result<String, ToolError> {
+        std::fs::read_to_string(self.resolve(path)?)
+            .map_err(|e| ToolError::Failed(format!("{path}: {e}")))
+    }
 }
 
 pub struct ApplyPatchTool;
@@ -172,64 +278,20 @@ impl Tool for ApplyPatchTool {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolContext) -> ToolFuture<'a> {
         Box::pin(async move {
             let text = arg_str(&args, "input").or_else(|_| arg_str(&args, "patch"))?;
-            if text.len() > MAX_PATCH_BYTES {
-                return Err(bad(format!("over {MAX_PATCH_BYTES} bytes")));
-            }
-            let resolve = |path: &str| super::fs::file_path(ctx, path, super::fs::Access::Write);
-            let mut writes = Vec::new();
-            let mut summary = Vec::new();
-            for op in parse(text)? {
-                match op {
-                    Op::Add { path, lines } => {
-                        let full = resolve(&path)?;
-                        let mut body = lines.join("\n");
-                        body.push('\n');
-                        writes.push(Write::Put(full, body));
-                        summary.push(format!("A {path}"));
+            let mut files = WorkspaceFiles { ctx };
+            let plan = plan(text, &mut files)?;
+            for change in plan.changes {
+                match change {
+                    Change::Put { path, text } => {
+                        write_atomic(&files.resolve(&path)?, text.as_bytes())
                     }
-                    Op::Delete { path } => {
-                        let full = resolve(&path)?;
-                        if !full.is_file() {
-                            return Err(ToolError::Failed(format!(
-                                "{path}: no such file to delete"
-                            )));
-                        }
-                        writes.push(Write::Remove(full));
-                        summary.push(format!("D {path}"));
-                    }
-                    Op::Update {
-                        path,
-                        move_to,
-                        hunks,
-                    } => {
-                        let full = resolve(&path)?;
-                        let original = std::fs::read_to_string(&full)
-                            .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
-                        let updated = apply_hunks(&path, &original, &hunks)?;
-                        match move_to {
-                            Some(dest) => {
-                                writes.push(Write::Put(resolve(&dest)?, updated));
-                                writes.push(Write::Remove(full));
-                                summary.push(format!("M {path} -> {dest}"));
-                            }
-                            None => {
-                                writes.push(Write::Put(full, updated));
-                                summary.push(format!("M {path}"));
-                            }
-                        }
-                    }
-                }
-            }
-            for write in writes {
-                match write {
-                    Write::Put(path, body) => write_atomic(&path, body.as_bytes()),
-                    Write::Remove(path) => std::fs::remove_file(&path),
+                    Change::Remove { path } => std::fs::remove_file(files.resolve(&path)?),
                 }
                 .map_err(|e| ToolError::Failed(format!("writing the patch: {e}")))?;
             }
             Ok(ToolOutput::text(format!(
                 "Success. Updated the following files:\n{}",
-                summary.join("\n")
+                plan.summary.join("\n")
             )))
         })
     }
@@ -254,6 +316,14 @@ mod tests {
         );
         let wrong = vec![vec!["-zzz".to_string()]];
         assert!(apply_hunks("f", original, &wrong).is_err());
+    }
+
+    /// Found by the `apply_patch` fuzz target: a hunk with more lines than the file sliced past its end.
+    #[test]
+    fn a_hunk_longer_than_the_file_is_refused_not_a_panic() {
+        let hunks = vec![vec![" a".to_string(), "-b".to_string(), " c".to_string()]];
+        let error = apply_hunks("f", "a\nb\n", &hunks).expect_err("cannot match");
+        assert!(error.to_string().contains("does not match"), "{error}");
     }
 
     #[test]

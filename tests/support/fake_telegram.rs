@@ -43,6 +43,8 @@
 #[allow(clippy::duplicate_mod)]
 #[path = "multipart_form.rs"]
 mod multipart_form;
+#[path = "platform_text.rs"]
+mod platform_text;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -68,25 +70,6 @@ const MAX_MESSAGE_CHARS: usize = 4096;
 const WAIT_GUARD: Duration = Duration::from_secs(30);
 /// First message id the fake hands out.
 const FIRST_MESSAGE_ID: i64 = 1000;
-/// Tags Telegram's HTML parse mode accepts.
-const HTML_TAGS: &[&str] = &[
-    "b",
-    "strong",
-    "i",
-    "em",
-    "u",
-    "ins",
-    "s",
-    "strike",
-    "del",
-    "span",
-    "tg-spoiler",
-    "a",
-    "code",
-    "pre",
-    "blockquote",
-    "tg-emoji",
-];
 
 /// A scripted failure for the next call of a method.
 #[derive(Debug, Clone)]
@@ -374,6 +357,15 @@ impl FakeTelegram {
     /// Updates not yet confirmed by a later offset.
     pub fn unconfirmed_updates(&self) -> usize {
         self.lock().pending.len()
+    }
+
+    /// The ids of the updates not yet confirmed by a later offset.
+    pub fn unconfirmed_update_ids(&self) -> Vec<i64> {
+        self.lock()
+            .pending
+            .iter()
+            .filter_map(|u| u["update_id"].as_i64())
+            .collect()
     }
 
     async fn wait_until<T>(&self, what: &str, mut check: impl FnMut(&Inner) -> Option<T>) -> T {
@@ -735,7 +727,7 @@ fn check_upload(method: &str, body: &Value, files: &[UploadedFile]) -> Result<()
     if let Some(caption) = body.get("caption") {
         let text = caption.as_str().ok_or("caption must be a string")?;
         let visible = match body.get("parse_mode").and_then(Value::as_str) {
-            Some("HTML") => parse_html(text)?,
+            Some("HTML") => platform_text::telegram_html_visible(text)?,
             Some(other) => return Err(format!("unsupported parse_mode {other}")),
             None => text.to_string(),
         };
@@ -770,7 +762,9 @@ fn send_file(state: &State, method: &str, body: &Value, files: &[UploadedFile]) 
     });
     message[field] = media;
     if let Some(caption) = body.get("caption").and_then(Value::as_str) {
-        message["caption"] = json!(parse_html(caption).unwrap_or_else(|_| caption.to_string()));
+        message["caption"] =
+            json!(platform_text::telegram_html_visible(caption)
+                .unwrap_or_else(|_| caption.to_string()));
     }
     ok(message)
 }
@@ -1075,7 +1069,7 @@ fn chat_key(body: &Value) -> Option<String> {
 fn visible_text(body: &Value) -> Result<String, String> {
     let text = body.get("text").and_then(Value::as_str).unwrap_or("");
     let visible = match body.get("parse_mode").and_then(Value::as_str) {
-        Some("HTML") => parse_html(text)?,
+        Some("HTML") => platform_text::telegram_html_visible(text)?,
         Some(other) => return Err(format!("unsupported parse_mode {other}")),
         None => text.to_string(),
     };
@@ -1127,59 +1121,4 @@ fn edit_message(state: &State, body: &Value) -> Response<Body> {
             ok(json!({ "message_id": id, "date": 1_767_000_000, "chat": {"id": 0, "type": "private"}, "text": visible }))
         }
     }
-}
-
-/// Telegram's HTML: the allowed tags, balanced; `&` only as an entity.
-fn parse_html(text: &str) -> Result<String, String> {
-    let fail = |what: String| Err(format!("can't parse entities: {what}"));
-    let mut visible = String::new();
-    let mut open: Vec<String> = Vec::new();
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if c == '<' {
-            let Some(end) = rest.find('>') else {
-                return fail("unclosed start tag".into());
-            };
-            let tag = &rest[1..end];
-            let name: String = tag
-                .trim_start_matches('/')
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect();
-            if !HTML_TAGS.contains(&name.as_str()) {
-                return fail(format!("Unsupported start tag \"{name}\""));
-            }
-            if tag.starts_with('/') {
-                if open.pop().as_deref() != Some(name.as_str()) {
-                    return fail(format!("Unexpected end tag \"{name}\""));
-                }
-            } else {
-                open.push(name);
-            }
-            rest = &rest[end + 1..];
-        } else if c == '&' {
-            let entity = ["&amp;", "&lt;", "&gt;", "&quot;"]
-                .into_iter()
-                .find(|e| rest.starts_with(e));
-            let Some(entity) = entity else {
-                return fail("unsupported entity".into());
-            };
-            visible.push(match entity {
-                "&amp;" => '&',
-                "&lt;" => '<',
-                "&gt;" => '>',
-                _ => '"',
-            });
-            rest = &rest[entity.len()..];
-        } else {
-            visible.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    if let Some(unclosed) = open.pop() {
-        return fail(format!(
-            "Can't find end tag corresponding to start tag \"{unclosed}\""
-        ));
-    }
-    Ok(visible)
 }

@@ -85,29 +85,58 @@ impl OllamaProvider {
         if !response.status().is_success() {
             return Err(http::error_from_response(response, self.idle_timeout).await);
         }
-        let mut lines = LineSplitter::new(MAX_NDJSON_LINE_BYTES);
-        let mut reply = ReplyState::new(events);
+        let mut decoder = BodyDecoder::new(events);
         let mut stream = response.bytes_stream();
         loop {
             let next = tokio::time::timeout(self.idle_timeout, stream.next())
                 .await
                 .map_err(|_| http::idle_error(self.idle_timeout, "streaming"))?;
-            let bytes = match next {
-                Some(Ok(bytes)) => bytes,
+            match next {
+                Some(Ok(bytes)) => {
+                    if let Some(completion) = decoder.feed(&bytes).await? {
+                        return Ok(completion);
+                    }
+                }
                 Some(Err(e)) => {
                     return Err(ProviderError::Network(http::describe_reqwest_error(&e)))
                 }
-                None => break,
-            };
-            for line in lines.feed(&bytes)? {
-                if reply.apply(&line).await? {
-                    return Ok(reply.completion);
-                }
+                None => return decoder.end().await,
             }
         }
-        if let Some(line) = lines.finish() {
-            if reply.apply(&line).await? {
-                return Ok(reply.completion);
+    }
+}
+
+/// Decodes a streamed reply's body (NDJSON), chunk by chunk as it arrives, into stream events and the
+/// completion: the part of reading a reply that does not touch the network (the fuzz target `llm_stream`
+/// drives it too).
+pub struct BodyDecoder {
+    lines: LineSplitter,
+    reply: ReplyState,
+}
+
+impl BodyDecoder {
+    pub fn new(events: mpsc::Sender<StreamEvent>) -> Self {
+        BodyDecoder {
+            lines: LineSplitter::new(MAX_NDJSON_LINE_BYTES),
+            reply: ReplyState::new(events),
+        }
+    }
+
+    /// Feeds one chunk of the body; `Some` once a line said `done`.
+    pub async fn feed(&mut self, bytes: &[u8]) -> Result<Option<Completion>, ProviderError> {
+        for line in self.lines.feed(bytes)? {
+            if self.reply.apply(&line).await? {
+                return Ok(Some(std::mem::take(&mut self.reply.completion)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The body ended: the completion when its last line said `done`, else why not.
+    pub async fn end(mut self) -> Result<Completion, ProviderError> {
+        if let Some(line) = self.lines.finish() {
+            if self.reply.apply(&line).await? {
+                return Ok(self.reply.completion);
             }
         }
         Err(ProviderError::Protocol(

@@ -26,6 +26,7 @@ use super::outbound::RetryPolicy;
 
 mod bots;
 mod matrix;
+pub(crate) mod signal;
 
 /// How often a streaming preview is edited at most (upstream's default throttle).
 pub const DEFAULT_PREVIEW_THROTTLE_MS: u64 = 1_000;
@@ -145,6 +146,7 @@ impl ChannelSettings {
             "discord" => settings.apply_discord(config, account_id),
             "slack" => settings.apply_slack(config, account_id),
             "matrix" => settings.apply_matrix(config, account_id),
+            "signal" => settings.apply_signal(config, account_id),
             // The web chat is the gateway's own operators: always admitted.
             "webchat" => {
                 settings.access.dm_policy = DmPolicy::Open;

@@ -4,7 +4,7 @@
 //! by key, as upstream's `merge<Platform>AccountConfig` does).
 //!
 //! Each platform's keys live in its own file (`telegram.rs`, `discord.rs`,
-//! `slack.rs`, `matrix.rs`); this file must not grow platform specifics.
+//! `slack.rs`, `matrix.rs`, `signal.rs`); this file must not grow platform specifics.
 
 use std::fmt;
 
@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{BlockStreamingChunk, BlockStreamingCoalesce, ChunkMode, GroupPolicy};
 use super::discord::DiscordConfig;
 use super::matrix::MatrixConfig;
+use super::signal::SignalConfig;
 use super::slack::SlackConfig;
 use super::telegram::TelegramConfig;
 
@@ -28,6 +29,7 @@ pub struct ChannelsConfig {
     pub discord: Option<DiscordConfig>,
     pub slack: Option<SlackConfig>,
     pub matrix: Option<MatrixConfig>,
+    pub signal: Option<SignalConfig>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

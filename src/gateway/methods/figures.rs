@@ -107,6 +107,9 @@ fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
     if let Some(matrix) = &config.channels.matrix {
         out.insert("matrix", matrix.account_ids());
     }
+    if let Some(signal) = &config.channels.signal {
+        out.insert("signal", signal.account_ids());
+    }
     out
 }
 

@@ -116,32 +116,61 @@ impl AnthropicProvider {
         response: reqwest::Response,
         events: mpsc::Sender<StreamEvent>,
     ) -> Result<Completion, ProviderError> {
-        let mut parser = SseParser::new(MAX_SSE_EVENT_BYTES);
-        let mut reply = ReplyState::new(events);
+        let mut decoder = BodyDecoder::new(events);
         let mut body = response.bytes_stream();
         loop {
             let next = tokio::time::timeout(self.idle_timeout, body.next())
                 .await
                 .map_err(|_| http::idle_error(self.idle_timeout, "streaming"))?;
-            let bytes = match next {
-                Some(Ok(bytes)) => bytes,
+            match next {
+                Some(Ok(bytes)) => {
+                    if let Some(completion) = decoder.feed(&bytes).await? {
+                        return Ok(completion);
+                    }
+                }
                 Some(Err(e)) => {
                     return Err(ProviderError::Network(http::describe_reqwest_error(&e)))
                 }
-                None => break,
-            };
-            let payloads = parser
-                .feed(&bytes)
-                .map_err(|e| ProviderError::Protocol(e.to_string()))?;
-            for payload in payloads {
-                if reply.apply(&payload).await? == Flow::Done {
-                    return Ok(reply.completion);
-                }
+                None => return decoder.end().await,
             }
         }
-        if let Some(payload) = parser.finish() {
-            if reply.apply(&payload).await? == Flow::Done {
-                return Ok(reply.completion);
+    }
+}
+
+/// Decodes a streamed reply's body, chunk by chunk as it arrives, into stream events and the completion: the
+/// part of reading a reply that does not touch the network (the fuzz target `llm_stream` drives it too).
+pub struct BodyDecoder {
+    parser: SseParser,
+    reply: ReplyState,
+}
+
+impl BodyDecoder {
+    pub fn new(events: mpsc::Sender<StreamEvent>) -> Self {
+        BodyDecoder {
+            parser: SseParser::new(MAX_SSE_EVENT_BYTES),
+            reply: ReplyState::new(events),
+        }
+    }
+
+    /// Feeds one chunk of the body; `Some` once the stream said it is done.
+    pub async fn feed(&mut self, bytes: &[u8]) -> Result<Option<Completion>, ProviderError> {
+        let payloads = self
+            .parser
+            .feed(bytes)
+            .map_err(|e| ProviderError::Protocol(e.to_string()))?;
+        for payload in payloads {
+            if self.reply.apply(&payload).await? == Flow::Done {
+                return Ok(Some(std::mem::take(&mut self.reply.completion)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The body ended: the completion when the stream had finished it, else why not.
+    pub async fn end(mut self) -> Result<Completion, ProviderError> {
+        if let Some(payload) = self.parser.finish() {
+            if self.reply.apply(&payload).await? == Flow::Done {
+                return Ok(self.reply.completion);
             }
         }
         Err(ProviderError::Protocol(
