@@ -54,7 +54,13 @@ const FILL_HOLD: Duration = Duration::from_secs(20);
 const SAMPLE_EVERY: Duration = Duration::from_secs(30);
 /// How long the backlog may take once feeding stops.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(180);
-const WEB_SESSION: &str = "soak-web";
+/// Web chat sessions take this many messages each (`soak-web-0`, `soak-web-1`, …), so that every answer
+/// stays within one `chat.history` page.
+const WEB_MESSAGES_PER_SESSION: u64 = 100;
+
+fn web_session(n: u64) -> String {
+    format!("soak-web-{}", n / WEB_MESSAGES_PER_SESSION)
+}
 
 #[derive(Debug, thiserror::Error)]
 enum SoakError {
@@ -364,7 +370,7 @@ async fn web_feeder(
                     return n;
                 }
                 ledger2.lock().expect("ledger").sent.insert(n);
-                let params = json!({"sessionKey": WEB_SESSION, "message": format!("w-{n}"), "idempotencyKey": format!("w-{n}")});
+                let params = json!({"sessionKey": web_session(n), "message": format!("w-{n}"), "idempotencyKey": format!("w-{n}")});
                 let res =
                     tokio::time::timeout(Duration::from_secs(30), client.call("chat.send", params))
                         .await;
@@ -409,7 +415,7 @@ fn count_markers<'a>(texts: impl Iterator<Item = &'a str>, prefix: &str) -> BTre
     counts
 }
 
-async fn web_answers(port: u16) -> Result<BTreeMap<u64, usize>, SoakError> {
+async fn web_answers(port: u16, sent: &BTreeSet<u64>) -> Result<BTreeMap<u64, usize>, SoakError> {
     let url = format!("ws://127.0.0.1:{port}");
     let (mut client, _) = TestClient::connect(
         &url,
@@ -418,30 +424,37 @@ async fn web_answers(port: u16) -> Result<BTreeMap<u64, usize>, SoakError> {
         Some(&Device::new(7)),
     )
     .await;
-    let history = client
-        .call(
-            "chat.history",
-            json!({"sessionKey": WEB_SESSION, "limit": 1000}),
-        )
-        .await;
-    let messages = history["payload"]["messages"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| SoakError::Failed(format!("chat.history: {history}")))?;
-    let texts: Vec<String> = messages
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            Value::Array(parts) => parts
-                .iter()
-                .filter_map(|p| p["text"].as_str())
-                .collect::<Vec<_>>()
-                .join(""),
-            _ => String::new(),
-        })
-        .collect();
-    Ok(count_markers(texts.iter().map(String::as_str), "echo: w-"))
+    let sessions: BTreeSet<String> = sent.iter().map(|n| web_session(*n)).collect();
+    let mut counts = BTreeMap::new();
+    for session in sessions {
+        let history = client
+            .call(
+                "chat.history",
+                json!({"sessionKey": session, "limit": 1000}),
+            )
+            .await;
+        let messages = history["payload"]["messages"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| SoakError::Failed(format!("chat.history: {history}")))?;
+        let texts: Vec<String> = messages
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| match &m["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join(""),
+                _ => String::new(),
+            })
+            .collect();
+        for (n, c) in count_markers(texts.iter().map(String::as_str), "echo: w-") {
+            *counts.entry(n).or_insert(0) += c;
+        }
+    }
+    Ok(counts)
 }
 
 fn kill9(gateway: &mut Gateway) {
@@ -598,7 +611,8 @@ async fn main() -> Result<(), SoakError> {
             sends.iter().filter_map(|c| c.body["text"].as_str()),
             "echo: t-",
         );
-        let web = web_answers(gateway.port).await?;
+        let sent = ledger.lock().expect("ledger").sent.clone();
+        let web = web_answers(gateway.port, &sent).await?;
         let tg_waiting = telegram_sent
             .iter()
             .filter(|(n, id)| !unconfirmed.contains(id) && !tg_answers.contains_key(n))

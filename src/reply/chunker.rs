@@ -331,31 +331,32 @@ impl BlockChunker {
     fn split_fence(&mut self, span: &FenceSpan, mid_line_ok: bool, out: &mut Vec<String>) -> bool {
         let max = self.limits.max_chars;
         let close_chars = span.close_line.chars().count();
+        let open_chars = span.open_line.chars().count();
+        // Each repaired cut must move a quarter of the limit on: with an opening line near the limit, a cut that
+        // moved a character at a time sent a block per character (the fuzz target `reply_chunker` found 237
+        // characters becoming 159 blocks); such a fence is cut hard instead.
+        let least_progress = (max / 4).max(1);
+        let reopened = |cut: usize| open_chars + 1 + self.buffer[cut..].chars().count();
+        let moves_on = |cut: usize| reopened(cut) + least_progress <= self.buffered_chars;
         let budget = byte_at_char(&self.buffer, max.saturating_sub(close_chars));
         let bytes = self.buffer.as_bytes();
+        // The latest line start that fits; when even it moves too little, a mid-line cut (where allowed) can.
         let line_cut = (span.content_start + 1..=budget)
             .rev()
-            .find(|&q| bytes[q - 1] == b'\n');
+            .find(|&q| bytes[q - 1] == b'\n')
+            .filter(|&q| moves_on(q));
         let (cut, newline) = match line_cut {
             Some(q) => (q, ""),
             None if !mid_line_ok => return false,
             None => {
                 let mid = byte_at_char(&self.buffer, max.saturating_sub(close_chars + 1));
-                if mid <= span.content_start {
+                if mid <= span.content_start || !moves_on(mid) {
                     return false;
                 }
                 (mid, "\n")
             }
         };
-        let rest_chars = self.buffer[cut..].chars().count();
-        let reopened_chars = span.open_line.chars().count() + 1 + rest_chars;
-        // Each repaired cut must move a quarter of the limit on: with an opening line near the limit, a cut that
-        // moved a character at a time sent a block per character (the fuzz target `reply_chunker` found 237
-        // characters becoming 159 blocks); such a fence is cut hard instead.
-        let least_progress = (max / 4).max(1);
-        if reopened_chars + least_progress > self.buffered_chars {
-            return false;
-        }
+        let reopened_chars = reopened(cut);
         let mut block: String = self.buffer[..cut].to_string();
         block.push_str(newline);
         block.push_str(&span.close_line);
@@ -425,6 +426,29 @@ mod tests {
             blocks.len()
         );
         assert!(out <= 4 * input, "{out} characters out of {input}");
+    }
+
+    /// Found by the fuzz target `reply_chunker`: when the only line cut inside a fence moved too little, the
+    /// chunker cut hard and left the fence open instead of cutting mid-line and repairing it.
+    #[test]
+    fn a_fence_too_full_for_a_line_cut_is_cut_mid_line_and_repaired() {
+        let text = "'x')\n~~~\n\nAfteer. **ri'x')\n~~~\n\nAfter. **o*nd c`";
+        let chars: Vec<char> = text.chars().collect();
+        let deltas: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
+        let refs: Vec<&str> = deltas.iter().map(String::as_str).collect();
+        let blocks = run(
+            ChunkerLimits::new(6, 22).with_preference(BreakPreference::Paragraph),
+            &refs,
+        );
+        for block in &blocks {
+            let fence_lines = block.lines().filter(|l| l.starts_with("~~~")).count();
+            assert_eq!(
+                fence_lines % 2,
+                0,
+                "a fence left open in {block:?} of {blocks:?}"
+            );
+            assert!(block.chars().count() <= 22, "{block:?}");
+        }
     }
 
     #[test]
