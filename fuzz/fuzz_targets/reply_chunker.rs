@@ -10,8 +10,10 @@ use pincer::config::BreakPreference;
 use pincer::reply::chunker::{chunk_text, BlockChunker, ChunkerLimits};
 use pincer_fuzz::{linear_budget, within_budget};
 
-/// Lines that open or close a fence: up to three spaces, then three or more backticks or tildes.
+/// Lines that open or close a fence: up to three spaces, then three or more backticks or tildes (a CRLF
+/// line's `\r` is not part of it, as in the chunker).
 fn fence_marker(line: &str) -> Option<(char, usize, &str)> {
+    let line = line.strip_suffix('\r').unwrap_or(line);
     let indent = line.len() - line.trim_start_matches(' ').len();
     if indent > 3 {
         return None;
