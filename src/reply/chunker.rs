@@ -281,8 +281,10 @@ impl BlockChunker {
             if self.split_fence(span, false, out) {
                 return;
             }
-            // No whole code line fits: end the block before the fence instead.
-            if span.start > 0 && !self.buffer[..span.start].trim().is_empty() {
+            // No whole code line fits: end the block before the fence instead (a whitespace-only block is
+            // dropped, which still moves the fence to the front; the fuzz target `reply_chunker` found a fence
+            // behind whitespace cut hard and left open).
+            if span.start > 0 {
                 self.emit(span.start, out);
                 return;
             }
@@ -448,6 +450,27 @@ mod tests {
                 "a fence left open in {block:?} of {blocks:?}"
             );
             assert!(block.chars().count() <= 22, "{block:?}");
+        }
+    }
+
+    /// Found by the fuzz target `reply_chunker`: a fence behind a whitespace-only line was cut hard.
+    #[test]
+    fn a_fence_behind_whitespace_is_moved_to_the_front_not_cut_open() {
+        let text = "'x')2\u{9}\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}R\u{9}\u{9}\u{9}\u{3}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{a}~~~\u{a}\u{a}Afteer. **ri'x')\u{a}~~~\u{a}\u{a}After. **o*nd c`";
+        let chars: Vec<char> = text.chars().collect();
+        let deltas: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
+        let refs: Vec<&str> = deltas.iter().map(String::as_str).collect();
+        let blocks = run(
+            ChunkerLimits::new(6, 22).with_preference(BreakPreference::Paragraph),
+            &refs,
+        );
+        for block in &blocks {
+            let fence_lines = block.lines().filter(|l| l.starts_with("~~~")).count();
+            assert_eq!(
+                fence_lines % 2,
+                0,
+                "a fence left open in {block:?} of {blocks:?}"
+            );
         }
     }
 
