@@ -740,6 +740,25 @@ async fn main() -> Result<(), SoakError> {
             first.media_entries, idle.media_entries
         ));
     }
+    if !failures.is_empty() {
+        let missing: Vec<String> = ledger
+            .acked
+            .iter()
+            .filter(|n| !web.contains_key(n))
+            .map(|n| format!("w-{n}"))
+            .chain(
+                tg_acked
+                    .iter()
+                    .filter(|n| !tg_answers.contains_key(n))
+                    .map(|n| format!("t-{n}")),
+            )
+            .collect();
+        println!("unanswered: {}", missing.join(" "));
+        let kept = std::env::temp_dir().join(format!("soak-gateway-{}.log", std::process::id()));
+        if std::fs::copy(&log, &kept).is_ok() {
+            println!("the gateway's log is kept at {}", kept.display());
+        }
+    }
     if failures.is_empty() {
         println!("\nsoak: ok");
         Ok(())
