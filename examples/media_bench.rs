@@ -14,21 +14,22 @@ mod fake_openai;
 #[allow(dead_code)]
 #[path = "../tests/support/fake_telegram.rs"]
 mod fake_telegram;
+#[path = "support/gateway_child.rs"]
+mod gateway_child;
 #[allow(dead_code)]
 #[path = "../tests/support/media_files.rs"]
 mod media_files;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fake_openai::FakeOpenAi;
 use fake_telegram::FakeTelegram;
+use gateway_child::status_kib;
 use rand::{Rng, SeedableRng};
 
 const TELEGRAM_TOKEN: &str = "123456789:AAE-media_TOKEN_value";
-const READY_PREFIX: &str = "pincer: listening on ";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
 /// The Bot API's getFile limit is 20 MB: the photo stays just under it.
@@ -71,18 +72,6 @@ fn noise_jpeg(target: usize) -> (Vec<u8>, (u32, u32)) {
     }
 }
 
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Resets the peak resident set size (VmHWM) to the current one.
 fn reset_peak(pid: u32) -> Result<(), BenchError> {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
@@ -109,21 +98,13 @@ fn spawn_gateway(bin: &PathBuf, dir: &std::path::Path, config: &str) -> Result<C
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| BenchError::Failed("no stdout".into()))?;
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with(READY_PREFIX) {
-                let _ = ready_tx.send(());
-            }
-        }
-    });
-    ready_rx
-        .recv_timeout(READY_TIMEOUT)
-        .map_err(|_| BenchError::Failed("the gateway did not become ready".into()))?;
+    if gateway_child::wait_ready(&mut child, READY_TIMEOUT).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(BenchError::Failed(
+            "the gateway did not become ready".into(),
+        ));
+    }
     Ok(child)
 }
 

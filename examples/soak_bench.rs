@@ -21,12 +21,13 @@ mod fake_openai;
 #[allow(dead_code)]
 #[path = "../tests/support/fake_telegram.rs"]
 mod fake_telegram;
+#[path = "support/gateway_child.rs"]
+mod gateway_child;
 #[allow(dead_code)]
 #[path = "../tests/support/ws_client.rs"]
 mod ws_client;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,6 @@ use ws_client::{Device, TestClient};
 
 const TOKEN: &str = "soak-token";
 const TELEGRAM_TOKEN: &str = "123456789:AAE-soak_TOKEN_value";
-const READY_PREFIX: &str = "pincer: listening on ";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Telegram users the feeder rotates through (one private chat each).
 const TELEGRAM_USERS: i64 = 40;
@@ -236,23 +236,7 @@ fn spawn_gateway(bin: &Path, place: &Place, log: &Path) -> Result<Gateway, SoakE
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| SoakError::Failed("no stdout".into()))?;
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix(READY_PREFIX) {
-                let port = rest
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| p.trim().parse::<u16>().ok());
-                let _ = ready_tx.send(port);
-            }
-        }
-    });
-    match ready_rx.recv_timeout(READY_TIMEOUT).ok().flatten() {
+    match gateway_child::wait_ready(&mut child, READY_TIMEOUT) {
         Some(port) => Ok(Gateway { child, port }),
         None => {
             let _ = child.kill();
@@ -270,18 +254,6 @@ struct Sample {
     fds: usize,
     media_entries: usize,
     disk_used_kib: u64,
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn fd_count(pid: u32) -> usize {
@@ -327,7 +299,7 @@ fn sample(started: Instant, gateway: &Gateway, place: &Place) -> Sample {
     let pid = gateway.child.id();
     Sample {
         at_s: started.elapsed().as_secs(),
-        rss_kib: rss_kib(pid),
+        rss_kib: gateway_child::status_kib(pid, "VmRSS:"),
         fds: fd_count(pid),
         media_entries: media_entries(&place.data),
         disk_used_kib: disk_used_kib(&place.data),
