@@ -25,6 +25,7 @@ mod session_note;
 mod session_reset;
 mod sessions;
 mod skills;
+mod store_wait;
 mod subagents;
 mod tool_loop;
 mod turn;
@@ -32,7 +33,7 @@ mod user_turn;
 
 // Runs: starting, observing and ending them (the gateway, channels, cron, heartbeat).
 pub use inbound_media::MAX_TURN_IMAGES;
-pub use runs::{RunEvent, RunOutcome, RunRegistry, RunStatus};
+pub use runs::{RunEvent, RunOutcome, RunRegistry, RunStatus, Unrecorded};
 pub use runtime::{
     AgentRuntime, FinalReply, NoObserver, PreparedRun, RunListeners, RunObserver, RunOrigin,
     RunPlacement, RunStartError, RunWaiters, RuntimeParts,

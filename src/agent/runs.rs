@@ -58,6 +58,18 @@ pub struct RunOutcome {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub stop_reason: Option<String>,
+    /// What the store refused to keep for this turn, when its wait for the store ran out.
+    pub unrecorded: Option<Unrecorded>,
+}
+
+/// A turn's write the store refused until the turn stopped waiting (a full disk, the store at its size cap):
+/// the message's answer is not in the transcript, so whoever keeps the message keeps it for the next start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// The user's message: no model ran and nothing was answered.
+    Message,
+    /// The reply: it was streamed to whoever watched, but the transcript lacks it.
+    Reply,
 }
 
 impl RunOutcome {
@@ -76,6 +88,7 @@ impl RunOutcome {
             provider: None,
             model: None,
             stop_reason: None,
+            unrecorded: None,
         }
     }
 }
@@ -356,6 +369,7 @@ mod tests {
             provider: None,
             model: None,
             stop_reason: None,
+            unrecorded: None,
         }
     }
 

@@ -20,10 +20,10 @@ use super::history::{prompt_messages, PromptHistory};
 use super::providers::models::{resolve_chain, ResolvedModel};
 use super::providers::Usage;
 use super::reasoning::ReasoningLevel;
-use super::runs::{RunEvent, RunOutcome, RunStatus};
+use super::runs::{RunEvent, RunOutcome, RunStatus, Unrecorded};
 use super::tool_loop::{self, LoopInput, LoopResult};
 use super::user_turn::{same_but_time, session_for, user_entry, UserMessage};
-use super::{context, prompt, prompt_files, skills};
+use super::{context, prompt, prompt_files, skills, store_wait};
 
 /// The one bootstrap file a `light_context` run keeps.
 pub const LIGHT_CONTEXT_FILE: &str = "HEARTBEAT.md";
@@ -114,13 +114,26 @@ pub async fn run_turn(
         provider: None,
         model: None,
         stop_reason: None,
+        unrecorded: None,
     };
     let _ = events.send(RunEvent::Started { started_at_ms }).await;
     // Store commits wait for fsync and the prompt reads files: one hand-off
     // to a blocking thread, unless the store's commits are quick (`run_blocking`).
-    let start = env
-        .store
-        .run_blocking(|| start_turn(env, spec, started_at_ms));
+    // A store that refuses the user's message (a full disk) is waited for.
+    let what = format!("run {}: could not record the message", spec.run_id);
+    let prepared = store_wait::retry(&cancel, store_wait::WAIT_BUDGET, &what, || {
+        env.store.run_blocking(|| prepare(env, spec, started_at_ms))
+    })
+    .await;
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            log::error!("{what}: {e}");
+            outcome.unrecorded = Some(Unrecorded::Message);
+            return fail(outcome, format!("session store: {e}"));
+        }
+    };
+    let start = env.store.run_blocking(|| start_turn(env, spec, prepared));
     let TurnStart {
         session,
         models,
@@ -193,12 +206,17 @@ pub async fn run_turn(
             outcome.error = Some(message);
         }
     }
-    if let Err(e) = env
-        .store
-        .run_blocking(|| record_reply(env, spec, session, &outcome))
-    {
-        log::error!("run {}: could not record the reply: {e}", spec.run_id);
+    // A store that refuses the reply (a full disk) is waited for: the answer exists only in memory.
+    let what = format!("run {}: could not record the reply", spec.run_id);
+    let recorded = store_wait::retry(&cancel, store_wait::WAIT_BUDGET, &what, || {
+        env.store
+            .run_blocking(|| record_reply(env, spec, session.clone(), &outcome))
+    })
+    .await;
+    if let Err(e) = recorded {
+        log::error!("{what}: {e}");
         if outcome.status == RunStatus::Ok {
+            outcome.unrecorded = Some(Unrecorded::Reply);
             return fail(outcome, format!("could not record the reply: {e}"));
         }
     }
@@ -221,9 +239,8 @@ struct TurnStart {
 fn start_turn(
     env: &TurnEnv,
     spec: &TurnSpec,
-    started_at_ms: u64,
+    (session, first_run): (SessionEntry, bool),
 ) -> Result<TurnStart, (String, String)> {
-    let (session, first_run) = prepare(env, spec, started_at_ms).map_err(|e| (String::new(), e))?;
     let failed = |message: String| (session.session_id.clone(), message);
     let mut models = resolve_chain(
         &env.config,
@@ -312,9 +329,12 @@ fn fail(mut outcome: RunOutcome, message: String) -> RunOutcome {
 
 /// Loads or creates the session and records the user's message. Returns the
 /// session and whether this is its first run (nothing recorded before).
-fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bool), String> {
-    let store_err = |e: crate::store::StoreError| format!("session store: {e}");
-    let stored = env.store.session(&spec.session_key).map_err(store_err)?;
+fn prepare(
+    env: &TurnEnv,
+    spec: &TurnSpec,
+    now: u64,
+) -> Result<(SessionEntry, bool), crate::store::StoreError> {
+    let stored = env.store.session(&spec.session_key)?;
     let message = UserMessage {
         session_key: &spec.session_key,
         run_id: &spec.run_id,
@@ -325,10 +345,7 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
         interaction: spec.interaction,
     };
     let session = session_for(stored.clone(), &message);
-    let tail = env
-        .store
-        .transcript_tail(&session.session_id, 2)
-        .map_err(store_err)?;
+    let tail = env.store.transcript_tail(&session.session_id, 2)?;
     // A message replayed after a crash runs again under the same run id: its
     // user turn is already recorded when nothing came after it. So is the
     // web chat's message that `chat.send` recorded with its inbox record.
@@ -342,14 +359,12 @@ fn prepare(env: &TurnEnv, spec: &TurnSpec, now: u64) -> Result<(SessionEntry, bo
     }
     // The user's message and the session entry in one commit.
     let kept = session.clone();
-    env.store
-        .record_turn(
-            &spec.session_key,
-            &session.session_id,
-            (!recorded).then(|| user_entry(&message)).as_ref(),
-            move |_| Some(kept.clone()),
-        )
-        .map_err(store_err)?;
+    env.store.record_turn(
+        &spec.session_key,
+        &session.session_id,
+        (!recorded).then(|| user_entry(&message)).as_ref(),
+        move |_| Some(kept.clone()),
+    )?;
     Ok((session, first_run))
 }
 

@@ -20,7 +20,9 @@ use std::sync::{Arc, Weak};
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::agent::{ReplySettlement, ResetChat, RunOrigin, RunOutcome, RunStartError, TurnSpec};
+use crate::agent::{
+    ReplySettlement, ResetChat, RunOrigin, RunOutcome, RunStartError, TurnSpec, Unrecorded,
+};
 use crate::pipeline::TypingGuard;
 use crate::queue::{Turn, TurnContext, TurnRunner};
 use crate::system::clock::now_ms;
@@ -224,6 +226,16 @@ async fn run_turn(hub: Arc<ChannelHub>, mut turn: Turn, ctx: TurnContext) {
     });
     let outcome = prepared.execute().await;
     link.abort();
+    if outcome.unrecorded == Some(Unrecorded::Message) {
+        // Nothing ran, so nothing was answered: the messages stay in the inbox for the next start.
+        log::warn!(
+            "turn for {}: its message could not be recorded; kept in the inbox for the next start",
+            turn.session_key
+        );
+        for origin in &mut origins {
+            origin.inbox.clear();
+        }
+    }
     if let Some(answers) = answers {
         answers.settle(&outcome);
     }

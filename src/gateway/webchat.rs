@@ -147,6 +147,21 @@ impl ReplySettlement for WebchatSettlement {
     }
 }
 
+impl WebchatSettlement {
+    /// The inbox records the run's end answers: none when the store refused the turn's message or reply
+    /// (the web chat's answer is its recorded reply), so the next start runs those messages again.
+    fn answered_records(&self, outcome: &RunOutcome) -> &[String] {
+        if outcome.unrecorded.is_some() {
+            log::warn!(
+                "run {}: its answer was not recorded; its messages stay in the inbox for the next start",
+                outcome.run_id
+            );
+            return &[];
+        }
+        &self.done
+    }
+}
+
 impl TurnAnswers for WebchatSettlement {
     fn settle(&self, outcome: &RunOutcome) {
         let Some(state) = self.state.upgrade() else {
@@ -171,11 +186,12 @@ impl TurnAnswers for WebchatSettlement {
             return;
         }
         // Not committed with a reply: the first key's commit also removes
-        // the `done` records.
+        // the `done` records, unless the store refused the turn's writes.
         let (ok, payload, error) = answer_of(outcome);
+        let done = self.answered_records(outcome);
         state.services.store.run_blocking(|| {
             for (i, key) in self.keys.iter().enumerate() {
-                let done = if i == 0 { self.done.as_slice() } else { &[] };
+                let done = if i == 0 { done } else { &[] };
                 state.idempotency.finish_settling(
                     key,
                     ok,
@@ -192,6 +208,35 @@ impl TurnAnswers for WebchatSettlement {
                 outcome.run_id,
                 outcome.error
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Unrecorded;
+
+    fn settlement() -> WebchatSettlement {
+        WebchatSettlement {
+            state: Weak::new(),
+            keys: vec!["chat:run-1".into()],
+            done: vec!["webchat-inbox/1".into()],
+            committed: AtomicBool::new(false),
+            answer: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn a_run_whose_answer_was_not_recorded_keeps_its_messages() {
+        let owner = settlement();
+        let mut outcome = RunOutcome::without_turn("run-1", "agent:main:main", RunStatus::Ok, 1);
+        assert_eq!(owner.answered_records(&outcome), ["webchat-inbox/1"]);
+        outcome.status = RunStatus::Error;
+        assert_eq!(owner.answered_records(&outcome), ["webchat-inbox/1"]);
+        for unrecorded in [Unrecorded::Message, Unrecorded::Reply] {
+            outcome.unrecorded = Some(unrecorded);
+            assert!(owner.answered_records(&outcome).is_empty());
         }
     }
 }

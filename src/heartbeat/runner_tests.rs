@@ -59,6 +59,7 @@ impl HeartbeatHost for FakeHost {
             provider: None,
             model: None,
             stop_reason: None,
+            unrecorded: None,
         };
         Ok(Box::pin(async move {
             HeartbeatTurn {

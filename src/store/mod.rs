@@ -152,6 +152,14 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the same write may succeed later: the store at its size cap or an LMDB failure (a full
+    /// disk is one) may pass once space is freed; a bad key, an undecodable record or a schema do not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Full { .. } | StoreError::Lmdb { .. })
+    }
+}
+
 /// A point-in-time view of the environment's size and contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreStats {

@@ -23,6 +23,11 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(defaults: &str) -> Harness {
+        Harness::start_with_store(defaults, StoreOptions::default()).await
+    }
+
+    /// [`Harness::start`] with a store opened with `options` (a small `max_disk_bytes`, say).
+    pub async fn start_with_store(defaults: &str, options: StoreOptions) -> Harness {
         let fake = FakeOpenAi::start().await;
         let dir = tempfile::tempdir().expect("tempdir");
         let text = format!(
@@ -34,7 +39,7 @@ impl Harness {
             fake.base_url()
         );
         let config = pincer::config::parse_str(&text, "test").expect("test config parses");
-        let store = Store::open(&dir.path().join("store"), StoreOptions::default()).expect("store");
+        let store = Store::open(&dir.path().join("store"), options).expect("store");
         let workspace = dir.path().join("workspace");
         std::fs::create_dir_all(&workspace).expect("workspace");
         let env = TurnEnv {
@@ -90,6 +95,17 @@ impl Harness {
     }
 
     pub async fn turn(&self, run_id: &str, message: &str) -> RunOutcome {
+        self.turn_cancellable(run_id, message, CancellationToken::new())
+            .await
+    }
+
+    /// [`Harness::turn`] with the run's cancellation token.
+    pub async fn turn_cancellable(
+        &self,
+        run_id: &str,
+        message: &str,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
         let spec = TurnSpec {
             run_id: run_id.into(),
             agent_id: "main".into(),
@@ -106,7 +122,7 @@ impl Harness {
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        let outcome = run_turn(&self.env, &spec, CancellationToken::new(), tx).await;
+        let outcome = run_turn(&self.env, &spec, cancel, tx).await;
         drain.await.expect("drain");
         outcome
     }

@@ -38,6 +38,7 @@ fn outcome(spec: &TurnSpec, status: RunStatus, text: &str) -> RunOutcome {
         provider: None,
         model: None,
         stop_reason: None,
+        unrecorded: None,
     }
 }
 
