@@ -506,9 +506,13 @@ fn started(dir: &std::path::Path) -> Vec<(i32, String)> {
         .collect()
 }
 
+/// Whether `pid` runs (a zombie left for a reaper does not).
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name's closing parenthesis.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -557,9 +561,21 @@ async fn a_managed_daemon_is_started_restarted_and_stopped_with_the_gateway() {
     assert_ne!(first_pid, second_pid);
     assert!(alive(second_pid));
 
+    // A gateway killed outright takes its daemon along, and the next start runs its own.
+    tokio::task::block_in_place(|| {
+        gateway.crash_and_restart(&config, &["--port", "0", "--token", GATEWAY_TOKEN])
+    });
+    eventually("the killed gateway's daemon gone", || !alive(second_pid)).await;
+    eventually("a daemon for the restarted gateway", || {
+        started(dir.path()).len() >= 3
+    })
+    .await;
+    let (third_pid, _) = started(dir.path())[2].clone();
+    assert!(alive(third_pid));
+
     let status = tokio::task::block_in_place(|| gateway.terminate());
     assert!(status.success(), "{status:?}");
-    eventually("the daemon stopped with the gateway", || !alive(second_pid)).await;
+    eventually("the daemon stopped with the gateway", || !alive(third_pid)).await;
 }
 
 /// The fake refuses what signal-cli refuses, so a wrong call from pincer

@@ -146,6 +146,18 @@ fn spawn(daemon: &ManagedDaemon, args: &[String]) -> std::io::Result<Child> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // A gateway killed outright (SIGKILL, the OOM killer) takes its daemon along: the next start runs its
+    // own, and two daemons on one account would fight over its messages. The signal follows the spawning
+    // thread, a runtime worker that lives as long as the gateway.
+    // SAFETY: prctl(2) in the child between fork and exec touches no memory of this process.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     command.spawn()
 }
 
