@@ -455,3 +455,33 @@ mod tests {
         assert_eq!(mode, NEW_CONFIG_FILE_MODE);
     }
 }
+#[cfg(test)]
+mod nesting_tests {
+    /// The stack of a runtime worker thread (tokio's default), where `config.apply` parses a client's text.
+    const WORKER_STACK: usize = 2 << 20;
+
+    fn parse_nested(depth: usize) -> Result<(), String> {
+        let text = format!("{{a: {}1{}}}", "[".repeat(depth), "]".repeat(depth));
+        std::thread::Builder::new()
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                super::parse_json5(&text, "raw")
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
+            .expect("thread")
+            .join()
+            .expect("no stack overflow")
+    }
+
+    #[test]
+    fn nesting_is_bounded_by_the_parser_not_by_the_stack() {
+        // The deepest text the parser accepts fits a worker's stack; deeper text is a syntax error.
+        parse_nested(1_000).expect("1,000 levels parse");
+        for depth in [2_000, 100_000] {
+            let error = parse_nested(depth).expect_err("too deep");
+            assert!(error.contains("raw: syntax error"), "{error}");
+            assert!(error.contains("stack limit reached"), "{error}");
+        }
+    }
+}
