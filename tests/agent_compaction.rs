@@ -12,7 +12,7 @@ use support::fake_openai::{FakeOpenAi, FakeReply};
 use support::gateway::{config_with_provider, GatewayProcess};
 use support::ws_client::{Device, Read, TestClient};
 
-use support::turn_harness::{Harness, SESSION_ID, SESSION_KEY};
+use support::turn_harness::{Harness, SESSION_ID};
 
 fn text(reply: &str) -> FakeReply {
     FakeReply::Text {
@@ -87,12 +87,7 @@ async fn overflow_compacts_once_and_the_retry_succeeds() {
         serde_json::from_str(summary.1.extra_json.as_deref().expect("extra")).expect("json");
     assert_eq!(extra["type"], "compaction");
     assert_eq!(extra["reason"], "overflow");
-    let session = h
-        .env
-        .store
-        .session(SESSION_KEY)
-        .expect("read")
-        .expect("session");
+    let session = h.session();
     assert_eq!(session.compaction_count, 1);
     // The next turn builds on the summary too.
     let next = h.turn("r2", "follow-up").await;

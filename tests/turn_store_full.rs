@@ -12,7 +12,7 @@ use std::time::Duration;
 use pincer::agent::{RunOutcome, RunStatus, Unrecorded};
 use pincer::store::{SessionEntry, Store, StoreError, StoreOptions, TranscriptEntry};
 use support::fake_openai::FakeReply;
-use support::turn_harness::{Harness, SESSION_KEY};
+use support::turn_harness::Harness;
 use tokio_util::sync::CancellationToken;
 
 const FILLER: &str = "test-filler/";
@@ -117,12 +117,7 @@ fn held(reply: &str) -> (Arc<tokio::sync::Notify>, FakeReply) {
 }
 
 fn transcript(h: &Harness) -> Vec<(String, String)> {
-    let session = h
-        .env
-        .store
-        .session(SESSION_KEY)
-        .expect("read")
-        .expect("session");
+    let session = h.session();
     h.env
         .store
         .transcript_tail(&session.session_id, 10)

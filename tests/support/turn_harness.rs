@@ -127,6 +127,15 @@ impl Harness {
         outcome
     }
 
+    /// The harness session's stored entry.
+    pub fn session(&self) -> SessionEntry {
+        self.env
+            .store
+            .session(SESSION_KEY)
+            .expect("read the session")
+            .expect("the session exists")
+    }
+
     pub fn request_messages(&self, index: usize) -> Vec<Value> {
         self.fake.requests()[index].body["messages"]
             .as_array()
