@@ -60,6 +60,26 @@ pub fn assistant_content(text: &str, policy: &SourcePolicy) -> Option<Vec<Value>
     Some(content)
 }
 
+/// An assistant message of the transcript as `chat.history` shows it: the
+/// text without `MEDIA:` lines and `[[audio_as_voice]]`, each file named in
+/// a line as the live message names what it could not embed (history reads
+/// no files: a page holds up to 1,000 messages).
+pub fn history_text(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains("media:") && !text.contains("[[") {
+        return text.to_string();
+    }
+    let split = split_media_lines(text);
+    let mut out = split.text;
+    for source in split.media.iter().chain(&split.refused) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!("📎 {source}"));
+    }
+    out
+}
+
 /// A local image as a `data:` URL within the web chat's cap.
 fn image_data_url(source: &str, policy: &SourcePolicy) -> Option<String> {
     let lower = source.to_ascii_lowercase();
