@@ -321,9 +321,16 @@ async fn a_voice_note_is_answered_with_a_spoken_reply_under_tts_inbound() {
     fake.push_reply(reply("**No** rain tomorrow."));
     telegram.push_message(telegram.voice_message("voice-1", media_files::voice_note(2), 2));
     let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(
+        voices[0].body["caption"], "<b>No</b> rain tomorrow.",
+        "the voice note carries the text reply as its caption"
+    );
     let texts = telegram.calls_of("sendMessage");
-    assert_eq!(texts.len(), 2, "the text reply goes as well");
-    assert_eq!(texts[1].body["text"], "<b>No</b> rain tomorrow.");
+    assert_eq!(
+        texts.len(),
+        1,
+        "only the typed question's answer: {texts:?}"
+    );
     let speech = fake.speech_requests();
     assert_eq!(
         speech.len(),
@@ -363,4 +370,60 @@ async fn speech_that_is_not_opus_is_refused_in_the_chat() {
     assert!(telegram.calls_of("sendVoice").is_empty());
     assert!(telegram.calls_of("sendAudio").is_empty());
     assert!(gateway.alive());
+}
+
+#[tokio::test]
+async fn tagged_speaks_only_a_tagged_reply_and_the_tags_leave_the_text() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "tagged");
+    fake.push_reply(reply("Just typed, nothing said."));
+    telegram.push_message(dm("hi"));
+    let texts = telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(texts[0].body["text"], "Just typed, nothing said.");
+    fake.push_reply(reply(
+        "[[tts:voice=shimmer]]The **forecast** is dry.[[tts:text]]Dry all week.[[/tts:text]]",
+    ));
+    telegram.push_message(dm("weather?"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(voices[0].body["caption"], "The <b>forecast</b> is dry.");
+    let speech = fake.speech_requests();
+    assert_eq!(
+        speech.len(),
+        1,
+        "only the tagged reply is spoken: {speech:?}"
+    );
+    assert_eq!(
+        speech[0]["input"], "Dry all week.",
+        "the hidden spoken text"
+    );
+    assert_eq!(speech[0]["voice"], "shimmer", "the tag's voice");
+    assert_eq!(
+        telegram.calls_of("sendMessage").len(),
+        1,
+        "the tagged reply went as the caption"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_too_long_for_a_caption_follows_its_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "always");
+    let long = "Sunny and mild. ".repeat(80);
+    fake.push_reply(reply(&long));
+    telegram.push_message(dm("long forecast"));
+    let texts = telegram.wait_for_calls("sendMessage", 1).await;
+    let voices = telegram.calls_of("sendVoice");
+    assert_eq!(voices.len(), 1, "{:?}", telegram.calls());
+    assert!(
+        voices[0].body.get("caption").is_none(),
+        "{} characters are over Telegram's 1,024",
+        long.trim().chars().count()
+    );
+    assert_eq!(texts[0].body["text"], long.trim());
+    assert!(
+        voices[0].at <= texts[0].at,
+        "the voice note first, the text after (upstream's follow-up text)"
+    );
 }

@@ -32,14 +32,27 @@ use crate::config::Config;
 use crate::media::audio::{synthesize, AudioEndpoint, Speech};
 use crate::media::ogg::{self, OggCodec};
 use crate::reply::media_lines::split_media_lines;
+use crate::reply::tts_tags::extract_tts_tags;
 
 /// The largest answer of a speech endpoint accepted (about 20 minutes of
 /// 64 kbit/s Opus).
 pub const MAX_SPEECH_BYTES: u64 = 10 * 1024 * 1024;
 
+/// Which replies of a run are spoken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpeechTrigger {
+    /// Every final reply (`always`, or `inbound` after a voice note).
+    Every,
+    /// Only a reply carrying a `[[tts…]]` tag (`tagged`).
+    Tagged,
+    /// None (`inbound` after a typed message): the tags still leave the text.
+    Never,
+}
+
 /// How one reply is spoken.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpeechPlan {
+    pub trigger: SpeechTrigger,
     pub endpoint: AudioEndpoint,
     pub model: String,
     pub voice: String,
@@ -85,7 +98,8 @@ pub fn settings_for(config: &Config, channel: &str, account_id: &str) -> TtsConf
         .fold(config.tts.clone(), |merged, layer| merged.merged(layer))
 }
 
-/// The plan for a reply on `channel`/`account_id` (`None`: not spoken).
+/// The plan for a reply on `channel`/`account_id` (`None`: `tts` is off,
+/// nothing is spoken and `[[tts…]]` tags are left alone, as upstream).
 /// `inbound_audio`: the message answered carried audio.
 pub fn plan(
     config: &Config,
@@ -94,14 +108,13 @@ pub fn plan(
     inbound_audio: bool,
 ) -> Option<SpeechPlan> {
     let settings = settings_for(config, channel, account_id);
-    let speak = match settings.effective_auto() {
-        "always" => true,
-        "inbound" => inbound_audio,
-        _ => false,
+    let trigger = match settings.effective_auto() {
+        "always" => SpeechTrigger::Every,
+        "inbound" if inbound_audio => SpeechTrigger::Every,
+        "inbound" => SpeechTrigger::Never,
+        "tagged" => SpeechTrigger::Tagged,
+        _ => return None,
     };
-    if !speak {
-        return None;
-    }
     let openai = settings
         .providers
         .get("openai")
@@ -118,6 +131,7 @@ pub fn plan(
         .or_else(|| env("OPENAI_TTS_BASE_URL"))
         .unwrap_or_else(|| DEFAULT_TTS_OPENAI_BASE_URL.to_string());
     Some(SpeechPlan {
+        trigger,
         endpoint: AudioEndpoint {
             base_url,
             api_key: openai.api_key.or_else(|| env("OPENAI_API_KEY")),
@@ -138,6 +152,39 @@ pub fn plan(
             .max(1),
         timeout: Duration::from_millis(settings.timeout_ms.unwrap_or(DEFAULT_TTS_TIMEOUT_MS)),
     })
+}
+
+impl SpeechPlan {
+    /// What to say for a final reply whose text is `reply`, and the plan
+    /// with the reply's tag settings (voice, model) applied; `None`: not
+    /// spoken (the trigger does not fire, or the reply sends files of its
+    /// own, as upstream skips those).
+    pub fn for_reply(&self, reply: &str) -> Option<(SpeechPlan, String)> {
+        let tags = extract_tts_tags(reply);
+        let fires = match self.trigger {
+            SpeechTrigger::Every => true,
+            SpeechTrigger::Tagged => tags.tagged,
+            SpeechTrigger::Never => false,
+        };
+        if !fires || !split_media_lines(&tags.visible).media.is_empty() {
+            return None;
+        }
+        let mut plan = self.clone();
+        if let Some(voice) = tags.voice {
+            plan.voice = voice;
+        }
+        if let Some(model) = tags.model {
+            plan.model = model;
+        }
+        let text = tags.spoken.unwrap_or(tags.visible);
+        let spoken = spoken_text(&text, plan.max_text_length);
+        (!spoken.is_empty()).then_some((plan, spoken))
+    }
+}
+
+/// `text` without its `[[tts…]]` tags (what a reader is shown).
+pub fn visible_text(text: &str) -> String {
+    extract_tts_tags(text).visible
 }
 
 /// What is spoken of a reply: no `MEDIA:` lines, no markdown marks, at most
@@ -214,7 +261,9 @@ mod tests {
             "test",
         )
         .expect("config");
-        assert_eq!(plan(&config, "telegram", "default", false), None);
+        let typed = plan(&config, "telegram", "default", false).expect("inbound mode");
+        assert_eq!(typed.trigger, SpeechTrigger::Never);
+        assert_eq!(typed.for_reply("[[tts]]Hello there."), None);
         let spoken = plan(&config, "telegram", "default", true).expect("inbound audio");
         assert_eq!(spoken.voice, "nova");
         assert_eq!(spoken.model, DEFAULT_TTS_OPENAI_MODEL);
@@ -232,7 +281,6 @@ mod tests {
     #[test]
     fn what_pincer_cannot_speak_is_refused_by_name() {
         for (config, path, word) in [
-            (r#"{ tts: { auto: "tagged" } }"#, "tts.auto", "tagged"),
             (r#"{ tts: { mode: "all" } }"#, "tts.mode", "all"),
             (
                 r#"{ tts: { provider: "elevenlabs" } }"#,
@@ -267,6 +315,33 @@ mod tests {
         }
         let fine = r#"{ tts: { auto: "always", mode: "final", provider: "openai", providers: { openai: { responseFormat: "opus" } }, timeoutMs: 5000 } }"#;
         assert!(crate::config::parse_str(fine, "test").is_ok());
+    }
+
+    #[test]
+    fn tagged_speaks_only_tagged_replies_with_their_settings() {
+        let config: Config = crate::config::parse_str(
+            r#"{ tts: { auto: "tagged", providers: { openai: { apiKey: "k", speakerVoice: "coral" } } } }"#,
+            "test",
+        )
+        .expect("config");
+        let plan = plan(&config, "telegram", "default", false).expect("tagged");
+        assert_eq!(plan.trigger, SpeechTrigger::Tagged);
+        assert_eq!(plan.for_reply("Just text, nothing said."), None);
+        let (tagged, said) = plan
+            .for_reply("[[tts:voice=nova]]It is **sunny** today.")
+            .expect("a tagged reply");
+        assert_eq!(said, "It is sunny today.");
+        assert_eq!(tagged.voice, "nova");
+        let (_, said) = plan
+            .for_reply("| a | b |\n[[tts:text]]Two columns.[[/tts:text]]")
+            .expect("hidden text");
+        assert_eq!(said, "Two columns.");
+        assert_eq!(
+            plan.for_reply("[[tts]]Here.\nMEDIA: ./a.png"),
+            None,
+            "a reply with files is not spoken"
+        );
+        assert_eq!(visible_text("[[tts]]Hi [[tts:voice=x]]there"), "Hi there");
     }
 
     #[test]

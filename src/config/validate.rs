@@ -137,15 +137,9 @@ fn check_tts_layers(v: &Validator, config: &Config) -> Check {
 
 /// One `tts` block: what pincer speaks with (`schema/tts.rs`).
 fn check_tts(v: &Validator, tts: &TtsConfig, path: &str) -> Check {
-    if tts.auto.as_deref() == Some("tagged") {
-        return Err(v.fail(
-            format!("{path}.auto"),
-            "\"tagged\" is not supported by pincer (it reads no [[tts:…]] directives; use off, always or inbound)",
-        ));
-    }
     v.one_of(
         tts.auto.as_deref(),
-        &["off", "always", "inbound"],
+        &["off", "always", "inbound", "tagged"],
         &format!("{path}.auto"),
     )?;
     if tts.mode.as_deref() == Some("all") {

@@ -473,7 +473,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("tools.web.fetch.timeoutSeconds", "Time limit of one fetch (default 30 s)."),
     ("tools.web.fetch.userAgent", "User-Agent sent (default: a desktop browser's, as upstream)."),
     ("tools.web.fetch.ssrfPolicy.allowedHostnames", "Hostnames or IP literals fetched even when they are private, loopback or link-local addresses."),
-    ("tts.auto", "Spoken replies: off, always (every final reply) or inbound (replies to a voice note); a channel's or account's tts block overrides key by key."),
+    ("tts.auto", "Spoken replies: off, always (every final reply), inbound (replies to a voice note) or tagged (replies carrying a [[tts]] or [[tts:…]] tag; tags leave the shown text); a channel's or account's tts block overrides key by key."),
     ("tts.enabled", "Legacy toggle: true means auto \"always\" when auto is unset."),
     ("tts.mode", "Which replies are spoken: final (the only one pincer has)."),
     ("tts.provider", "Speech provider: openai (an OpenAI-compatible /audio/speech endpoint)."),

@@ -2,13 +2,13 @@
 //! replies. pincer speaks through the `openai` provider, an OpenAI-compatible
 //! `/audio/speech` endpoint (OpenAI, or a LAN server such as Kokoro or
 //! LocalAI), as Ogg/Opus voice notes. Honoured: `auto` (`off`, `always`,
-//! `inbound`), the legacy `enabled`, `mode: "final"`, `provider: "openai"`,
+//! `inbound`, `tagged`), the legacy `enabled`, `mode: "final"`, `provider: "openai"`,
 //! `providers.openai` (`apiKey`, `baseUrl`, `model`, `speakerVoice` / `voice`,
 //! `instructions`, `responseFormat: "opus"`, `extraBody`),
 //! `maxTextLength`, `timeoutMs`, and the same block per channel and account
 //! (`channels.<telegram|discord|slack>[.accounts.<id>].tts`) deep-merged
-//! over it. Refused by validation as "not supported by pincer": `auto:
-//! "tagged"`, `mode: "all"`, other providers, other response formats (pincer
+//! over it. Refused by validation as "not supported by pincer": `mode:
+//! "all"`, other providers, other response formats (pincer
 //! has no Opus encoder, so a voice note must arrive as Opus); refused by
 //! name (`unsupported.rs`): personas, `summaryModel`, `modelOverrides`.
 
@@ -28,7 +28,8 @@ pub const DEFAULT_TTS_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TtsConfig {
-    /// `off`, `always`, `inbound` (after an inbound voice note); `tagged` is refused.
+    /// `off`, `always`, `inbound` (after an inbound voice note), `tagged`
+    /// (a reply with a `[[tts…]]` tag, `reply::tts_tags`).
     pub auto: Option<String>,
     /// Legacy toggle: `true` is `auto: "always"` when `auto` is unset.
     pub enabled: Option<bool>,
