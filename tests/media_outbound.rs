@@ -427,3 +427,52 @@ async fn a_reply_too_long_for_a_caption_follows_its_voice_note() {
         "the voice note first, the text after (upstream's follow-up text)"
     );
 }
+
+#[tokio::test]
+async fn the_web_chat_embeds_a_replys_audio() {
+    use base64::Engine;
+    use support::ws_client::{Read, TestClient};
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let note = media_files::voice_note(2);
+    std::fs::write(workspace(&gateway).join("note.ogg"), &note).expect("write");
+    fake.push_reply(reply("Listen:\nMEDIA: ./note.ogg\n[[audio_as_voice]]"));
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.admin"],
+        None,
+    )
+    .await;
+    let params = serde_json::json!({"sessionKey": "main", "message": "say it", "idempotencyKey": "wc-audio"});
+    client.request("chat.send", params).await;
+    let final_event = loop {
+        match client.read().await {
+            Read::Frame(f) if f["event"] == "chat" && f["payload"]["state"] == "final" => {
+                break f["payload"].clone()
+            }
+            Read::Frame(_) => {}
+            Read::Closed { code, reason } => panic!("closed ({code} {reason})"),
+        }
+    };
+    let content = &final_event["message"]["content"];
+    assert_eq!(
+        content[0],
+        serde_json::json!({"type": "text", "text": "Listen:"})
+    );
+    let block = &content[1];
+    assert_eq!(block["type"], "attachment", "{block}");
+    assert_eq!(block["attachment"]["kind"], "audio");
+    assert_eq!(block["attachment"]["label"], "note.ogg");
+    assert_eq!(block["attachment"]["mimeType"], "audio/ogg");
+    assert_eq!(block["attachment"]["isVoiceNote"], true);
+    let url = block["attachment"]["url"].as_str().expect("a data URL");
+    let data = url
+        .strip_prefix("data:audio/ogg;base64,")
+        .expect("an Ogg data URL");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    assert_eq!(bytes, note, "the voice note as it is");
+}
