@@ -364,7 +364,7 @@ async fn speech_that_is_not_opus_is_refused_in_the_chat() {
     assert_eq!(texts[0].body["text"], "Hello there.");
     let notice = texts[1].body["text"].as_str().unwrap_or_default();
     assert!(
-        notice.contains("did not answer with Ogg/Opus audio") && notice.contains("no Opus encoder"),
+        notice.contains("cannot make a voice note of") && notice.contains("WAV"),
         "{notice}"
     );
     assert!(telegram.calls_of("sendVoice").is_empty());
@@ -475,4 +475,37 @@ async fn the_web_chat_embeds_a_replys_audio() {
         .decode(data)
         .expect("base64");
     assert_eq!(bytes, note, "the voice note as it is");
+}
+
+#[tokio::test]
+async fn speech_that_comes_as_wav_is_encoded_to_an_opus_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    fake.speak_as_wav();
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "always");
+    // 45 characters: the fake speaks 3 seconds of tone.
+    let said = "The forecast is dry all week, sunny and mild.";
+    fake.push_reply(reply(said));
+    telegram.push_message(dm("weather?"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(voices[0].body["caption"], said);
+    let sent = &voices[0].files[0];
+    assert_eq!(sent.content_type, "audio/ogg");
+    let info = pincer::media::ogg::check_reader(sent.bytes.as_slice()).expect("a sound Ogg stream");
+    assert_eq!(info.codec, pincer::media::ogg::OggCodec::Opus);
+    assert!(info.ended);
+    assert_eq!(
+        info.duration_ms,
+        Some(3000),
+        "the WAV's 3 s, trimmed by granule"
+    );
+    assert!(
+        sent.bytes.len() < 3 * 24_000 * 2 / 4,
+        "compressed: {} bytes for 3 s",
+        sent.bytes.len()
+    );
+    assert!(
+        telegram.calls_of("sendMessage").is_empty(),
+        "no notice, the text went as the caption"
+    );
 }

@@ -4,22 +4,30 @@
 //! - The settings are `tts`, then the channel's `tts`, then the account's,
 //!   deep-merged key by key (upstream's order without personas or `/tts`
 //!   preferences). `auto: "always"` speaks every final reply, `"inbound"`
-//!   only a reply to a message that carried audio (a voice note), `"off"`
-//!   none; the legacy `enabled: true` is `always`.
+//!   only a reply to a message that carried audio (a voice note),
+//!   `"tagged"` only a reply carrying a `[[tts…]]` tag (`reply::tts_tags`:
+//!   its voice and model settings apply, a hidden `[[tts:text]]` block is
+//!   what is said), `"off"` none; the legacy `enabled: true` is `always`.
+//!   Whenever `tts` is not off the tags leave the shown text; a reply that
+//!   sends files of its own is not spoken (upstream's rules).
 //! - The text is the reply without its `MEDIA:` lines and markdown marks,
 //!   cut to `maxTextLength` characters (default 4,096).
 //! - The speech comes from an OpenAI-compatible `POST {baseUrl}/audio/speech`
 //!   (`providers.openai`: `baseUrl`, else `OPENAI_TTS_BASE_URL`, else
 //!   OpenAI's; `apiKey`, else `OPENAI_API_KEY`; `model` default
 //!   `gpt-4o-mini-tts`; `speakerVoice`/`voice` default `coral`;
-//!   `instructions`; `extraBody`) with `response_format: "opus"`, streamed to
-//!   a file in the media area under a byte cap, then walked page by page
-//!   (`media::ogg`): only a sound Ogg/Opus stream goes out, as a voice note
-//!   (`channels::media_out`, Telegram's `sendVoice`). pincer has no Opus
-//!   encoder: other audio is refused with a message in the chat.
+//!   `instructions`; `extraBody`) with `response_format` `responseFormat`
+//!   (default `opus`), streamed to a file in the media area under a byte
+//!   cap. Ogg/Opus is walked page by page (`media::ogg`) and goes as it is;
+//!   a WAV answer (whatever was asked) or raw PCM (`pcm`: 24 kHz 16-bit
+//!   mono) is encoded to Ogg/Opus (`media::voice_encode`, at most
+//!   [`MAX_SPEECH_SECONDS`]) and walked too; other audio (MP3, AAC…) is
+//!   refused with a message in the chat. The voice note goes out with the
+//!   reply's text as its caption where the text was held for it
+//!   (`channels::stream`).
 //!
-//! Whatever fails is said in the chat in one line; the text reply has
-//! already gone out, so nothing is lost.
+//! Whatever fails is said in the chat in one line after the text, so
+//! nothing is lost.
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,12 +39,17 @@ use crate::config::schema::{
 use crate::config::Config;
 use crate::media::audio::{synthesize, AudioEndpoint, Speech};
 use crate::media::ogg::{self, OggCodec};
+use crate::media::voice_encode::{self, PcmInput};
 use crate::reply::media_lines::split_media_lines;
 use crate::reply::tts_tags::extract_tts_tags;
 
-/// The largest answer of a speech endpoint accepted (about 20 minutes of
-/// 64 kbit/s Opus).
-pub const MAX_SPEECH_BYTES: u64 = 10 * 1024 * 1024;
+/// The largest answer of a speech endpoint accepted (on disk, never in
+/// RAM): about 17 minutes of 24 kHz 16-bit WAV, far more of Opus.
+pub const MAX_SPEECH_BYTES: u64 = 48 * 1024 * 1024;
+/// The longest spoken reply encoded (4,096 characters take about 5 minutes).
+pub const MAX_SPEECH_SECONDS: u64 = 15 * 60;
+/// OpenAI's `pcm`: headerless 16-bit little-endian mono at 24 kHz.
+const PCM_RATE: u32 = 24_000;
 
 /// Which replies of a run are spoken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +71,8 @@ pub struct SpeechPlan {
     pub voice: String,
     pub instructions: Option<String>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `opus`, `wav` or `pcm`.
+    pub response_format: String,
     pub max_text_length: usize,
     pub timeout: Duration,
 }
@@ -146,6 +161,7 @@ pub fn plan(
             .unwrap_or_else(|| DEFAULT_TTS_OPENAI_VOICE.to_string()),
         instructions: openai.instructions,
         extra_body: openai.extra_body,
+        response_format: openai.response_format.unwrap_or_else(|| "opus".to_string()),
         max_text_length: settings
             .max_text_length
             .unwrap_or(DEFAULT_TTS_MAX_TEXT_LENGTH)
@@ -204,11 +220,14 @@ pub fn spoken_text(reply: &str, max_chars: usize) -> String {
 pub enum SpeechError {
     #[error("the spoken reply failed: {0}")]
     Synthesis(String),
-    #[error("the speech endpoint did not answer with Ogg/Opus audio ({0}); pincer has no Opus encoder, so it sends no voice note")]
+    #[error("the speech endpoint answered with audio pincer cannot make a voice note of ({0}); it takes Ogg/Opus, WAV, or raw PCM with responseFormat \"pcm\"")]
     NotOpus(String),
+    #[error("the spoken reply could not be encoded: {0}")]
+    Encode(String),
 }
 
-/// Synthesizes `text` into `out` (Ogg/Opus, checked).
+/// Synthesizes `text` into `out` (Ogg/Opus, checked; WAV and raw PCM
+/// encoded first).
 pub async fn synthesize_voice_note(
     http: &reqwest::Client,
     plan: &SpeechPlan,
@@ -219,7 +238,7 @@ pub async fn synthesize_voice_note(
         model: &plan.model,
         voice: &plan.voice,
         input: text,
-        response_format: "opus",
+        response_format: &plan.response_format,
         instructions: plan.instructions.as_deref(),
         extra_body: plan.extra_body.as_ref(),
         timeout: plan.timeout,
@@ -230,22 +249,63 @@ pub async fn synthesize_voice_note(
             .await
             .map_err(|e| SpeechError::Synthesis(e.to_string()))?;
     }
-    let bytes = synthesize(http, &plan.endpoint, job, out)
+    synthesize(http, &plan.endpoint, job, out)
         .await
         .map_err(|e| SpeechError::Synthesis(e.to_string()))?;
     let path = out.to_path_buf();
-    let checked = tokio::task::spawn_blocking(move || ogg::check(&path))
+    let raw_pcm = plan.response_format == "pcm";
+    let made = tokio::task::spawn_blocking(move || voice_note_of(&path, raw_pcm))
         .await
-        .map_err(|e| SpeechError::Synthesis(e.to_string()))?;
-    let verdict = match checked {
-        Ok(info) if info.codec == OggCodec::Opus => Ok(bytes),
-        Ok(_) => Err(SpeechError::NotOpus("an Ogg stream without Opus".into())),
-        Err(error) => Err(SpeechError::NotOpus(error.to_string())),
-    };
+        .map_err(|e| SpeechError::Synthesis(e.to_string()));
+    let verdict = made.and_then(|r| r);
     if verdict.is_err() {
         let _ = tokio::fs::remove_file(out).await;
     }
     verdict
+}
+
+/// The downloaded answer at `path` made a checked Ogg/Opus voice note in
+/// place (blocking); its size.
+fn voice_note_of(path: &Path, raw_pcm: bool) -> Result<u64, SpeechError> {
+    let not_opus = match ogg::check(path) {
+        Ok(info) if info.codec == OggCodec::Opus => return file_size(path),
+        Ok(_) => "an Ogg stream without Opus".to_string(),
+        Err(error) => error.to_string(),
+    };
+    let mut head = vec![0u8; crate::media::sniff::SNIFF_BYTES];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .map_err(|e| SpeechError::Synthesis(e.to_string()))?;
+    let head = &head[..read];
+    let known = crate::media::sniff::sniff_mime(head);
+    let kind = if voice_encode::is_wav(head) {
+        PcmInput::Wav
+    } else if let Some(mime) = known {
+        // A container or compressed format: never read it as samples.
+        return Err(SpeechError::NotOpus(format!("{mime}: {not_opus}")));
+    } else if raw_pcm {
+        PcmInput::Raw {
+            rate: PCM_RATE,
+            channels: 1,
+        }
+    } else {
+        return Err(SpeechError::NotOpus(not_opus));
+    };
+    let encoded = path.with_extension("opus.tmp");
+    voice_encode::encode_file(path, kind, &encoded, MAX_SPEECH_SECONDS)
+        .map_err(|e| SpeechError::Encode(e.to_string()))?;
+    std::fs::rename(&encoded, path).map_err(|e| SpeechError::Encode(e.to_string()))?;
+    match ogg::check(path) {
+        Ok(info) if info.codec == OggCodec::Opus => file_size(path),
+        Ok(_) => Err(SpeechError::Encode("the encoder wrote no Opus".into())),
+        Err(error) => Err(SpeechError::Encode(error.to_string())),
+    }
+}
+
+fn file_size(path: &Path) -> Result<u64, SpeechError> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|e| SpeechError::Synthesis(e.to_string()))
 }
 
 #[cfg(test)]
@@ -295,7 +355,7 @@ mod tests {
             (
                 r#"{ channels: { telegram: { botToken: "1:a", tts: { providers: { openai: { responseFormat: "mp3" } } } } } }"#,
                 "channels.telegram.tts.providers.openai.responseFormat",
-                "no Opus encoder",
+                "encodes \"wav\" or \"pcm\"",
             ),
             (
                 r#"{ tts: { personas: {} } }"#,
@@ -342,6 +402,35 @@ mod tests {
             "a reply with files is not spoken"
         );
         assert_eq!(visible_text("[[tts]]Hi [[tts:voice=x]]there"), "Hi there");
+    }
+
+    #[test]
+    fn raw_pcm_answers_become_voice_notes_in_place_and_mp3_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pcm: Vec<u8> = (0..24_000u32)
+            .flat_map(|i| (((i % 55) as i16 - 27) * 300).to_le_bytes())
+            .collect();
+        let path = dir.path().join("speech.ogg");
+        std::fs::write(&path, &pcm).expect("pcm");
+        let size = voice_note_of(&path, true).expect("raw PCM encoded");
+        assert_eq!(size, std::fs::metadata(&path).expect("meta").len());
+        let info = ogg::check(&path).expect("a sound Ogg stream");
+        assert_eq!((info.codec, info.duration_ms), (OggCodec::Opus, Some(1000)));
+        assert_eq!(
+            voice_note_of(&path, true).expect("Opus stays as it is"),
+            size
+        );
+        std::fs::write(&path, &pcm).expect("pcm");
+        assert!(
+            matches!(voice_note_of(&path, false), Err(SpeechError::NotOpus(_))),
+            "headerless audio is read as PCM only when pcm was asked for"
+        );
+        std::fs::write(&path, b"ID3\x04\0\0\0\0\0\0 mp3").expect("mp3");
+        let error = voice_note_of(&path, true).expect_err("mp3");
+        assert!(
+            matches!(error, SpeechError::NotOpus(_)) && error.to_string().contains("audio/mpeg"),
+            "{error}"
+        );
     }
 
     #[test]

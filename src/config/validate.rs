@@ -160,10 +160,15 @@ fn check_tts(v: &Validator, tts: &TtsConfig, path: &str) -> Check {
         if id != "openai" {
             return Err(v.fail(format!("{path}.providers.{id}"), only_openai));
         }
-        if let Some(format) = provider.response_format.as_deref().filter(|f| *f != "opus") {
+        let readable = ["opus", "wav", "pcm"];
+        if let Some(format) = provider
+            .response_format
+            .as_deref()
+            .filter(|f| !readable.contains(f))
+        {
             return Err(v.fail(
                 format!("{path}.providers.openai.responseFormat"),
-                format!("{format:?} is not supported by pincer (spoken replies are Ogg/Opus voice notes and pincer has no Opus encoder; use \"opus\")"),
+                format!("{format:?} is not supported by pincer (spoken replies are Ogg/Opus voice notes; pincer takes \"opus\" as it is and encodes \"wav\" or \"pcm\", not compressed formats)"),
             ));
         }
     }

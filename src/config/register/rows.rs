@@ -482,7 +482,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("tts.providers.*.extraBody", "Extra JSON fields merged into each /audio/speech request (e.g. a LAN server's lang)."),
     ("tts.providers.*.instructions", "The instructions field of each /audio/speech request."),
     ("tts.providers.*.model", "Speech model (default gpt-4o-mini-tts)."),
-    ("tts.providers.*.responseFormat", "Audio format asked for: opus (voice notes are Ogg/Opus; pincer encodes nothing)."),
+    ("tts.providers.*.responseFormat", "Audio format asked for: opus (default, sent as it is), wav or pcm (24 kHz 16-bit mono), which pincer encodes to Ogg/Opus voice notes."),
     ("tts.providers.*.speakerVoice", "Voice name (default coral)."),
     ("tts.providers.*.voice", "Legacy alias of speakerVoice."),
     ("tts.maxTextLength", "Characters of a reply spoken at most (default 4096)."),

@@ -4,12 +4,13 @@
 //! LocalAI), as Ogg/Opus voice notes. Honoured: `auto` (`off`, `always`,
 //! `inbound`, `tagged`), the legacy `enabled`, `mode: "final"`, `provider: "openai"`,
 //! `providers.openai` (`apiKey`, `baseUrl`, `model`, `speakerVoice` / `voice`,
-//! `instructions`, `responseFormat: "opus"`, `extraBody`),
+//! `instructions`, `responseFormat` `opus`/`wav`/`pcm`, `extraBody`),
 //! `maxTextLength`, `timeoutMs`, and the same block per channel and account
 //! (`channels.<telegram|discord|slack>[.accounts.<id>].tts`) deep-merged
 //! over it. Refused by validation as "not supported by pincer": `mode:
-//! "all"`, other providers, other response formats (pincer
-//! has no Opus encoder, so a voice note must arrive as Opus); refused by
+//! "all"`, other providers, compressed response formats other than Opus
+//! (pincer encodes uncompressed speech to Opus, `media::voice_encode`, but
+//! decodes no MP3, AAC or FLAC); refused by
 //! name (`unsupported.rs`): personas, `summaryModel`, `modelOverrides`.
 
 use std::collections::BTreeMap;
@@ -53,7 +54,7 @@ pub struct TtsProviderConfig {
     /// Legacy alias of `speakerVoice`.
     pub voice: Option<String>,
     pub instructions: Option<String>,
-    /// Only `opus` (voice notes are Ogg/Opus and pincer encodes nothing).
+    /// `opus` (the default), or `wav`/`pcm`, which pincer encodes to Opus.
     pub response_format: Option<String>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
 }
