@@ -293,13 +293,23 @@ async fn the_web_chat_shows_a_replys_image_inline() {
 }
 
 fn start_speaking(fake: &FakeOpenAi, telegram: &FakeTelegram, auto: &str) -> GatewayProcess {
+    start_speaking_with(fake, telegram, auto, "")
+}
+
+/// [`start_speaking`] with more `providers.openai` keys (`extra`, JSON5 after a comma).
+fn start_speaking_with(
+    fake: &FakeOpenAi,
+    telegram: &FakeTelegram,
+    auto: &str,
+    extra: &str,
+) -> GatewayProcess {
     let config = format!(
         r#"{{
   models: {{ providers: {{ fake: {{ baseUrl: "{base}", apiKey: "sk-test", api: "openai-completions",
       models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
   agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
   tools: {{ media: {{ models: [{{ provider: "fake", model: "whisper-1", capabilities: ["audio"] }}] }} }},
-  tts: {{ auto: "{auto}", providers: {{ openai: {{ apiKey: "sk-tts", baseUrl: "{base}" }} }} }},
+  tts: {{ auto: "{auto}", providers: {{ openai: {{ apiKey: "sk-tts", baseUrl: "{base}" {extra} }} }} }},
   channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{api}", allowFrom: [7], streaming: "off",
       tts: {{ providers: {{ openai: {{ speakerVoice: "nova" }} }} }} }} }},
 }}"#,
@@ -508,4 +518,22 @@ async fn speech_that_comes_as_wav_is_encoded_to_an_opus_voice_note() {
         telegram.calls_of("sendMessage").is_empty(),
         "no notice, the text went as the caption"
     );
+}
+
+#[tokio::test]
+async fn speech_asked_as_raw_pcm_is_encoded_to_an_opus_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking_with(&fake, &telegram, "always", r#", responseFormat: "pcm""#);
+    // 30 characters: the fake speaks 2 seconds of 24 kHz samples without a header.
+    let said = "Two seconds of speech, please.";
+    fake.push_reply(reply(said));
+    telegram.push_message(dm("talk"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(fake.speech_requests()[0]["response_format"], "pcm");
+    let sent = &voices[0].files[0];
+    let info = pincer::media::ogg::check_reader(sent.bytes.as_slice()).expect("a sound Ogg stream");
+    assert_eq!(info.codec, pincer::media::ogg::OggCodec::Opus);
+    assert_eq!(info.duration_ms, Some(2000));
+    assert_eq!(voices[0].body["caption"], said);
 }
