@@ -1,6 +1,8 @@
 //! Signal end to end: the real `pincer gateway` process talks to a fake
 //! signal-cli HTTP daemon (JSON-RPC 2.0 + SSE, `tests/support/fake_signal.rs`)
-//! and answers through the fake OpenAI provider. Proves: a DM answered
+//! and answers through the fake OpenAI provider. Proves: a photo fetched by
+//! `getAttachment` reaches the model and a reply's file goes out as a `send`
+//! attachment (one over the cap is not fetched); a DM answered
 //! (typing shown, a read receipt sent as configured); an unknown sender
 //! paired through the CLI; a group message answered only when it mentions
 //! the bot; the event stream reconnected after the daemon dies, with the
@@ -24,6 +26,9 @@ mod fake_signal;
 #[allow(dead_code)]
 #[path = "support/gateway.rs"]
 mod gateway;
+#[allow(dead_code)]
+#[path = "support/media_files.rs"]
+mod media_files;
 #[allow(dead_code)]
 #[path = "support/ws_client.rs"]
 mod ws_client;
@@ -663,4 +668,74 @@ async fn the_fake_daemon_refuses_what_signal_cli_refuses() {
     assert_eq!((status, body.as_str()), (201, ""));
     assert_eq!(fake_signal::open_events(&url, "+19999").await, 400);
     assert_eq!(fake_signal::open_events(&url, BOT_NUMBER).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_photo_comes_in_by_get_attachment_and_a_reply_file_goes_out_attached() {
+    let rig = Rig::new().await;
+    let vision = json!({ "providers": { "fake": {
+        "baseUrl": rig.provider.base_url(), "apiKey": "sk-test", "api": "openai-completions",
+        "models": [{ "id": "gpt-test", "contextWindow": 128000, "input": ["text", "image"] }] } } });
+    let gateway = rig.start(&rig.config_with(
+        json!({ "dmPolicy": "open", "allowFrom": ["*"] }),
+        json!({ "models": vision }),
+    ));
+    rig.wait_for_stream().await;
+    let photo = media_files::jpeg(64, 48);
+    rig.signal.add_attachment("att-photo", photo.clone());
+    let chart = media_files::jpeg(40, 30);
+    let workspace = gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(workspace.join("chart.jpg"), &chart).expect("chart");
+    rig.provider
+        .push_reply(text_reply("Here is the chart.\nMEDIA: ./chart.jpg"));
+    let mut message = dm(ANN, ANN_UUID, "Ann", "what is this?", 1_700_000_000_070);
+    message["envelope"]["dataMessage"]["attachments"] = json!([
+        {"id": "att-photo", "contentType": "image/jpeg", "filename": "cat.jpg",
+         "size": photo.len(), "width": 64, "height": 48},
+        {"id": "att-huge", "contentType": "video/mp4", "filename": "film.mp4",
+         "size": 900_000_000u64},
+    ]);
+    rig.signal.push_receive(&message);
+    eventually("a send with an attachment", || {
+        rig.signal.sent().iter().any(|m| !m.attachments.is_empty())
+    })
+    .await;
+    let fetched = rig.signal.calls_of("getAttachment");
+    assert_eq!(
+        fetched.len(),
+        1,
+        "the one over the cap is not asked for: {fetched:?}"
+    );
+    assert_eq!(fetched[0]["id"], "att-photo");
+    assert_eq!(
+        fetched[0]["recipient"], ANN,
+        "the sender names the attachment"
+    );
+    let images = rig.provider.image_parts();
+    assert_eq!(images.len(), 1, "the photo reached the model");
+    assert_eq!(images[0], ("image/jpeg".to_string(), photo));
+    let asked = asked(&rig.provider);
+    assert!(
+        asked[0].contains("film.mp4") && asked[0].contains("not downloaded"),
+        "the model is told of the file over the cap: {}",
+        asked[0]
+    );
+    let sent = rig.signal.sent();
+    let with_file = sent
+        .iter()
+        .find(|m| !m.attachments.is_empty())
+        .expect("the reply's file");
+    assert_eq!(with_file.recipients, vec![ANN.to_string()]);
+    assert_eq!(
+        with_file.message, "Here is the chart.",
+        "the text as its caption"
+    );
+    assert_eq!(with_file.attachments.len(), 1);
+    assert_eq!(with_file.attachments[0].bytes, chart, "the file as it is");
+    assert!(
+        std::path::Path::new(&with_file.attachments[0].source).is_absolute(),
+        "{}",
+        with_file.attachments[0].source
+    );
 }

@@ -690,3 +690,76 @@ async fn hello_ok_names_the_global_main_session_under_global_scope() {
         "{defaults}"
     );
 }
+
+#[tokio::test]
+async fn chat_deltas_and_history_show_no_media_lines_or_voice_tags() {
+    let fake = FakeOpenAi::start().await;
+    fake.push_reply(FakeReply::Text {
+        chunks: vec![
+            "Here is the chart.\nME".into(),
+            "DIA: ./chart".into(),
+            ".png\n[[audio_as".into(),
+            "_voice]]Enjoy!".into(),
+        ],
+        delay_ms: 200,
+    });
+    let gateway = start(&fake);
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(TOKEN),
+        &["operator.read", "operator.write"],
+        None,
+    )
+    .await;
+    let params =
+        json!({"sessionKey": "main", "message": "chart please", "idempotencyKey": "media-1"});
+    client.call("chat.send", params).await;
+    let (mut shown, mut deltas) = (String::new(), 0);
+    let final_event = loop {
+        let Read::Frame(frame) = client.read().await else {
+            panic!("closed during the run")
+        };
+        if frame["event"] != "chat" {
+            continue;
+        }
+        let payload = &frame["payload"];
+        if payload["state"] == "delta" {
+            deltas += 1;
+            let text = payload["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            let delta = payload["deltaText"].as_str().unwrap_or_default();
+            for seen in [text, delta] {
+                assert!(
+                    !seen.contains("MEDIA") && !seen.contains("[[") && !seen.ends_with("ME"),
+                    "a directive in a delta: {payload}"
+                );
+            }
+            if payload["replace"] == true {
+                shown = delta.to_string();
+            } else {
+                shown.push_str(delta);
+            }
+            assert_eq!(shown, text, "deltaText adds up to the message");
+        } else {
+            break payload.clone();
+        }
+    };
+    assert!(deltas >= 2, "the reply streamed ({deltas} deltas)");
+    assert_eq!(shown, "Here is the chart.\nEnjoy!");
+    let final_text = final_event["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        final_text.starts_with("Here is the chart.\nEnjoy!") && !final_text.contains("MEDIA"),
+        "{final_event}"
+    );
+    let history = client
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    let messages = history["payload"]["messages"].as_array().expect("messages");
+    let answer = messages[1]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(answer, "Here is the chart.\nEnjoy!\n📎 ./chart.png");
+}

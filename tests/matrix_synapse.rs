@@ -5,7 +5,9 @@
 //! (`autoJoin: "always"`), answers the DM through the fake OpenAI provider,
 //! answers a group room only when mentioned, and after a restart resumes
 //! from its stored `next_batch`: a message sent while it was down is
-//! answered, none twice, and no second login is made.
+//! answered, none twice, and no second login is made. A reply's file is
+//! uploaded to Synapse's media repository and sent as an `m.image` whose
+//! `mxc://` URI downloads the same bytes.
 
 #[path = "support/fake_openai.rs"]
 #[allow(dead_code)]
@@ -13,6 +15,9 @@ mod fake_openai;
 #[allow(dead_code)]
 #[path = "support/gateway.rs"]
 mod gateway;
+#[allow(dead_code)]
+#[path = "support/media_files.rs"]
+mod media_files;
 #[path = "support/skip.rs"]
 mod skip;
 
@@ -412,5 +417,99 @@ async fn synapse_dm_and_room_are_answered_and_the_sync_token_survives_a_restart(
         bot_devices(&ann).await,
         devices,
         "the stored session was reused: no new login, no new device"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synapse_a_replys_file_is_uploaded_and_sent_as_an_image() {
+    let Some(python) = synapse_python() else {
+        assert!(
+            !skip::in_ci(),
+            "Synapse is not installed (scripts/setup synapse)"
+        );
+        skip::skip(
+            "synapse_a_replys_file_is_uploaded_and_sent_as_an_image",
+            "Synapse is not installed (scripts/setup synapse)",
+        );
+        return;
+    };
+    let synapse = Synapse::start(python).await;
+    synapse.register("pincer", BOT_PASSWORD, false);
+    synapse.register("ann", ANN_PASSWORD, false);
+    let ann = Person::login(&synapse.url, "ann", ANN_PASSWORD).await;
+    let bot = "@pincer:localhost";
+    let provider = FakeOpenAi::start().await;
+    let config = json!({
+        "models": { "providers": { "fake": {
+            "baseUrl": provider.base_url(), "apiKey": "sk-test", "api": "openai-completions",
+            "models": [{ "id": "gpt-test", "contextWindow": 128000 }] } } },
+        "agents": { "defaults": { "model": { "primary": "fake/gpt-test" } } },
+        "channels": { "matrix": {
+            "homeserver": synapse.url, "userId": bot, "password": BOT_PASSWORD,
+            "network": { "dangerouslyAllowPrivateNetwork": true },
+            "autoJoin": "always", "dm": { "policy": "open", "allowFrom": ["*"] },
+        } },
+    })
+    .to_string();
+    let gateway = tokio::task::block_in_place(|| GatewayProcess::start(&config, &["--port", "0"]));
+    let chart = media_files::jpeg(48, 32);
+    let workspace = gateway.data_dir().join("workspace");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(workspace.join("chart.jpg"), &chart).expect("chart");
+    let dm = ann
+        .create_room(json!({"preset": "trusted_private_chat", "is_direct": true, "invite": [bot]}))
+        .await;
+    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+    while !ann.joined_members(&dm).await.iter().any(|m| m == bot) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bot never joined"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    provider.push_reply(text_reply("Here is the **chart**.\nMEDIA: ./chart.jpg"));
+    ann.say(&dm, json!({"msgtype": "m.text", "body": "chart please"}))
+        .await;
+    ann.wait_for_messages(&dm, bot, 1).await;
+    let path = format!("/rooms/{}/messages?dir=b&limit=100", encode(&dm));
+    let answer = ann.call(reqwest::Method::GET, &path, None).await;
+    let sent: Vec<Value> = answer["chunk"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["type"] == "m.room.message" && e["sender"] == bot)
+        .map(|e| e["content"].clone())
+        .collect();
+    assert_eq!(sent.len(), 1, "the text went as the caption: {sent:?}");
+    let content = &sent[0];
+    assert_eq!(content["msgtype"], "m.image", "{content}");
+    assert_eq!(content["body"], "Here is the **chart**.");
+    assert_eq!(content["format"], "org.matrix.custom.html");
+    assert_eq!(content["formatted_body"], "Here is the <b>chart</b>.");
+    assert_eq!(content["filename"], "chart.jpg");
+    assert_eq!(content["info"]["mimetype"], "image/jpeg");
+    assert_eq!(content["info"]["size"], chart.len());
+    let mxc = content["url"].as_str().expect("an mxc URL");
+    let (server, media) = mxc
+        .strip_prefix("mxc://")
+        .and_then(|rest| rest.split_once('/'))
+        .expect("mxc://server/media");
+    let download = format!(
+        "{}/_matrix/client/v1/media/download/{server}/{media}",
+        synapse.url
+    );
+    let bytes = reqwest::Client::new()
+        .get(download)
+        .bearer_auth(&ann.token)
+        .send()
+        .await
+        .expect("download")
+        .bytes()
+        .await
+        .expect("bytes");
+    assert_eq!(
+        bytes.as_ref(),
+        chart.as_slice(),
+        "Synapse holds the file as sent"
     );
 }

@@ -293,13 +293,23 @@ async fn the_web_chat_shows_a_replys_image_inline() {
 }
 
 fn start_speaking(fake: &FakeOpenAi, telegram: &FakeTelegram, auto: &str) -> GatewayProcess {
+    start_speaking_with(fake, telegram, auto, "")
+}
+
+/// [`start_speaking`] with more `providers.openai` keys (`extra`, JSON5 after a comma).
+fn start_speaking_with(
+    fake: &FakeOpenAi,
+    telegram: &FakeTelegram,
+    auto: &str,
+    extra: &str,
+) -> GatewayProcess {
     let config = format!(
         r#"{{
   models: {{ providers: {{ fake: {{ baseUrl: "{base}", apiKey: "sk-test", api: "openai-completions",
       models: [{{ id: "gpt-test", contextWindow: 128000 }}] }} }} }},
   agents: {{ defaults: {{ model: {{ primary: "fake/gpt-test" }} }} }},
   tools: {{ media: {{ models: [{{ provider: "fake", model: "whisper-1", capabilities: ["audio"] }}] }} }},
-  tts: {{ auto: "{auto}", providers: {{ openai: {{ apiKey: "sk-tts", baseUrl: "{base}" }} }} }},
+  tts: {{ auto: "{auto}", providers: {{ openai: {{ apiKey: "sk-tts", baseUrl: "{base}" {extra} }} }} }},
   channels: {{ telegram: {{ botToken: "{TOKEN}", apiRoot: "{api}", allowFrom: [7], streaming: "off",
       tts: {{ providers: {{ openai: {{ speakerVoice: "nova" }} }} }} }} }},
 }}"#,
@@ -321,9 +331,16 @@ async fn a_voice_note_is_answered_with_a_spoken_reply_under_tts_inbound() {
     fake.push_reply(reply("**No** rain tomorrow."));
     telegram.push_message(telegram.voice_message("voice-1", media_files::voice_note(2), 2));
     let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(
+        voices[0].body["caption"], "<b>No</b> rain tomorrow.",
+        "the voice note carries the text reply as its caption"
+    );
     let texts = telegram.calls_of("sendMessage");
-    assert_eq!(texts.len(), 2, "the text reply goes as well");
-    assert_eq!(texts[1].body["text"], "<b>No</b> rain tomorrow.");
+    assert_eq!(
+        texts.len(),
+        1,
+        "only the typed question's answer: {texts:?}"
+    );
     let speech = fake.speech_requests();
     assert_eq!(
         speech.len(),
@@ -357,10 +374,166 @@ async fn speech_that_is_not_opus_is_refused_in_the_chat() {
     assert_eq!(texts[0].body["text"], "Hello there.");
     let notice = texts[1].body["text"].as_str().unwrap_or_default();
     assert!(
-        notice.contains("did not answer with Ogg/Opus audio") && notice.contains("no Opus encoder"),
+        notice.contains("cannot make a voice note of") && notice.contains("WAV"),
         "{notice}"
     );
     assert!(telegram.calls_of("sendVoice").is_empty());
     assert!(telegram.calls_of("sendAudio").is_empty());
     assert!(gateway.alive());
+}
+
+#[tokio::test]
+async fn tagged_speaks_only_a_tagged_reply_and_the_tags_leave_the_text() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "tagged");
+    fake.push_reply(reply("Just typed, nothing said."));
+    telegram.push_message(dm("hi"));
+    let texts = telegram.wait_for_calls("sendMessage", 1).await;
+    assert_eq!(texts[0].body["text"], "Just typed, nothing said.");
+    fake.push_reply(reply(
+        "[[tts:voice=shimmer]]The **forecast** is dry.[[tts:text]]Dry all week.[[/tts:text]]",
+    ));
+    telegram.push_message(dm("weather?"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(voices[0].body["caption"], "The <b>forecast</b> is dry.");
+    let speech = fake.speech_requests();
+    assert_eq!(
+        speech.len(),
+        1,
+        "only the tagged reply is spoken: {speech:?}"
+    );
+    assert_eq!(
+        speech[0]["input"], "Dry all week.",
+        "the hidden spoken text"
+    );
+    assert_eq!(speech[0]["voice"], "shimmer", "the tag's voice");
+    assert_eq!(
+        telegram.calls_of("sendMessage").len(),
+        1,
+        "the tagged reply went as the caption"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_too_long_for_a_caption_follows_its_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "always");
+    let long = "Sunny and mild. ".repeat(80);
+    fake.push_reply(reply(&long));
+    telegram.push_message(dm("long forecast"));
+    let texts = telegram.wait_for_calls("sendMessage", 1).await;
+    let voices = telegram.calls_of("sendVoice");
+    assert_eq!(voices.len(), 1, "{:?}", telegram.calls());
+    assert!(
+        voices[0].body.get("caption").is_none(),
+        "{} characters are over Telegram's 1,024",
+        long.trim().chars().count()
+    );
+    assert_eq!(texts[0].body["text"], long.trim());
+    assert!(
+        voices[0].at <= texts[0].at,
+        "the voice note first, the text after (upstream's follow-up text)"
+    );
+}
+
+#[tokio::test]
+async fn the_web_chat_embeds_a_replys_audio() {
+    use base64::Engine;
+    use support::ws_client::{Read, TestClient};
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let gateway = start(&fake, &telegram);
+    let note = media_files::voice_note(2);
+    std::fs::write(workspace(&gateway).join("note.ogg"), &note).expect("write");
+    fake.push_reply(reply("Listen:\nMEDIA: ./note.ogg\n[[audio_as_voice]]"));
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.admin"],
+        None,
+    )
+    .await;
+    let params = serde_json::json!({"sessionKey": "main", "message": "say it", "idempotencyKey": "wc-audio"});
+    client.request("chat.send", params).await;
+    let final_event = loop {
+        match client.read().await {
+            Read::Frame(f) if f["event"] == "chat" && f["payload"]["state"] == "final" => {
+                break f["payload"].clone()
+            }
+            Read::Frame(_) => {}
+            Read::Closed { code, reason } => panic!("closed ({code} {reason})"),
+        }
+    };
+    let content = &final_event["message"]["content"];
+    assert_eq!(
+        content[0],
+        serde_json::json!({"type": "text", "text": "Listen:"})
+    );
+    let block = &content[1];
+    assert_eq!(block["type"], "attachment", "{block}");
+    assert_eq!(block["attachment"]["kind"], "audio");
+    assert_eq!(block["attachment"]["label"], "note.ogg");
+    assert_eq!(block["attachment"]["mimeType"], "audio/ogg");
+    assert_eq!(block["attachment"]["isVoiceNote"], true);
+    let url = block["attachment"]["url"].as_str().expect("a data URL");
+    let data = url
+        .strip_prefix("data:audio/ogg;base64,")
+        .expect("an Ogg data URL");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    assert_eq!(bytes, note, "the voice note as it is");
+}
+
+#[tokio::test]
+async fn speech_that_comes_as_wav_is_encoded_to_an_opus_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    fake.speak_as_wav();
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking(&fake, &telegram, "always");
+    // 45 characters: the fake speaks 3 seconds of tone.
+    let said = "The forecast is dry all week, sunny and mild.";
+    fake.push_reply(reply(said));
+    telegram.push_message(dm("weather?"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(voices[0].body["caption"], said);
+    let sent = &voices[0].files[0];
+    assert_eq!(sent.content_type, "audio/ogg");
+    let info = pincer::media::ogg::check_reader(sent.bytes.as_slice()).expect("a sound Ogg stream");
+    assert_eq!(info.codec, pincer::media::ogg::OggCodec::Opus);
+    assert!(info.ended);
+    assert_eq!(
+        info.duration_ms,
+        Some(3000),
+        "the WAV's 3 s, trimmed by granule"
+    );
+    assert!(
+        sent.bytes.len() < 3 * 24_000 * 2 / 4,
+        "compressed: {} bytes for 3 s",
+        sent.bytes.len()
+    );
+    assert!(
+        telegram.calls_of("sendMessage").is_empty(),
+        "no notice, the text went as the caption"
+    );
+}
+
+#[tokio::test]
+async fn speech_asked_as_raw_pcm_is_encoded_to_an_opus_voice_note() {
+    let fake = FakeOpenAi::start().await;
+    let telegram = FakeTelegram::start(TOKEN, BOT_ID, BOT_USERNAME).await;
+    let _gateway = start_speaking_with(&fake, &telegram, "always", r#", responseFormat: "pcm""#);
+    // 30 characters: the fake speaks 2 seconds of 24 kHz samples without a header.
+    let said = "Two seconds of speech, please.";
+    fake.push_reply(reply(said));
+    telegram.push_message(dm("talk"));
+    let voices = telegram.wait_for_calls("sendVoice", 1).await;
+    assert_eq!(fake.speech_requests()[0]["response_format"], "pcm");
+    let sent = &voices[0].files[0];
+    let info = pincer::media::ogg::check_reader(sent.bytes.as_slice()).expect("a sound Ogg stream");
+    assert_eq!(info.codec, pincer::media::ogg::OggCodec::Opus);
+    assert_eq!(info.duration_ms, Some(2000));
+    assert_eq!(voices[0].body["caption"], said);
 }

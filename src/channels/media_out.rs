@@ -11,7 +11,9 @@
 //!   M4A; an Ogg file is walked first and must be sound Opus), else as an
 //!   audio file; video as video; anything else as a document;
 //! - the reply's text is the first file's caption when it fits the
-//!   platform's caption limit, else it goes first as its own message(s).
+//!   platform's caption limit (Telegram's 1,024 characters), else it
+//!   follows the files as its own message(s), as upstream's Telegram sends
+//!   a follow-up text; with no file to send it goes alone.
 //!
 //! Whatever cannot be sent (a missing file, a path outside the allowed
 //! places, a file over the platform's cap, a platform refusal) is said in
@@ -137,7 +139,7 @@ pub async fn send_media_reply(
         .media()
         .is_some_and(|m| text.chars().count() <= m.max_caption_chars());
     let caption = (!text.is_empty() && !ready.is_empty() && caption_fits).then_some(text);
-    if caption.is_none() && !text.is_empty() {
+    if ready.is_empty() && !text.is_empty() {
         send_text(
             channel,
             target,
@@ -201,6 +203,19 @@ pub async fn send_media_reply(
                 delivery.failures.push(error);
             }
         }
+    }
+    if caption.is_none() && !ready.is_empty() && !text.is_empty() {
+        send_text(
+            channel,
+            target,
+            quote,
+            retry,
+            limits,
+            text,
+            TextFormat::Markdown,
+            &mut delivery,
+        )
+        .await;
     }
     for item in &ready {
         item.file.discard();

@@ -126,7 +126,11 @@ pub fn configured_adapter(
         #[cfg(feature = "signal")]
         "signal" => {
             let section = config.channels.signal.as_ref()?;
-            Some(Arc::new(super::signal::SignalChannel::new(section, http)))
+            Some(Arc::new(super::signal::SignalChannel::with_media(
+                section,
+                http,
+                &media(),
+            )))
         }
         _ => None,
     }

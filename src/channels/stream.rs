@@ -43,7 +43,7 @@ use super::media_out::{send_media_reply, MediaReply, MediaSources};
 use super::outbound::{self, split_for_limits, with_retry, DeliveryError, ReplyQuote};
 use super::settings::ChannelSettings;
 use super::{Channel, OutboundTarget, TextFormat, TextLimits};
-use crate::reply::media_lines::split_media_lines;
+use crate::reply::media_lines::{live_display_text, split_media_lines};
 
 /// Characters a reply needs before its preview message is sent (a short
 /// answer, or a `NO_REPLY`, never flashes a preview).
@@ -199,6 +199,13 @@ impl ReplySink for ChannelReplySink {
     ) -> BoxFuture<'_, Result<(), SinkError>> {
         Box::pin(async move {
             let route = &self.route;
+            let mut payload = payload;
+            if route.speech.is_some() {
+                payload.text = super::speech::visible_text(&payload.text);
+                if payload.text.trim().is_empty() && payload.media_urls.is_empty() {
+                    return Ok(());
+                }
+            }
             let split = split_media_lines(&payload.text);
             if !split.media.is_empty()
                 || !split.refused.is_empty()
@@ -349,29 +356,93 @@ pub async fn deliver_run(
     });
     let dispatcher = ReplyDispatcher::new(sink, options);
     let preview = route.settings.streaming != StreamingMode::Off && route.channel.edit().is_some();
-    let final_text = if preview {
-        stream_preview(&route, limits, &shared, &dispatcher, events).await
+    let end = if preview {
+        RunEnd {
+            spoken: stream_preview(&route, limits, &shared, &dispatcher, events).await,
+            held: Vec::new(),
+        }
     } else {
-        stream_blocks(&route, limits, &dispatcher, events).await
+        let hold = route.speech.is_some();
+        stream_blocks(&route, limits, &dispatcher, events, hold).await
     };
+    let speech = route
+        .speech
+        .as_ref()
+        .zip(end.spoken.as_deref())
+        .and_then(|(plan, text)| plan.for_reply(text));
+    let voice = match speech {
+        Some((plan, spoken)) => Some(voice_note(&route, &plan, &spoken).await),
+        None => None,
+    };
+    let mut notice = None;
+    let mut voice_file = None;
+    match voice {
+        // The voice note carries the held text as its caption (`media_out`
+        // sends a text too long for one after it, as upstream).
+        Some(Ok(path)) => {
+            let text: Vec<String> = end.held.into_iter().map(|p| p.text).collect();
+            let payload = ReplyPayload {
+                text: text.join("\n\n"),
+                media_urls: vec![path.display().to_string()],
+                audio_as_voice: true,
+                ..ReplyPayload::default()
+            };
+            dispatcher.enqueue(ReplyKind::Final, payload).await;
+            voice_file = Some(path);
+        }
+        other => {
+            for payload in end.held {
+                dispatcher.enqueue(ReplyKind::Final, payload).await;
+            }
+            if let Some(Err(error)) = other {
+                notice = Some(format!("⚠️ {error}"));
+            }
+        }
+    }
     dispatcher.mark_complete();
     dispatcher.wait_idle().await;
-    if let (Some(plan), Some(text)) = (&route.speech, final_text) {
-        speak(&route, limits, &shared, plan, &text).await;
+    if let Some(path) = voice_file {
+        let _ = tokio::fs::remove_file(&path).await;
+    }
+    if let Some(notice) = notice {
+        let sent = outbound::send_quoting(
+            &*route.channel,
+            &route.target,
+            &route.quote,
+            &notice,
+            TextFormat::Plain,
+            route.settings.retry,
+            limits,
+        )
+        .await;
+        if let Err(error) = sent {
+            shared.failed(error);
+        }
     }
     shared.stop_typing();
     let report = shared.inner.lock().report.clone();
     report
 }
 
+/// What a run's stream left for the end: the text to speak, and with
+/// block streaming off the final text payloads held back so a voice note can
+/// carry them as its caption.
+#[derive(Default)]
+struct RunEnd {
+    spoken: Option<String>,
+    held: Vec<ReplyPayload>,
+}
+
 /// No preview: deltas → chunker → coalescer → dispatcher; the tool error
 /// fallback or an error notice at the end when nothing else was said.
+/// With `hold_final`, the final text is returned instead of sent.
 async fn stream_blocks(
     route: &ReplyRoute,
     limits: TextLimits,
     dispatcher: &ReplyDispatcher,
     mut events: mpsc::Receiver<RunEvent>,
-) -> Option<String> {
+    hold_final: bool,
+) -> RunEnd {
     let settings = &route.settings;
     let chunking = ChunkerLimits::resolve(settings.block_chunk.as_ref(), Some(limits.max_chars));
     let mut chunker = BlockChunker::new(chunking);
@@ -436,16 +507,28 @@ async fn stream_blocks(
         }
     }
     coalescer.finish().await;
-    for payload in closing_payloads(&summary, !blocks) {
-        dispatcher.enqueue(ReplyKind::Final, payload).await;
+    let mut held = Vec::new();
+    for payload in closing_payloads(&summary, !blocks, route.speech.is_some()) {
+        if hold_final && !blocks && !payload.is_error {
+            held.push(payload);
+        } else {
+            dispatcher.enqueue(ReplyKind::Final, payload).await;
+        }
     }
-    summary.spoken_text()
+    RunEnd {
+        spoken: summary.spoken_text(),
+        held,
+    }
 }
 
 /// The end-of-run payloads: with `include_text` the shaped final text; in
 /// any case the tool-error fallback or the run's error notice when the user
 /// would otherwise hear nothing.
-fn closing_payloads(summary: &RunSummary, include_text: bool) -> Vec<ReplyPayload> {
+fn closing_payloads(
+    summary: &RunSummary,
+    include_text: bool,
+    strip_tts_tags: bool,
+) -> Vec<ReplyPayload> {
     let Some(outcome) = &summary.outcome else {
         return Vec::new();
     };
@@ -467,6 +550,12 @@ fn closing_payloads(summary: &RunSummary, include_text: bool) -> Vec<ReplyPayloa
             finalize(&shaped, &ShapeOptions::default())
                 .into_iter()
                 .filter(|p| include_text || p.is_error)
+                .map(|mut p| {
+                    if strip_tts_tags {
+                        p.text = super::speech::visible_text(&p.text);
+                    }
+                    p
+                })
                 .collect()
         }
     }
@@ -567,19 +656,13 @@ async fn stream_preview(
     summary.spoken_text()
 }
 
-/// The final reply as a voice note after its text (`channels::speech`);
-/// a failure is said in the chat.
-async fn speak(
+/// The spoken reply as an Ogg/Opus file in the media area
+/// (`channels::speech`), or why there is none.
+async fn voice_note(
     route: &ReplyRoute,
-    limits: TextLimits,
-    shared: &Shared,
     plan: &super::speech::SpeechPlan,
-    text: &str,
-) {
-    let spoken = super::speech::spoken_text(text, plan.max_text_length);
-    if spoken.is_empty() {
-        return;
-    }
+    spoken: &str,
+) -> Result<std::path::PathBuf, super::speech::SpeechError> {
     let dir = route.media.media_root.join("outbound");
     if let Err(error) = crate::media::area::make_room_async(
         &dir,
@@ -590,49 +673,8 @@ async fn speak(
         log::warn!("spoken reply: media area: {error}");
     }
     let path = crate::media::area::new_file(&dir, "speech", "ogg");
-    let made = super::speech::synthesize_voice_note(&route.media.http, plan, &spoken, &path).await;
-    let (media, notice) = match made {
-        Ok(_) => (vec![path.display().to_string()], None),
-        Err(error) => (Vec::new(), Some(format!("⚠️ {error}"))),
-    };
-    let channel = &*route.channel;
-    if let Some(notice) = notice {
-        let sent = outbound::send_quoting(
-            channel,
-            &route.target,
-            &route.quote,
-            &notice,
-            TextFormat::Plain,
-            route.settings.retry,
-            limits,
-        )
-        .await;
-        if let Err(error) = sent {
-            shared.failed(error);
-        }
-        return;
-    }
-    let reply = MediaReply {
-        text: "",
-        media: &media,
-        refused: &[],
-        audio_as_voice: true,
-    };
-    let delivery = send_media_reply(
-        channel,
-        &route.target,
-        &route.quote,
-        route.settings.retry,
-        limits,
-        &route.media,
-        reply,
-    )
-    .await;
-    let _ = std::fs::remove_file(&path);
-    shared.inner.lock().report.messages_sent += delivery.messages;
-    for error in delivery.failures {
-        shared.failed(error);
-    }
+    super::speech::synthesize_voice_note(&route.media.http, plan, spoken, &path).await?;
+    Ok(path)
 }
 
 /// The text cut to `max_chars` characters (an ellipsis marks the cut).
@@ -668,7 +710,12 @@ async fn run_preview(
         }
         let text = {
             let raw = texts.borrow_and_update();
-            clip(&split_media_lines(&raw).text, limits.max_chars)
+            let shown = if route.speech.is_some() {
+                crate::reply::tts_tags::live_visible_text(&raw)
+            } else {
+                raw.clone()
+            };
+            clip(&live_display_text(&shown), limits.max_chars)
         };
         if text.trim().is_empty() || text == preview.shown {
             continue;
@@ -732,7 +779,7 @@ async fn finish_preview(
         .outcome
         .as_ref()
         .is_none_or(|o| o.status == RunStatus::Aborted);
-    let payloads = closing_payloads(summary, true);
+    let payloads = closing_payloads(summary, true, route.speech.is_some());
     let Some(message_id) = message.message_id else {
         for payload in payloads {
             dispatcher.enqueue(ReplyKind::Final, payload).await;

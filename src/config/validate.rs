@@ -137,15 +137,9 @@ fn check_tts_layers(v: &Validator, config: &Config) -> Check {
 
 /// One `tts` block: what pincer speaks with (`schema/tts.rs`).
 fn check_tts(v: &Validator, tts: &TtsConfig, path: &str) -> Check {
-    if tts.auto.as_deref() == Some("tagged") {
-        return Err(v.fail(
-            format!("{path}.auto"),
-            "\"tagged\" is not supported by pincer (it reads no [[tts:…]] directives; use off, always or inbound)",
-        ));
-    }
     v.one_of(
         tts.auto.as_deref(),
-        &["off", "always", "inbound"],
+        &["off", "always", "inbound", "tagged"],
         &format!("{path}.auto"),
     )?;
     if tts.mode.as_deref() == Some("all") {
@@ -166,10 +160,15 @@ fn check_tts(v: &Validator, tts: &TtsConfig, path: &str) -> Check {
         if id != "openai" {
             return Err(v.fail(format!("{path}.providers.{id}"), only_openai));
         }
-        if let Some(format) = provider.response_format.as_deref().filter(|f| *f != "opus") {
+        let readable = ["opus", "wav", "pcm"];
+        if let Some(format) = provider
+            .response_format
+            .as_deref()
+            .filter(|f| !readable.contains(f))
+        {
             return Err(v.fail(
                 format!("{path}.providers.openai.responseFormat"),
-                format!("{format:?} is not supported by pincer (spoken replies are Ogg/Opus voice notes and pincer has no Opus encoder; use \"opus\")"),
+                format!("{format:?} is not supported by pincer (spoken replies are Ogg/Opus voice notes; pincer takes \"opus\" as it is and encodes \"wav\" or \"pcm\", not compressed formats)"),
             ));
         }
     }

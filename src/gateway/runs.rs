@@ -18,6 +18,7 @@ use crate::agent::{
     RunStartError, RunStatus, RunWaiters, TurnSpec,
 };
 use crate::queue::LaneKind;
+use crate::reply::media_lines::{display_text, live_display_text};
 use crate::store::Settlement;
 use crate::system::clock::now_ms;
 
@@ -276,7 +277,9 @@ pub fn final_payload(outcome: &RunOutcome) -> (bool, Value, Option<ErrorShape>) 
 struct ChatThrottle {
     seq: u64,
     last_sent_ms: u64,
-    sent_len: usize,
+    /// The display text of the last delta sent.
+    sent: String,
+    /// The run's raw text not yet sent.
     pending: Option<String>,
 }
 
@@ -299,7 +302,7 @@ async fn forward(
     let mut chat = ChatThrottle {
         seq: 0,
         last_sent_ms: 0,
-        sent_len: 0,
+        sent: String::new(),
         pending: None,
     };
     let mut flush_at: Option<tokio::time::Instant> = None;
@@ -404,7 +407,7 @@ async fn forward(
                         Some(content) => {
                             json!({"role": "assistant", "content": content, "timestamp": now_ms()})
                         }
-                        None => chat_message(&outcome.text),
+                        None => chat_message(&display_text(&outcome.text)),
                     };
                     broadcast_chat_final(
                         &state,
@@ -469,18 +472,34 @@ fn chat_message(text: &str) -> Value {
     json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": now_ms()})
 }
 
+/// Sends the pending text as a `chat` delta: its display text (`MEDIA:`
+/// lines and directive tags out, an incomplete one held back), with
+/// `deltaText` the part after the last delta's text, or the whole text and
+/// `replace: true` when it no longer continues it (upstream's rule).
 fn flush_chat_delta(state: &GatewayState, spec: &TurnSpec, chat: &mut ChatThrottle) {
-    let Some(text) = chat.pending.take() else {
+    let Some(raw) = chat.pending.take() else {
         return;
     };
-    let delta_text = text.get(chat.sent_len..).unwrap_or_default().to_string();
-    chat.sent_len = text.len();
+    let text = live_display_text(&raw);
+    if text == chat.sent {
+        return;
+    }
+    let continues = text.starts_with(chat.sent.as_str());
+    let delta_text = if continues {
+        text[chat.sent.len()..].to_string()
+    } else {
+        text.clone()
+    };
     chat.last_sent_ms = now_ms();
     chat.seq += 1;
-    let payload = json!({
+    let mut payload = json!({
         "runId": spec.run_id, "sessionKey": spec.session_key, "seq": chat.seq, "state": "delta",
         "message": chat_message(&text), "deltaText": delta_text, "agentId": spec.agent_id,
     });
+    if !continues {
+        payload["replace"] = json!(true);
+    }
+    chat.sent = text;
     state.clients.broadcast(
         "chat",
         &payload,

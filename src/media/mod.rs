@@ -2,7 +2,8 @@
 //! area in the data directory (inbound downloads, prepared copies for a model,
 //! outbound files), what a file is (sniffing), images prepared for a vision
 //! model within a pixel and byte budget, text pulled out of documents (PDF and
-//! plain text, bounded), Ogg voice notes checked without decoding them, and the
+//! plain text, bounded), Ogg voice notes checked without decoding them, speech
+//! encoded to Ogg/Opus voice notes (`voice_encode`), and the
 //! two OpenAI-compatible audio endpoints (`/audio/transcriptions`,
 //! `/audio/speech`) with request bodies streamed from and responses streamed to
 //! files.
@@ -22,6 +23,7 @@ pub mod ogg;
 pub mod outbound;
 pub mod pdf;
 pub mod sniff;
+pub mod voice_encode;
 
 pub use area::MediaArea;
 pub use budget::MediaBudget;

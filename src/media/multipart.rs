@@ -152,6 +152,24 @@ impl Multipart {
     }
 }
 
+/// A file's bytes as a streamed request body (a raw upload, such as
+/// Matrix's media repository takes), read `CHUNK_BYTES` at a time.
+pub fn file_body(file: tokio::fs::File) -> reqwest::Body {
+    let stream = futures_util::stream::unfold(Some(file), |open| async move {
+        let mut file = open?;
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    reqwest::Body::wrap_stream(stream)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,6 +97,56 @@ pub fn split_media_lines(raw: &str) -> MediaSplit {
     }
 }
 
+/// What a reader is shown of a finished reply: its text without `MEDIA:`
+/// lines and `[[audio_as_voice]]` (the files go out apart).
+pub fn display_text(raw: &str) -> String {
+    split_media_lines(raw).text
+}
+
+/// [`display_text`] of a reply still streaming: a last line that is, or
+/// may still become, a `MEDIA:` line (`M`, `ME`, … `MEDIA:…`) and an
+/// unclosed `[[` are held back until the text after them shows what they
+/// are (upstream's rule for live text), so a reader never sees a directive
+/// flash by.
+pub fn live_display_text(raw: &str) -> String {
+    display_text(hold_trailing_directive(raw))
+}
+
+/// `text` without a trailing directive that may be incomplete.
+fn hold_trailing_directive(text: &str) -> &str {
+    let mut cut = text.len();
+    let mut trim = false;
+    if let Some(open) = text.rfind("[[") {
+        if !text[open + 2..].contains("]]") {
+            cut = open;
+            trim = true;
+        }
+    }
+    if text.ends_with('[') && text.len() - 1 < cut {
+        cut = text.len() - 1;
+        trim = true;
+    }
+    let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+    let last = &text[line_start..];
+    let directive = last
+        .trim_start()
+        .get(..6)
+        .is_some_and(|head| head.eq_ignore_ascii_case("media:"));
+    let bare = last.trim_start_matches([' ', '\t']);
+    let prefix = !bare.is_empty()
+        && bare.len() <= 5
+        && "MEDIA".starts_with(bare.to_ascii_uppercase().as_str());
+    if (directive || prefix) && line_start < cut {
+        cut = line_start;
+    }
+    let held = &text[..cut];
+    if trim {
+        held.trim_end()
+    } else {
+        held
+    }
+}
+
 /// One `MEDIA:` line's payload: sources go to `media`; returns what stays
 /// on the line (`None`: the line goes).
 fn directive_line(payload: &str, media: &mut Vec<String>) -> Option<String> {
@@ -462,6 +512,32 @@ mod tests {
         let out = split("`[[x]]` and [[reply_to_current]]");
         assert!(!out.audio_as_voice);
         assert_eq!(out.text, "`[[x]]` and [[reply_to_current]]");
+    }
+
+    #[test]
+    fn live_text_holds_back_what_may_become_a_directive() {
+        assert_eq!(live_display_text("Here you go.\nM"), "Here you go.");
+        assert_eq!(live_display_text("Here you go.\n  MEDI"), "Here you go.");
+        assert_eq!(
+            live_display_text("Here you go.\nMEDIA: ./cha"),
+            "Here you go."
+        );
+        assert_eq!(
+            live_display_text("Here you go.\nMEDIA: ./chart.png\nEnj"),
+            "Here you go.\nEnj"
+        );
+        assert_eq!(live_display_text("Sure [[audio_as"), "Sure");
+        assert_eq!(live_display_text("Sure ["), "Sure");
+        assert_eq!(
+            live_display_text("Sure [[audio_as_voice]] thing"),
+            "Sure  thing"
+        );
+        assert_eq!(live_display_text("Mostly sunny"), "Mostly sunny");
+        assert_eq!(live_display_text("Medium"), "Medium");
+        assert_eq!(
+            display_text("Done.\nMEDIA: ./a.png\n[[audio_as_voice]]"),
+            "Done."
+        );
     }
 
     #[test]

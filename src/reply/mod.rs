@@ -10,6 +10,8 @@
 //!   `DispatcherRegistry` lets graceful shutdown wait for every dispatcher.
 //! - [`shape`]: silent-token dropping, messaging-tool de-duplication, the
 //!   tool-error fallback and reasoning visibility.
+//! - [`media_lines`]: `MEDIA:` lines and `[[audio_as_voice]]`;
+//!   [`tts_tags`]: the `[[tts…]]` tags of spoken replies.
 //!
 //! This layer knows channel limits (numbers) and nothing else about platforms:
 //! delivery goes through the [`dispatcher::ReplySink`] trait.
@@ -21,6 +23,7 @@ pub mod dispatcher;
 pub(crate) mod fences;
 pub mod media_lines;
 pub mod shape;
+pub mod tts_tags;
 
 pub use chunker::{chunk_text, BlockChunker, ChunkerLimits};
 pub use coalescer::{CoalesceLimits, Coalescer, CoalescerHandle};

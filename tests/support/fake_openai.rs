@@ -30,10 +30,14 @@
 //! characters and `voice` required; `response_format` one of mp3, opus, aac,
 //! flac, wav, pcm, default mp3; else 400 naming the parameter) and answers
 //! the audio bytes with their content type: for `opus` an Ogg/Opus stream
-//! (real pages and CRCs, one second per 15 characters of input), for the
-//! others a stand-in with the format's magic bytes. Each request body is
-//! recorded ([`FakeOpenAi::speech_requests`]); [`FakeOpenAi::speak_as_mp3`]
-//! makes it answer MP3 whatever was asked (a server that ignores the format).
+//! (real pages and CRCs, one second per 15 characters of input), for `wav`
+//! a 440 Hz tone as OpenAI streams WAV (24 kHz 16-bit mono, both RIFF sizes
+//! 0xffffffff because they are unknown when the stream starts), for `pcm`
+//! the same samples without a header, for the others a stand-in with the
+//! format's magic bytes. Each request body is recorded
+//! ([`FakeOpenAi::speech_requests`]); [`FakeOpenAi::speak_as_mp3`] and
+//! [`FakeOpenAi::speak_as_wav`] make it answer MP3 or WAV whatever was
+//! asked (a server that ignores the format).
 
 #[allow(dead_code)]
 #[allow(clippy::duplicate_mod)]
@@ -156,6 +160,7 @@ struct FakeState {
     speech_requests: Mutex<Vec<Value>>,
     /// Answer MP3 bytes whatever format is asked.
     speak_as_mp3: std::sync::atomic::AtomicBool,
+    speak_as_wav: std::sync::atomic::AtomicBool,
 }
 
 type FakeBody = BoxBody<Bytes, Infallible>;
@@ -171,6 +176,7 @@ impl FakeOpenAi {
         let state = Arc::new(FakeState {
             speech_requests: Mutex::new(Vec::new()),
             speak_as_mp3: std::sync::atomic::AtomicBool::new(false),
+            speak_as_wav: std::sync::atomic::AtomicBool::new(false),
             replies: Mutex::new(VecDeque::new()),
             replies_for_system: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
@@ -243,6 +249,11 @@ impl FakeOpenAi {
     /// From now on `/audio/speech` answers MP3 whatever format is asked.
     pub fn speak_as_mp3(&self) {
         self.state.speak_as_mp3.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on `/audio/speech` answers WAV whatever format is asked.
+    pub fn speak_as_wav(&self) {
+        self.state.speak_as_wav.store(true, Ordering::SeqCst);
     }
 
     pub fn push_transcript(&self, text: &str) {
@@ -857,12 +868,14 @@ fn speech(state: &FakeState, request: &RecordedRequest) -> Response<FakeBody> {
         .push(body.clone());
     let format = if state.speak_as_mp3.load(Ordering::SeqCst) {
         "mp3"
+    } else if state.speak_as_wav.load(Ordering::SeqCst) {
+        "wav"
     } else {
         format
     };
+    let seconds = (input.chars().count() as u64 / 15).max(1);
     let (bytes, content_type) = match format {
         "opus" => {
-            let seconds = (input.chars().count() as u64 / 15).max(1);
             let mut out = Vec::new();
             pincer::media::ogg::writer::opus_stream(seconds, 40, |page| {
                 out.extend_from_slice(page)
@@ -870,7 +883,20 @@ fn speech(state: &FakeState, request: &RecordedRequest) -> Response<FakeBody> {
             (out, "audio/ogg")
         }
         "mp3" => (b"ID3\x04\0\0\0\0\0\0 mp3 frames".to_vec(), "audio/mpeg"),
-        "wav" => (b"RIFF\x24\0\0\0WAVEfmt ".to_vec(), "audio/wav"),
+        "wav" => {
+            let mut out = b"RIFF\xff\xff\xff\xffWAVEfmt ".to_vec();
+            out.extend_from_slice(&16u32.to_le_bytes());
+            out.extend_from_slice(&1u16.to_le_bytes());
+            out.extend_from_slice(&1u16.to_le_bytes());
+            out.extend_from_slice(&24_000u32.to_le_bytes());
+            out.extend_from_slice(&48_000u32.to_le_bytes());
+            out.extend_from_slice(&2u16.to_le_bytes());
+            out.extend_from_slice(&16u16.to_le_bytes());
+            out.extend_from_slice(b"data\xff\xff\xff\xff");
+            out.extend_from_slice(&tone_pcm(seconds));
+            (out, "audio/wav")
+        }
+        "pcm" => (tone_pcm(seconds), "audio/pcm"),
         "flac" => (b"fLaC\0\0\0\x22".to_vec(), "audio/flac"),
         _ => (vec![0u8; 64], "application/octet-stream"),
     };
@@ -879,6 +905,18 @@ fn speech(state: &FakeState, request: &RecordedRequest) -> Response<FakeBody> {
         .header("content-type", content_type)
         .body(Full::new(Bytes::from(bytes)).boxed())
         .expect("static response parts are valid")
+}
+
+/// `seconds` of a 440 Hz tone as 24 kHz 16-bit little-endian mono samples.
+fn tone_pcm(seconds: u64) -> Vec<u8> {
+    let frames = 24_000 * seconds;
+    let mut out = Vec::with_capacity(frames as usize * 2);
+    for i in 0..frames {
+        let t = i as f64 / 24_000.0;
+        let sample = ((t * 440.0 * std::f64::consts::TAU).sin() * 10_000.0) as i16;
+        out.extend_from_slice(&sample.to_le_bytes());
+    }
+    out
 }
 
 /// Whether an `image_url` part holds an image OpenAI takes: an http(s) URL, or a data URL of

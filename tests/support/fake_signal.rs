@@ -11,8 +11,15 @@
 //!   recipients given", "No message given", an invalid number, an unknown
 //!   group).
 //! - methods `send` (`recipient`: a string or list of numbers / UUIDs,
-//!   `groupId`, `message`, `attachments`; result `{"timestamp", "results":
-//!   [{"recipientAddress", "type": "SUCCESS"}]}`), `sendTyping`
+//!   `groupId`, `message`, `attachments`: each a file path the daemon reads
+//!   at send time or a `data:<mime>[;filename=<name>];base64,<data>` URI,
+//!   a missing or unreadable one failing the send with -32603 "Failed to send
+//!   message: … (AttachmentInvalidException)" as signal-cli's
+//!   UnexpectedErrorException; an empty send is refused with signal-cli's
+//!   words; result `{"timestamp", "results":
+//!   [{"recipientAddress", "type": "SUCCESS"}]}`), `getAttachment` (`id`
+//!   and `recipient` or `groupId`; result `{"data": base64}`, an unknown id
+//!   -1 "Could not find attachment with ID: …"), `sendTyping`
 //!   (`recipient` or `groupId`, `stop`), `sendReceipt` (`recipient`,
 //!   `targetTimestamp`, `type` read|viewed).
 //! - `GET /api/v1/events[?account=]`: `text/event-stream`, each message as
@@ -31,6 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::combinators::BoxBody;
@@ -65,6 +73,16 @@ pub struct SentMessage {
     pub group_id: Option<String>,
     pub message: String,
     pub timestamp: u64,
+    /// The attachments as the daemon read them.
+    pub attachments: Vec<SentAttachment>,
+}
+
+/// One attachment of a `send`, read from its path or data URI.
+#[derive(Debug, Clone)]
+pub struct SentAttachment {
+    /// The path or URI as given.
+    pub source: String,
+    pub bytes: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -73,6 +91,8 @@ struct Inner {
     sent: Vec<SentMessage>,
     streams: Vec<mpsc::UnboundedSender<Bytes>>,
     groups: BTreeMap<String, String>,
+    /// Received attachments by id (what `getAttachment` serves).
+    attachments: BTreeMap<String, Vec<u8>>,
     events_opened: usize,
     next_timestamp: u64,
 }
@@ -141,6 +161,11 @@ impl FakeSignal {
             state,
             shutdown,
         }
+    }
+
+    /// Keeps `bytes` as a received attachment `id` (served by `getAttachment`).
+    pub fn add_attachment(&self, id: &str, bytes: Vec<u8>) {
+        self.state.lock().attachments.insert(id.to_string(), bytes);
     }
 
     pub fn url(&self) -> String {
@@ -439,6 +464,44 @@ fn rpc(state: &Arc<State>, body: &[u8]) -> Response<Body> {
     }
 }
 
+/// `attachments` as signal-cli reads them when it sends: each a path or a
+/// data URI.
+fn read_attachments(params: &Value) -> Result<Vec<SentAttachment>, (i64, String)> {
+    let list = match &params["attachments"] {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(list) => list,
+        _ => return Err(invalid("attachments must be a list")),
+    };
+    let failed = |source: &str, why: String| {
+        (
+            -32603,
+            format!("Failed to send message: {source}: {why} (AttachmentInvalidException)"),
+        )
+    };
+    list.iter()
+        .map(|item| {
+            let source = item
+                .as_str()
+                .ok_or_else(|| invalid("attachments must be strings"))?;
+            let bytes = match source.strip_prefix("data:") {
+                Some(uri) => {
+                    let (_, data) = uri
+                        .split_once(";base64,")
+                        .ok_or_else(|| failed(source, "not a base64 data URI".into()))?;
+                    base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .map_err(|e| failed(source, e.to_string()))?
+                }
+                None => std::fs::read(source).map_err(|e| failed(source, e.to_string()))?,
+            };
+            Ok(SentAttachment {
+                source: source.to_string(),
+                bytes,
+            })
+        })
+        .collect()
+}
+
 fn invalid(what: &str) -> (i64, String) {
     (-32602, format!("Invalid params: {what}"))
 }
@@ -498,9 +561,12 @@ fn run(state: &Arc<State>, method: &str, params: Value) -> Result<Value, (i64, S
                 Value::Null => String::new(),
                 _ => return Err(invalid("message must be a string")),
             };
-            let attachments = params["attachments"].as_array().map_or(0, Vec::len);
-            if message.is_empty() && attachments == 0 {
-                return Err((USER_ERROR, "No message given".into()));
+            let attachments = read_attachments(&params)?;
+            if message.is_empty() && attachments.is_empty() {
+                return Err((
+                    USER_ERROR,
+                    "Sending empty message is not allowed, either a message, attachment or sticker must be given.".into(),
+                ));
             }
             let mut inner = state.lock();
             inner.next_timestamp += 1;
@@ -510,6 +576,7 @@ fn run(state: &Arc<State>, method: &str, params: Value) -> Result<Value, (i64, S
                 group_id: group,
                 message,
                 timestamp,
+                attachments,
             });
             let results: Vec<Value> = to
                 .iter()
@@ -521,6 +588,25 @@ fn run(state: &Arc<State>, method: &str, params: Value) -> Result<Value, (i64, S
                 results
             };
             Ok(json!({"timestamp": timestamp, "results": results}))
+        }
+        "getAttachment" => {
+            let Some(id) = params["id"].as_str() else {
+                return Err(invalid("id must be a string"));
+            };
+            let from = recipients(&params)?;
+            let group = group_id(state, &params)?;
+            if from.len() + usize::from(group.is_some()) != 1 {
+                return Err(invalid("one of recipient or groupId is required"));
+            }
+            match state.lock().attachments.get(id) {
+                Some(bytes) => {
+                    Ok(json!({"data": base64::engine::general_purpose::STANDARD.encode(bytes)}))
+                }
+                None => Err((
+                    USER_ERROR,
+                    format!("Could not find attachment with ID: {id}"),
+                )),
+            }
         }
         "sendTyping" => {
             let to = recipients(&params)?;

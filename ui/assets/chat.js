@@ -10,13 +10,19 @@ function textOf(message) {
   return (content || []).filter((c) => c.type === "text").map((c) => c.text).join("");
 }
 
-// A reply's images: `input_image` blocks with `data:image/…` URLs (the gateway
+// A reply's images and audio: `input_image` blocks with `data:image/…` URLs and
+// `attachment` blocks of kind audio with `data:audio/…` URLs (the gateway
 // embeds the files a reply's MEDIA: lines name).
 function imagesOf(message) {
   const content = Array.isArray(message?.content) ? message.content : [];
-  return content
+  const images = content
     .filter((c) => c.type === "input_image" && typeof c.image_url === "string" && c.image_url.startsWith("data:image/"))
     .map((c) => h("img", { src: c.image_url, alt: "Image from the assistant", class: "reply-image" }));
+  const audio = content
+    .filter((c) => c.type === "attachment" && c.attachment?.kind === "audio"
+      && typeof c.attachment.url === "string" && c.attachment.url.startsWith("data:audio/"))
+    .map((c) => h("audio", { src: c.attachment.url, controls: "", "aria-label": c.attachment.label || "Audio from the assistant" }));
+  return images.concat(audio);
 }
 
 export default async function chat({ gw, hello }) {

@@ -2,7 +2,8 @@
 //! `whoami`, `/sync` long polls, sending room events (messages, edits,
 //! reactions), typing, read receipts, redactions, joins, room state and
 //! membership reads, alias resolution, `m.direct` and room creation for
-//! direct rooms, and the authenticated media download URL.
+//! direct rooms, uploads to the media repository, and the authenticated
+//! media download URL.
 //!
 //! Every answer is read with a size cap; failures are classified
 //! (`ApiError`: rate limited with `retry_after_ms`, refused with the
@@ -26,6 +27,8 @@ pub const REQUEST_TIMEOUT_SECS: u64 = 30;
 pub const MAX_SYNC_BYTES: usize = 16 * 1024 * 1024;
 /// Largest answer of any other call.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// How long one upload may take (a large file on a slow uplink).
+const UPLOAD_TIMEOUT_SECS: u64 = 300;
 /// Wait used when a 429 names no `retry_after_ms`.
 const DEFAULT_RETRY_AFTER_MS: u64 = 1_000;
 
@@ -351,6 +354,42 @@ impl MatrixApi {
             .ok_or(ApiError::Malformed {
                 call: "send",
                 message: "no event_id".into(),
+            })
+    }
+
+    /// `POST /_matrix/media/v3/upload?filename=…`: the file streamed from
+    /// disk with its MIME type; returns its `content_uri` (`mxc://…`).
+    pub async fn upload(
+        &self,
+        path: &std::path::Path,
+        file_name: &str,
+        mime: &str,
+        bytes: u64,
+    ) -> Result<String, ApiError> {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ApiError::Malformed {
+                call: "upload",
+                message: format!("{file_name} cannot be read: {e}"),
+            })?;
+        let request = self
+            .http
+            .post(format!("{}/_matrix/media/v3/upload", self.homeserver))
+            .query(&[("filename", file_name)])
+            .header(reqwest::header::CONTENT_TYPE, mime)
+            .header(reqwest::header::CONTENT_LENGTH, bytes)
+            .body(crate::media::multipart::file_body(file));
+        let timeout = Duration::from_secs(UPLOAD_TIMEOUT_SECS);
+        let answer = self
+            .call("upload", request, timeout, MAX_RESPONSE_BYTES)
+            .await?;
+        answer["content_uri"]
+            .as_str()
+            .filter(|uri| uri.starts_with("mxc://"))
+            .map(str::to_string)
+            .ok_or(ApiError::Malformed {
+                call: "upload",
+                message: "no mxc:// content_uri".into(),
             })
     }
 

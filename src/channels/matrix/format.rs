@@ -2,14 +2,14 @@
 //! (the Telegram HTML converter's output with spoilers as
 //! `data-mx-spoiler` spans and line breaks as `<br>` outside code blocks),
 //! the markdown itself as the plain `body`; replies, threads and edits as
-//! `m.relates_to`.
+//! `m.relates_to`; uploaded files as `m.image`/`m.video`/`m.audio`/`m.file`.
 //!
 //! Pure shaping: this file must not send anything.
 
 use serde_json::{json, Value};
 
 use crate::channels::telegram::format::markdown_to_html;
-use crate::channels::TextFormat;
+use crate::channels::{TextFormat, UploadKind};
 
 /// Markdown → Matrix HTML.
 pub fn to_html(markdown: &str) -> String {
@@ -44,6 +44,40 @@ pub fn text_content(text: &str, format: TextFormat) -> Value {
             content["format"] = json!("org.matrix.custom.html");
             content["formatted_body"] = json!(html);
         }
+    }
+    content
+}
+
+/// The `m.room.message` content of an uploaded file: `m.image`, `m.video`,
+/// `m.audio` (a voice note also carries MSC3245's voice marker, as Element
+/// sends them) or `m.file`; with a caption, `body` is the caption and
+/// `filename` the file's name (the spec's captioned media), else `body` is
+/// the name.
+pub fn file_content(
+    kind: UploadKind,
+    mxc: &str,
+    file_name: &str,
+    mime: &str,
+    bytes: u64,
+    caption: Option<&str>,
+) -> Value {
+    let msgtype = match kind {
+        UploadKind::Photo => "m.image",
+        UploadKind::Video => "m.video",
+        UploadKind::Audio | UploadKind::Voice => "m.audio",
+        UploadKind::Document => "m.file",
+    };
+    let mut content = match caption {
+        Some(caption) => text_content(caption, TextFormat::Markdown),
+        None => json!({ "body": file_name }),
+    };
+    content["msgtype"] = json!(msgtype);
+    content["filename"] = json!(file_name);
+    content["url"] = json!(mxc);
+    content["info"] = json!({ "mimetype": mime, "size": bytes });
+    if kind == UploadKind::Voice {
+        content["org.matrix.msc1767.audio"] = json!({});
+        content["org.matrix.msc3245.voice"] = json!({});
     }
     content
 }

@@ -3,7 +3,9 @@
 //! with the token in the store, invites, encrypted rooms refused), room
 //! knowledge (`rooms.rs`), translation (`translate.rs`) and the API client
 //! (`api.rs`) behind the [`Channel`] trait with typing, edits (`m.replace`,
-//! for previews), redactions and reactions. Markdown goes out as Matrix
+//! for previews), redactions, reactions and files (uploaded to the media
+//! repository, then an `m.image`/`m.video`/`m.audio`/`m.file` event with
+//! the reply's text as its caption). Markdown goes out as Matrix
 //! HTML (`format.rs`); a reply quotes and threads as the hub and
 //! `threadReplies` ask.
 //!
@@ -29,7 +31,8 @@ use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::media::{MediaDefaults, MediaLimits};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, DeleteMessage, EditMessage, InboundSink,
-    OutboundTarget, React, SendError, SentMessage, StartError, TextFormat, TextLimits, Typing,
+    OutboundTarget, React, SendError, SendMedia, SentMessage, StartError, TextFormat, TextLimits,
+    Typing, Upload, UploadKind,
 };
 use crate::config::schema::matrix::{
     MatrixAccountConfig, MatrixAutoJoin, MatrixConfig, MatrixDmSessionScope, MatrixThreadReplies,
@@ -45,6 +48,9 @@ pub use translate::{BotIdentity, CHANNEL_ID};
 /// Matrix has no hard text limit below an event's 64 KiB; pincer's cap per
 /// message (the account's `textChunkLimit` is clamped to it).
 pub const MATRIX_MAX_CHARS: usize = 16_000;
+/// The largest file uploaded (Synapse's default `max_upload_size`; a
+/// homeserver with a lower one refuses with `M_TOO_LARGE`, named in the chat).
+pub const MATRIX_MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
 /// Event ids of the bot's own messages remembered per account (replies to
 /// them count as mentions).
 const MAX_SENT_EVENTS: usize = 1_000;
@@ -489,6 +495,61 @@ impl Channel for MatrixChannel {
     }
     fn reactions(&self) -> Option<&dyn React> {
         Some(self)
+    }
+    fn media(&self) -> Option<&dyn SendMedia> {
+        Some(self)
+    }
+}
+
+impl SendMedia for MatrixChannel {
+    fn max_upload_bytes(&self, _kind: UploadKind) -> u64 {
+        MATRIX_MAX_UPLOAD_BYTES
+    }
+
+    fn max_caption_chars(&self) -> usize {
+        MATRIX_MAX_CHARS
+    }
+
+    /// The file to the media repository, then an `m.room.message` naming
+    /// its `mxc://` URI (`format::file_content`), in the thread or reply
+    /// the target names.
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
+        Box::pin(async move {
+            if upload.bytes > MATRIX_MAX_UPLOAD_BYTES {
+                return Err(SendError::Permanent(format!(
+                    "{} is {} bytes; pincer uploads {MATRIX_MAX_UPLOAD_BYTES} bytes at most to Matrix",
+                    upload.file_name, upload.bytes
+                )));
+            }
+            let account = self.account_for(target)?;
+            let api = account.api()?;
+            let mxc = api
+                .upload(upload.path, upload.file_name, upload.mime, upload.bytes)
+                .await
+                .map_err(ApiError::into_send_error)?;
+            let mut content = format::file_content(
+                upload.kind,
+                &mxc,
+                upload.file_name,
+                upload.mime,
+                upload.bytes,
+                upload.caption.filter(|c| !c.trim().is_empty()),
+            );
+            if let Some(relation) = format::relation(
+                target.thread_id.as_deref(),
+                target.reply_to_message_id.as_deref(),
+            ) {
+                content["m.relates_to"] = relation;
+            }
+            let (account, message_id) =
+                self.send_content(target, "m.room.message", content).await?;
+            account.state.outbound_now();
+            Ok(SentMessage { message_id })
+        })
     }
 }
 

@@ -6,10 +6,17 @@
 //! supervises the daemon itself (`daemon.rs`); with an external one it
 //! connects to the daemon's URL.
 //!
+//! Files go out as `send` with `attachments`: the file's absolute path,
+//! which the daemon reads at send time (upstream sends paths too, so the
+//! daemon must see pincer's media area: a managed daemon or one on the same
+//! machine), the reply's text as the message. Inbound attachments are
+//! fetched with `getAttachment` (`receive.rs`).
+//!
 //! This file owns configuration, lifecycle, status and sending; retries,
 //! chunking, access policy and routing are not this adapter's job. Signal
 //! shows plain text: Markdown from the model goes out as written.
 
+mod attachments;
 mod daemon;
 mod receive;
 pub mod rpc;
@@ -22,9 +29,10 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::channels::account::{AccountState, AccountTasks};
+use crate::channels::media::{MediaDefaults, MediaLimits};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundSink, MarkRead, OutboundTarget, SendError,
-    SentMessage, StartError, TextFormat, TextLimits, Typing,
+    SendMedia, SentMessage, StartError, TextFormat, TextLimits, Typing, Upload, UploadKind,
 };
 use crate::config::schema::signal::{SignalAccountConfig, SignalConfig, SignalEndpoint};
 
@@ -36,6 +44,8 @@ pub use translate::{BotIdentity, CHANNEL_ID};
 /// clamped to it); Signal sends longer texts as an attachment, which
 /// pincer does not.
 pub const SIGNAL_MAX_CHARS: usize = 4_000;
+/// Signal's cap on one attachment (its servers refuse larger ones).
+pub const SIGNAL_MAX_ATTACHMENT_BYTES: u64 = 100 * 1024 * 1024;
 
 /// What an account is configured to do (read once from the config).
 #[derive(Debug, Clone)]
@@ -53,6 +63,8 @@ pub struct Account {
     pub id: String,
     settings: AccountSettings,
     rpc: SignalRpc,
+    /// Where inbound attachments go and their cap (`agents.defaults.mediaMaxMb`, else 5 MB).
+    media: MediaLimits,
     state: AccountState<BotIdentity>,
 }
 
@@ -169,6 +181,15 @@ impl SignalChannel {
     /// Every account of `channels.signal`; accounts without a number (or
     /// with a transport pincer does not run) are listed as not configured.
     pub fn new(config: &SignalConfig, http: &reqwest::Client) -> SignalChannel {
+        SignalChannel::with_media(config, http, &MediaDefaults::default())
+    }
+
+    /// [`new`](Self::new) with inbound attachments under `media`'s root and cap.
+    pub fn with_media(
+        config: &SignalConfig,
+        http: &reqwest::Client,
+        media: &MediaDefaults,
+    ) -> SignalChannel {
         let mut accounts = BTreeMap::new();
         let mut unconfigured = Vec::new();
         for id in config.account_ids() {
@@ -205,6 +226,7 @@ impl SignalChannel {
                             id,
                             settings,
                             rpc,
+                            media: media.limits(CHANNEL_ID, None),
                             state,
                         }),
                     );
@@ -343,6 +365,10 @@ impl Channel for SignalChannel {
         Some(self)
     }
 
+    fn media(&self) -> Option<&dyn SendMedia> {
+        Some(self)
+    }
+
     /// `sendReadReceipts` on an external daemon (a managed one was started
     /// with `--send-read-receipts` and sends them itself, as upstream's).
     fn read_receipts(&self, account_id: &str) -> Option<&dyn MarkRead> {
@@ -381,6 +407,51 @@ impl MarkRead for SignalChannel {
                 .await
                 .map(drop)
                 .map_err(rpc::RpcError::into_send_error)
+        })
+    }
+}
+
+impl SendMedia for SignalChannel {
+    fn max_upload_bytes(&self, _kind: UploadKind) -> u64 {
+        SIGNAL_MAX_ATTACHMENT_BYTES
+    }
+
+    fn max_caption_chars(&self) -> usize {
+        SIGNAL_MAX_CHARS
+    }
+
+    /// `send` with the file's absolute path in `attachments` and the
+    /// caption (if any) as the message; Signal has no voice-note flag in
+    /// signal-cli's `send`, so a voice note goes as an audio attachment.
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
+        Box::pin(async move {
+            let account = self.account_for(target)?;
+            if upload.bytes > SIGNAL_MAX_ATTACHMENT_BYTES {
+                return Err(SendError::Permanent(format!(
+                    "{} is {} bytes; Signal takes {SIGNAL_MAX_ATTACHMENT_BYTES} bytes at most",
+                    upload.file_name, upload.bytes
+                )));
+            }
+            let path = std::path::absolute(upload.path).map_err(|e| {
+                SendError::Permanent(format!("{}: no absolute path: {e}", upload.file_name))
+            })?;
+            let mut params = destination(&target.to)?.params();
+            params["attachments"] = json!([path.display().to_string()]);
+            if let Some(caption) = upload.caption.filter(|c| !c.trim().is_empty()) {
+                params["message"] = json!(caption);
+            }
+            let result = account
+                .rpc
+                .call("send", params)
+                .await
+                .map_err(rpc::RpcError::into_send_error)?;
+            let message_id = sent_timestamp(&result)?;
+            account.state.outbound_now();
+            Ok(SentMessage { message_id })
         })
     }
 }

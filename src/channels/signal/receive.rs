@@ -19,11 +19,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::account::{pause, Backoff};
+use crate::channels::media::add_to_event;
 use crate::channels::{InboundEvent, InboundSink};
 use crate::config::schema::signal::SignalEndpoint;
 
 use super::sse::{SseItem, SseReader};
-use super::translate::{translate, Context, Translated};
+use super::translate::{translate, Attachment, Context, Translated};
 use super::Account;
 
 /// Tries at handing one message to the message path.
@@ -201,7 +202,37 @@ impl ReceiveLoop {
             Translated::Malformed(reason) => {
                 account.record_error(format!("a malformed event was skipped: {reason}"));
             }
-            Translated::Message(event) => self.deliver(*event).await,
+            Translated::Message { event, attachments } => {
+                let mut event = *event;
+                self.fetch_attachments(&mut event, &attachments).await;
+                self.deliver(event).await;
+            }
+        }
+    }
+
+    /// Each attachment fetched into the media directory, or a note saying
+    /// why not (`channels::media::add_to_event`).
+    async fn fetch_attachments(&self, event: &mut InboundEvent, attachments: &[Attachment]) {
+        if attachments.is_empty() {
+            return;
+        }
+        let from = match &event.message.group_id {
+            Some(group) => serde_json::json!({ "groupId": group }),
+            None => {
+                let sender = &event.message.sender_id;
+                let recipient = sender.strip_prefix("uuid:").unwrap_or(sender);
+                serde_json::json!({ "recipient": recipient })
+            }
+        };
+        for attachment in attachments {
+            let outcome = super::attachments::fetch(
+                &self.account.rpc,
+                &self.account.media,
+                attachment,
+                from.clone(),
+            )
+            .await;
+            add_to_event(event, outcome);
         }
     }
 

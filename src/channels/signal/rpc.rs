@@ -79,7 +79,25 @@ impl SignalRpc {
     }
 
     /// Calls `method` with `params` (an object; `account` is added).
-    pub async fn call(&self, method: &str, mut params: Value) -> Result<Value, RpcError> {
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        match self
+            .call_raw(method, params, MAX_RPC_RESPONSE_BYTES)
+            .await?
+        {
+            Some(bytes) => parse_answer(method, &bytes),
+            None => Ok(Value::Null),
+        }
+    }
+
+    /// [`call`](Self::call)'s HTTP exchange: the answer's body read up to
+    /// `cap` bytes (`None`: a 201 without one), for callers that parse a
+    /// large answer themselves (`getAttachment`).
+    pub async fn call_raw(
+        &self,
+        method: &str,
+        mut params: Value,
+        cap: usize,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
         if let Some(object) = params.as_object_mut() {
             object.insert("account".into(), json!(self.account));
         }
@@ -96,35 +114,15 @@ impl SignalRpc {
             .map_err(|e| RpcError::Transport(format!("{method}: {e}")))?;
         let status = response.status();
         if status == reqwest::StatusCode::CREATED {
-            return Ok(Value::Null);
+            return Ok(None);
         }
-        let bytes = read_capped(response, MAX_RPC_RESPONSE_BYTES)
+        let bytes = read_capped(response, cap)
             .await
             .map_err(|e| RpcError::Transport(format!("{method}: {e}")))?;
         if !status.is_success() {
             return Err(RpcError::Transport(format!("{method}: HTTP {status}")));
         }
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            RpcError::Transport(format!(
-                "{method}: malformed JSON-RPC answer (HTTP {status}): {e}"
-            ))
-        })?;
-        if let Some(error) = answer.get("error").filter(|e| !e.is_null()) {
-            return Err(RpcError::Rpc {
-                method: method.to_string(),
-                code: error["code"].as_i64().unwrap_or(0),
-                message: error["message"]
-                    .as_str()
-                    .unwrap_or("no message")
-                    .to_string(),
-            });
-        }
-        match answer.get("result") {
-            Some(result) => Ok(result.clone()),
-            None => Err(RpcError::Transport(format!(
-                "{method}: a JSON-RPC answer with neither result nor error"
-            ))),
-        }
+        Ok(Some(bytes))
     }
 
     /// `GET /api/v1/check`: whether the daemon answers.
@@ -158,6 +156,33 @@ impl SignalRpc {
             return Err(format!("event stream refused: HTTP {}", response.status()));
         }
         Ok(response)
+    }
+}
+
+/// A JSON-RPC answer's result, or its error.
+pub fn parse_answer(method: &str, bytes: &[u8]) -> Result<Value, RpcError> {
+    let answer: Value = serde_json::from_slice(bytes)
+        .map_err(|e| RpcError::Transport(format!("{method}: malformed JSON-RPC answer: {e}")))?;
+    if let Some(error) = answer.get("error").filter(|e| !e.is_null()) {
+        return Err(error_of(method, error));
+    }
+    match answer.get("result") {
+        Some(result) => Ok(result.clone()),
+        None => Err(RpcError::Transport(format!(
+            "{method}: a JSON-RPC answer with neither result nor error"
+        ))),
+    }
+}
+
+/// A JSON-RPC error object as an [`RpcError`].
+pub fn error_of(method: &str, error: &Value) -> RpcError {
+    RpcError::Rpc {
+        method: method.to_string(),
+        code: error["code"].as_i64().unwrap_or(0),
+        message: error["message"]
+            .as_str()
+            .unwrap_or("no message")
+            .to_string(),
     }
 }
 

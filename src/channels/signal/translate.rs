@@ -1,7 +1,8 @@
 //! signal-cli `receive` payloads (`{"envelope": {…}, "account": "+…"}`) →
 //! `InboundEvent`s: a `dataMessage` with text (mention placeholders U+FFFC
-//! written out as `@name`) and attachments (noted, not downloaded, unless
-//! `ignoreAttachments`), in a DM keyed by the sender (`+number`, else
+//! written out as `@name`) and attachments (listed for `getAttachment`
+//! by id, unless `ignoreAttachments`; one without an id is noted), in a DM
+//! keyed by the sender (`+number`, else
 //! `uuid:<id>`) or in a group keyed by its `groupInfo.groupId`; mentions
 //! of the bot from `dataMessage.mentions` (its number or `accountUuid`) and
 //! a quote of one of its messages.
@@ -37,10 +38,24 @@ pub struct Context<'a> {
     pub ignore_attachments: bool,
 }
 
+/// An attachment signal-cli announced, fetched by id with `getAttachment`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attachment {
+    pub id: String,
+    pub content_type: Option<String>,
+    pub filename: Option<String>,
+    pub size: Option<u64>,
+}
+
 /// What became of one payload.
 #[derive(Debug)]
 pub enum Translated {
-    Message(Box<InboundEvent>),
+    Message {
+        event: Box<InboundEvent>,
+        /// Attachments to fetch (`getAttachment` with the sender as
+        /// `recipient`, or the group's `groupId`).
+        attachments: Vec<Attachment>,
+    },
     /// Not a message pincer answers.
     Skipped,
     Malformed(String),
@@ -108,16 +123,26 @@ pub fn translate(ctx: &Context<'_>, payload: &Value) -> Translated {
     }
     let mentions = data["mentions"].as_array().cloned().unwrap_or_default();
     let mut text = with_mentions(data["message"].as_str().unwrap_or(""), &mentions);
+    let mut attachments = Vec::new();
     if !ctx.ignore_attachments {
         for attachment in data["attachments"].as_array().into_iter().flatten() {
-            let note = attachment_note(attachment);
-            if !text.is_empty() {
-                text.push('\n');
+            match attachment["id"].as_str().filter(|id| !id.is_empty()) {
+                Some(id) => attachments.push(Attachment {
+                    id: id.to_string(),
+                    content_type: attachment["contentType"].as_str().map(str::to_string),
+                    filename: attachment["filename"].as_str().map(str::to_string),
+                    size: attachment["size"].as_u64(),
+                }),
+                None => {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&attachment_note(attachment));
+                }
             }
-            text.push_str(&note);
         }
     }
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && attachments.is_empty() {
         return Translated::Skipped;
     }
     let group = data["groupInfo"]["groupId"]
@@ -181,7 +206,10 @@ pub fn translate(ctx: &Context<'_>, payload: &Value) -> Translated {
     let mut event = event;
     event.message.is_reply_to_bot = is_reply_to_bot;
     event.message.mentioned = mentioned || (group.is_some() && is_reply_to_bot);
-    Translated::Message(Box::new(event))
+    Translated::Message {
+        event: Box::new(event),
+        attachments,
+    }
 }
 
 fn base(
@@ -259,7 +287,8 @@ fn with_mentions(text: &str, mentions: &[Value]) -> String {
     out
 }
 
-/// A line telling the model an attachment came that pincer did not fetch.
+/// A line telling the model an attachment came that pincer could not fetch
+/// (signal-cli gave it no id).
 fn attachment_note(attachment: &Value) -> String {
     let kind = attachment["contentType"]
         .as_str()
@@ -272,7 +301,7 @@ fn attachment_note(attachment: &Value) -> String {
         .as_u64()
         .map(|s| format!(", {s} bytes"))
         .unwrap_or_default();
-    format!("[attachment {kind}{name}{size}: not downloaded by pincer]")
+    format!("[attachment {kind}{name}{size}: no attachment id, not downloaded]")
 }
 
 #[cfg(test)]
@@ -301,7 +330,7 @@ mod tests {
 
     fn message(payload: Value) -> InboundEvent {
         match run(payload, false) {
-            Translated::Message(event) => *event,
+            Translated::Message { event, .. } => *event,
             other => panic!("expected a message, got {other:?}"),
         }
     }
@@ -395,14 +424,26 @@ mod tests {
     }
 
     #[test]
-    fn attachments_are_noted_unless_ignored() {
+    fn attachments_are_listed_for_fetching_unless_ignored() {
         let payload = json!({"envelope": {"sourceNumber": "+1555", "timestamp": 4,
             "dataMessage": {"timestamp": 4, "message": null, "attachments": [
-                {"id": "a1", "contentType": "image/jpeg", "filename": "cat.jpg", "size": 1234}]}}});
-        let event = message(payload.clone());
+                {"id": "a1", "contentType": "image/jpeg", "filename": "cat.jpg", "size": 1234},
+                {"contentType": "audio/aac"}]}}});
+        let Translated::Message { event, attachments } = run(payload.clone(), false) else {
+            panic!("a message")
+        };
+        assert_eq!(
+            attachments,
+            vec![Attachment {
+                id: "a1".into(),
+                content_type: Some("image/jpeg".into()),
+                filename: Some("cat.jpg".into()),
+                size: Some(1234),
+            }]
+        );
         assert_eq!(
             event.message.body,
-            "[attachment image/jpeg \"cat.jpg\", 1234 bytes: not downloaded by pincer]"
+            "[attachment audio/aac: no attachment id, not downloaded]"
         );
         assert!(matches!(run(payload, true), Translated::Skipped));
     }

@@ -2,14 +2,15 @@
 //! replies. pincer speaks through the `openai` provider, an OpenAI-compatible
 //! `/audio/speech` endpoint (OpenAI, or a LAN server such as Kokoro or
 //! LocalAI), as Ogg/Opus voice notes. Honoured: `auto` (`off`, `always`,
-//! `inbound`), the legacy `enabled`, `mode: "final"`, `provider: "openai"`,
+//! `inbound`, `tagged`), the legacy `enabled`, `mode: "final"`, `provider: "openai"`,
 //! `providers.openai` (`apiKey`, `baseUrl`, `model`, `speakerVoice` / `voice`,
-//! `instructions`, `responseFormat: "opus"`, `extraBody`),
+//! `instructions`, `responseFormat` `opus`/`wav`/`pcm`, `extraBody`),
 //! `maxTextLength`, `timeoutMs`, and the same block per channel and account
 //! (`channels.<telegram|discord|slack>[.accounts.<id>].tts`) deep-merged
-//! over it. Refused by validation as "not supported by pincer": `auto:
-//! "tagged"`, `mode: "all"`, other providers, other response formats (pincer
-//! has no Opus encoder, so a voice note must arrive as Opus); refused by
+//! over it. Refused by validation as "not supported by pincer": `mode:
+//! "all"`, other providers, compressed response formats other than Opus
+//! (pincer encodes uncompressed speech to Opus, `media::voice_encode`, but
+//! decodes no MP3, AAC or FLAC); refused by
 //! name (`unsupported.rs`): personas, `summaryModel`, `modelOverrides`.
 
 use std::collections::BTreeMap;
@@ -28,7 +29,8 @@ pub const DEFAULT_TTS_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TtsConfig {
-    /// `off`, `always`, `inbound` (after an inbound voice note); `tagged` is refused.
+    /// `off`, `always`, `inbound` (after an inbound voice note), `tagged`
+    /// (a reply with a `[[tts…]]` tag, `reply::tts_tags`).
     pub auto: Option<String>,
     /// Legacy toggle: `true` is `auto: "always"` when `auto` is unset.
     pub enabled: Option<bool>,
@@ -52,7 +54,7 @@ pub struct TtsProviderConfig {
     /// Legacy alias of `speakerVoice`.
     pub voice: Option<String>,
     pub instructions: Option<String>,
-    /// Only `opus` (voice notes are Ogg/Opus and pincer encodes nothing).
+    /// `opus` (the default), or `wav`/`pcm`, which pincer encodes to Opus.
     pub response_format: Option<String>,
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
 }

@@ -287,7 +287,11 @@ pub fn history(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape
     let mut budget = MAX_HISTORY_BYTES;
     let mut messages = Vec::with_capacity(tail.len());
     for (seq, item) in tail.into_iter().rev() {
-        let mut text = item.text;
+        let mut text = if item.role == "assistant" {
+            crate::gateway::chat_media::history_text(&item.text)
+        } else {
+            item.text
+        };
         if let Some(max) = max_chars {
             if text.chars().count() > max {
                 text = text.chars().take(max).collect::<String>() + "…";
