@@ -215,4 +215,34 @@ put("signal_event", stream)
 put("signal_event", b":\n\n" + stream + b"\xff" + bytes([3, 1, 40, 7]))
 put("signal_event", b"event:receive\r\ndata:{\"envelope\":\r\ndata:{}}\r\n\r\n")
 
+# wav_voice: a selector byte (even: WAV; odd: headerless PCM, rate and channels from its bits), then the audio:
+# short WAVs as OpenAI's /audio/speech sends them (16-bit PCM and 32-bit float; a streamed WAV's unknown sizes).
+import math
+
+
+def wav(rate, channels, samples, float32=False, streamed=False, extensible=False):
+    width = 4 if float32 else 2
+    frames = []
+    for i in range(samples):
+        v = 0.4 * math.sin(2 * math.pi * 440 * i / rate)
+        frames.append((struct.pack("<f", v) if float32 else struct.pack("<h", int(v * 32767))) * channels)
+    data = b"".join(frames)
+    tag = 0xFFFE if extensible else (3 if float32 else 1)
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * channels * width, channels * width, width * 8)
+    if extensible:
+        fmt += struct.pack("<HHI", 22, width * 8, 3) + struct.pack("<H", 3 if float32 else 1) + bytes(14)
+    size = 0xFFFFFFFF if streamed else len(data)
+    riff = 0xFFFFFFFF if streamed else 4 + 8 + len(fmt) + 8 + len(data)
+    return (b"RIFF" + struct.pack("<I", riff) + b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+            + b"data" + struct.pack("<I", size) + data)
+
+
+put("wav_voice", b"\x00" + wav(24000, 1, 2400))
+put("wav_voice", b"\x00" + wav(16000, 2, 1600, float32=True))
+put("wav_voice", b"\x00" + wav(24000, 1, 1200, streamed=True))
+put("wav_voice", b"\x00" + wav(44100, 1, 2205, extensible=True))
+put("wav_voice", b"\x00" + b"RIFF" + struct.pack("<I", 40) + b"WAVE" + b"LIST" + struct.pack("<I", 4) + b"INFO"
+    + wav(8000, 1, 400)[12:])
+put("wav_voice", bytes([9]) + wav(24000, 1, 2400)[44:])
+
 print("seed corpora written under", CORPUS)

@@ -98,7 +98,22 @@ pub fn encode_file(
     out: &Path,
     max_seconds: u64,
 ) -> Result<EncodedVoice, EncodeError> {
-    let mut reader = BufReader::with_capacity(READ_CHUNK_BYTES, File::open(input).map_err(io)?);
+    let reader = BufReader::with_capacity(READ_CHUNK_BYTES, File::open(input).map_err(io)?);
+    let writer = BufWriter::new(File::create(out).map_err(io)?);
+    let result = encode(reader, kind, writer, max_seconds);
+    if result.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    result
+}
+
+/// [`encode_file`] from any reader to any writer (the fuzz target feeds it bytes in memory).
+pub fn encode<R: Read, W: Write>(
+    mut reader: R,
+    kind: PcmInput,
+    writer: W,
+    max_seconds: u64,
+) -> Result<EncodedVoice, EncodeError> {
     let layout = match kind {
         PcmInput::Wav => read_wav_header(&mut reader)?,
         PcmInput::Raw { rate, channels } => Layout {
@@ -109,12 +124,7 @@ pub fn encode_file(
             data_bytes: None,
         },
     };
-    let writer = BufWriter::new(File::create(out).map_err(io)?);
-    let result = encode_stream(reader, layout, writer, max_seconds);
-    if result.is_err() {
-        let _ = std::fs::remove_file(out);
-    }
-    result
+    encode_stream(reader, layout, writer, max_seconds)
 }
 
 fn read_exact_or<R: Read>(reader: &mut R, buf: &mut [u8], what: &str) -> Result<(), EncodeError> {
