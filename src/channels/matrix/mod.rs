@@ -519,12 +519,6 @@ impl SendMedia for MatrixChannel {
         upload: Upload<'a>,
     ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
         Box::pin(async move {
-            if upload.bytes > MATRIX_MAX_UPLOAD_BYTES {
-                return Err(SendError::Permanent(format!(
-                    "{} is {} bytes; pincer uploads {MATRIX_MAX_UPLOAD_BYTES} bytes at most to Matrix",
-                    upload.file_name, upload.bytes
-                )));
-            }
             let account = self.account_for(target)?;
             let api = account.api()?;
             let mxc = api

@@ -430,12 +430,6 @@ impl SendMedia for SignalChannel {
     ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
         Box::pin(async move {
             let account = self.account_for(target)?;
-            if upload.bytes > SIGNAL_MAX_ATTACHMENT_BYTES {
-                return Err(SendError::Permanent(format!(
-                    "{} is {} bytes; Signal takes {SIGNAL_MAX_ATTACHMENT_BYTES} bytes at most",
-                    upload.file_name, upload.bytes
-                )));
-            }
             let path = std::path::absolute(upload.path).map_err(|e| {
                 SendError::Permanent(format!("{}: no absolute path: {e}", upload.file_name))
             })?;
