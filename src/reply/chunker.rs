@@ -435,21 +435,32 @@ mod tests {
     #[test]
     fn a_fence_too_full_for_a_line_cut_is_cut_mid_line_and_repaired() {
         let text = "'x')\n~~~\n\nAfteer. **ri'x')\n~~~\n\nAfter. **o*nd c`";
+        let blocks = fuzz_case_blocks(text);
+        assert_fences_closed(&blocks);
+        for block in &blocks {
+            assert!(block.chars().count() <= 22, "{block:?}");
+        }
+    }
+
+    /// A fuzz finding's text streamed 4 characters a delta under the target's limits (6 to 22, paragraphs).
+    fn fuzz_case_blocks(text: &str) -> Vec<String> {
         let chars: Vec<char> = text.chars().collect();
         let deltas: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
         let refs: Vec<&str> = deltas.iter().map(String::as_str).collect();
-        let blocks = run(
+        run(
             ChunkerLimits::new(6, 22).with_preference(BreakPreference::Paragraph),
             &refs,
-        );
-        for block in &blocks {
+        )
+    }
+
+    fn assert_fences_closed(blocks: &[String]) {
+        for block in blocks {
             let fence_lines = block.lines().filter(|l| l.starts_with("~~~")).count();
             assert_eq!(
                 fence_lines % 2,
                 0,
                 "a fence left open in {block:?} of {blocks:?}"
             );
-            assert!(block.chars().count() <= 22, "{block:?}");
         }
     }
 
@@ -457,21 +468,7 @@ mod tests {
     #[test]
     fn a_fence_behind_whitespace_is_moved_to_the_front_not_cut_open() {
         let text = "'x')2\u{9}\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}\u{0}R\u{9}\u{9}\u{9}\u{3}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{b}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{9}\u{a}~~~\u{a}\u{a}Afteer. **ri'x')\u{a}~~~\u{a}\u{a}After. **o*nd c`";
-        let chars: Vec<char> = text.chars().collect();
-        let deltas: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
-        let refs: Vec<&str> = deltas.iter().map(String::as_str).collect();
-        let blocks = run(
-            ChunkerLimits::new(6, 22).with_preference(BreakPreference::Paragraph),
-            &refs,
-        );
-        for block in &blocks {
-            let fence_lines = block.lines().filter(|l| l.starts_with("~~~")).count();
-            assert_eq!(
-                fence_lines % 2,
-                0,
-                "a fence left open in {block:?} of {blocks:?}"
-            );
-        }
+        assert_fences_closed(&fuzz_case_blocks(text));
     }
 
     #[test]
