@@ -30,6 +30,8 @@ mod meta;
 mod pace;
 pub use pace::{QUICK_COMMIT_MICROS, QUICK_STREAK};
 mod channel_state;
+mod sealed;
+pub use sealed::{SealedChange, SealedRecords, SEALED_KEY_FILE};
 mod sessions;
 mod subagents;
 mod telegram_offsets;
@@ -144,6 +146,9 @@ pub enum StoreError {
         key: String,
         reason: String,
     },
+    /// The key file of sealed records (`sealed.rs`) cannot be read or made.
+    #[error("sealed-state key file {path}: {reason}")]
+    SealKey { path: PathBuf, reason: String },
     /// Any other LMDB failure, with the operation that met it.
     #[error("LMDB error during {operation}: {message}")]
     Lmdb {
