@@ -41,6 +41,8 @@ pub mod stream;
 pub mod telegram;
 pub mod turns;
 pub mod typing;
+#[cfg(feature = "whatsapp")]
+pub mod whatsapp;
 pub mod ws;
 
 use std::sync::Arc;

@@ -44,16 +44,35 @@ pub enum WsConnectError {
 
 /// Opens `url` (`ws://` or `wss://`) with messages capped at `max_message_bytes`.
 pub async fn connect(url: &str, max_message_bytes: usize) -> Result<WsStream, WsConnectError> {
+    connect_with_headers(url, max_message_bytes, &[]).await
+}
+
+/// [`connect`] with extra request headers (WhatsApp's server wants an `Origin`).
+pub async fn connect_with_headers(
+    url: &str,
+    max_message_bytes: usize,
+    headers: &[(&'static str, &str)],
+) -> Result<WsStream, WsConnectError> {
     let timeout = Duration::from_millis(WS_CONNECT_TIMEOUT_MS);
-    tokio::time::timeout(timeout, connect_inner(url, max_message_bytes))
+    tokio::time::timeout(timeout, connect_inner(url, max_message_bytes, headers))
         .await
         .map_err(|_| WsConnectError::Timeout(WS_CONNECT_TIMEOUT_MS))?
 }
 
-async fn connect_inner(url: &str, max_message_bytes: usize) -> Result<WsStream, WsConnectError> {
-    let request = url
+async fn connect_inner(
+    url: &str,
+    max_message_bytes: usize,
+    headers: &[(&'static str, &str)],
+) -> Result<WsStream, WsConnectError> {
+    let mut request = url
         .into_client_request()
         .map_err(|e| WsConnectError::BadUrl(e.to_string()))?;
+    for (name, value) in headers {
+        let value = value
+            .parse()
+            .map_err(|_| WsConnectError::BadUrl(format!("header {name} is not a header value")))?;
+        request.headers_mut().insert(*name, value);
+    }
     let uri = request.uri().clone();
     let tls = match uri.scheme_str() {
         Some("ws") => false,

@@ -195,6 +195,11 @@ impl SealedRecords {
         Ok(body)
     }
 
+    /// Runs store work for async code (see [`Store::run_blocking`]).
+    pub fn run_blocking<R>(&self, work: impl FnOnce() -> R) -> R {
+        self.store.run_blocking(work)
+    }
+
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let full = self.full_key(key)?;

@@ -1,0 +1,319 @@
+//! One linked WhatsApp device: the crate's client on pincer's socket, storage
+//! and HTTP, and what it is doing, as a [`LinkStatus`] that changes with the
+//! crate's events (read with [`WhatsAppSession::status`], or awaited with
+//! [`WhatsAppSession::watch`], which keeps only the newest value).
+//!
+//! Linking: with no stored device the server hands out pairing refs and the
+//! crate turns each into a QR payload (`ref,noiseKey,identityKey,advSecret,
+//! clientType`), shown for 60 s and then 20 s each; the status carries the
+//! current one until the phone scans it. The device's keys are stored as soon
+//! as they exist, so a restart after linking logs in without a QR code.
+//!
+//! Connection loss: the crate reconnects by itself (Fibonacci backoff from
+//! 1 s, 10 % jitter, at most 15 minutes); the status counts the reconnects and
+//! keeps the last reason. Logged out (the device was removed on the phone, or
+//! the server refuses the stored credentials): the crate stops, and so does
+//! the status, at [`LinkState::LoggedOut`] with the reason; linking again
+//! needs the stored device deleted ([`WhatsAppSession::forget_device`]).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use whatsapp_rust::bot::{Bot, BotHandle};
+use whatsapp_rust::types::events::Event;
+use whatsapp_rust::wacore::store::traits::DeviceStore;
+
+use super::backend::SealedBackend;
+use super::http::ReqwestHttp;
+use super::transport::WsTransportFactory;
+
+/// Where a device is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LinkState {
+    /// Connecting (first connection, or a reconnect after a loss).
+    Connecting,
+    /// Not linked yet: a QR code is waiting to be scanned.
+    WaitingForScan,
+    /// Every QR code of this connection expired unscanned.
+    QrExpired,
+    /// Linked and logged in.
+    Connected,
+    /// The connection was lost; the crate is reconnecting.
+    Reconnecting,
+    /// The device was logged out (removed on the phone, or refused by the server).
+    LoggedOut,
+    /// Another client took over this device's session.
+    Replaced,
+    /// Stopped by pincer.
+    Stopped,
+}
+
+/// What a device is doing, for `health` and `channels.status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkStatus {
+    pub state: LinkState,
+    /// A device is stored (keys made); `linked_jid` is set once a phone linked it.
+    pub linked: bool,
+    pub linked_jid: Option<String>,
+    /// The QR payload to show while `state` is `waitingForScan`.
+    pub qr: Option<String>,
+    /// Seconds the current QR payload stays valid.
+    pub qr_ttl_secs: Option<u64>,
+    /// Connections that ended unexpectedly since start.
+    pub disconnects: u32,
+    pub last_disconnect: Option<String>,
+    /// Why the device was logged out, replaced or refused.
+    pub last_error: Option<String>,
+}
+
+impl LinkStatus {
+    fn starting(linked_jid: Option<String>, device_stored: bool) -> LinkStatus {
+        LinkStatus {
+            state: LinkState::Connecting,
+            linked: device_stored,
+            linked_jid,
+            qr: None,
+            qr_ttl_secs: None,
+            disconnects: 0,
+            last_disconnect: None,
+            last_error: None,
+        }
+    }
+}
+
+/// Why a session could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("WhatsApp device storage: {0}")]
+    Storage(String),
+    #[error("WhatsApp client: {0}")]
+    Client(String),
+}
+
+/// How to run a device.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// The chat socket (default [`super::WHATSAPP_WS_URL`]).
+    pub url: String,
+    /// WhatsApp Web client version to announce; `None` asks WhatsApp Web
+    /// (over `http`) once a day.
+    pub version: Option<(u32, u32, u32)>,
+    pub http: reqwest::Client,
+    pub backend: SealedBackend,
+}
+
+/// A running device.
+pub struct WhatsAppSession {
+    handle: Option<BotHandle>,
+    status: watch::Receiver<LinkStatus>,
+    status_tx: Arc<watch::Sender<LinkStatus>>,
+}
+
+impl std::fmt::Debug for WhatsAppSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WhatsAppSession")
+            .field("status", &*self.status.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The status after `event`, or `None` when the event changes nothing here.
+fn next_status(current: &LinkStatus, event: &Event) -> Option<LinkStatus> {
+    let mut next = current.clone();
+    match event {
+        Event::PairingQrCode(qr) => {
+            next.state = LinkState::WaitingForScan;
+            next.qr = Some(qr.code.clone());
+            next.qr_ttl_secs = Some(qr.timeout.as_secs());
+            next.linked = true;
+        }
+        Event::PairingQrCodesExhausted(_) => {
+            next.state = LinkState::QrExpired;
+            next.qr = None;
+            next.qr_ttl_secs = None;
+        }
+        Event::PairSuccess(pair) => {
+            next.state = LinkState::Connecting;
+            next.linked_jid = Some(pair.id.to_string());
+            next.qr = None;
+            next.qr_ttl_secs = None;
+        }
+        Event::PairError(error) => {
+            next.last_error = Some(format!("linking failed: {}", error.error));
+        }
+        Event::Connected(_) => {
+            next.state = LinkState::Connected;
+            next.qr = None;
+            next.qr_ttl_secs = None;
+        }
+        Event::Disconnected(disconnected) => {
+            if matches!(
+                next.state,
+                LinkState::LoggedOut | LinkState::Replaced | LinkState::Stopped
+            ) {
+                return None;
+            }
+            next.state = LinkState::Reconnecting;
+            next.disconnects = next.disconnects.saturating_add(1);
+            next.last_disconnect = Some(disconnected.reason.to_string());
+        }
+        Event::LoggedOut(logged_out) => {
+            next.state = LinkState::LoggedOut;
+            next.qr = None;
+            next.last_error = Some(format!(
+                "logged out ({:?}){}",
+                logged_out.reason,
+                if logged_out.on_connect {
+                    ": the server refused the stored credentials"
+                } else {
+                    ": the device was removed"
+                }
+            ));
+        }
+        Event::StreamReplaced(_) => {
+            next.state = LinkState::Replaced;
+            next.last_error = Some("another client took over this device's session".into());
+        }
+        Event::TemporaryBan(ban) => {
+            next.last_error = Some(format!("temporarily banned ({:?})", ban.code));
+        }
+        Event::ConnectFailure(failure) => {
+            next.last_error = Some(format!("connection refused ({:?})", failure.reason));
+        }
+        Event::ClientOutdated(_) => {
+            next.last_error = Some("WhatsApp refuses this client version as outdated".into());
+        }
+        _ => return None,
+    }
+    (next != *current).then_some(next)
+}
+
+impl WhatsAppSession {
+    /// Starts the device: links (QR) when none is stored, logs in when one is.
+    pub async fn start(options: SessionOptions) -> Result<WhatsAppSession, SessionError> {
+        let stored = options
+            .backend
+            .load()
+            .await
+            .map_err(|e| SessionError::Storage(e.to_string()))?;
+        let linked_jid = stored
+            .as_ref()
+            .and_then(|device| device.pn.as_ref().map(ToString::to_string));
+        let (status_tx, status) =
+            watch::channel(LinkStatus::starting(linked_jid, stored.is_some()));
+        let status_tx = Arc::new(status_tx);
+        let events_tx = Arc::clone(&status_tx);
+        let mut builder = Bot::builder()
+            .with_backend(options.backend.clone())
+            .with_transport_factory(WsTransportFactory::new(options.url.clone()))
+            .with_http_client(ReqwestHttp::new(options.http.clone()))
+            .with_runtime(whatsapp_rust::TokioRuntime)
+            .skip_history_sync()
+            .on_event(move |event, _client| {
+                events_tx.send_if_modified(|current| match next_status(current, &event) {
+                    Some(next) => {
+                        *current = next;
+                        true
+                    }
+                    None => false,
+                });
+                async {}
+            });
+        if let Some(version) = options.version {
+            builder = builder.with_version(version);
+        }
+        let bot = builder
+            .build()
+            .await
+            .map_err(|e| SessionError::Client(e.to_string()))?;
+        Ok(WhatsAppSession {
+            handle: Some(bot.spawn()),
+            status,
+            status_tx,
+        })
+    }
+
+    /// What the device is doing now.
+    pub fn status(&self) -> LinkStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver of status changes (it keeps only the newest).
+    pub fn watch(&self) -> watch::Receiver<LinkStatus> {
+        self.status.clone()
+    }
+
+    /// Disconnects (flushing the crate's state to the store) and stops.
+    pub async fn stop(mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown().await;
+        }
+        self.status_tx.send_modify(|s| {
+            s.state = LinkState::Stopped;
+            s.qr = None;
+        });
+    }
+}
+
+impl Drop for WhatsAppSession {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.abort();
+        }
+    }
+}
+
+/// Deletes a stored device (after a logout, to link again).
+pub fn forget_device(records: &crate::store::SealedRecords) -> Result<usize, SessionError> {
+    records
+        .run_blocking(|| records.delete_prefix(""))
+        .map_err(|e| SessionError::Storage(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whatsapp_rust::types::events::{Disconnected, LoggedOut};
+    use whatsapp_rust::wacore::net::DisconnectReason;
+    use whatsapp_rust::wacore::types::events::ConnectFailureReason;
+
+    #[test]
+    fn a_disconnect_after_a_logout_does_not_read_as_reconnecting() {
+        let start = LinkStatus::starting(Some("1:1@s.whatsapp.net".into()), true);
+        let lost = next_status(
+            &start,
+            &Event::Disconnected(
+                Disconnected::builder()
+                    .reason(DisconnectReason::StreamEnded)
+                    .build(),
+            ),
+        )
+        .expect("changes");
+        assert_eq!(lost.state, LinkState::Reconnecting);
+        assert_eq!(lost.disconnects, 1);
+        let out = next_status(
+            &lost,
+            &Event::LoggedOut(
+                LoggedOut::builder()
+                    .on_connect(false)
+                    .reason(ConnectFailureReason::LoggedOut)
+                    .build(),
+            ),
+        )
+        .expect("changes");
+        assert_eq!(out.state, LinkState::LoggedOut);
+        assert!(out.last_error.as_deref().unwrap_or("").contains("removed"));
+        let after = next_status(
+            &out,
+            &Event::Disconnected(
+                Disconnected::builder()
+                    .reason(DisconnectReason::StreamEnded)
+                    .build(),
+            ),
+        );
+        assert_eq!(after, None, "a logged-out device stays logged out");
+    }
+}

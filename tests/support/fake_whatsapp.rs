@@ -1,0 +1,610 @@
+//! A socket-level stand-in for WhatsApp's multi-device Web server: a WebSocket listener on loopback
+//! speaking the real wire (the `WA` connection header, 3-byte length-prefixed frames, the Noise XX/IK
+//! handshake with a certificate chain naming its own static key, then AES-GCM transport frames carrying
+//! WhatsApp's binary XML stanzas). It plays the server and, for linking, the phone: `scan_qr` answers a
+//! QR code the way the primary device does (an ADV device identity signed with the account key and
+//! MAC'd with the QR's secret). Only the certificate chain's signature cannot be real (WhatsApp's root
+//! key is not ours): test builds
+//! enable wacore's `danger-skip-cert-chain-verify` through a dev-dependency (Cargo.toml), which `cargo build`
+//! does not unify into the shipped binary.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use hmac::Mac;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use whatsapp_rust::anyhow;
+use whatsapp_rust::buffa::{self, Message as _};
+use whatsapp_rust::wacore::handshake::NoiseHandshake;
+use whatsapp_rust::wacore::libsignal::protocol::KeyPair;
+use whatsapp_rust::wacore::noise::framing::FrameDecoder;
+use whatsapp_rust::wacore::noise::NoiseCipher;
+use whatsapp_rust::wacore_binary::builder::NodeBuilder;
+use whatsapp_rust::wacore_binary::consts::{NOISE_PATTERN_IK, NOISE_PATTERN_XX, WA_CONN_HEADER};
+use whatsapp_rust::wacore_binary::{marshal, Node, NodeContent};
+use whatsapp_rust::waproto::whatsapp as wa;
+
+/// What the fake saw and did, for assertions.
+#[derive(Default, Debug, Clone)]
+pub struct FakeLog {
+    pub connections: usize,
+    pub registrations: usize,
+    pub logins: usize,
+    pub paired: Vec<String>,
+    pub stanzas_in: Vec<String>,
+    /// Ids of the IQ results the client sent.
+    pub results: Vec<String>,
+}
+
+enum Command {
+    Send(Node),
+    Raw(Vec<u8>),
+    Sealed(Vec<u8>),
+    Close,
+}
+
+/// A certificate chain (intermediate + leaf) whose leaf names `server_static`, with WhatsApp's fields
+/// and zero signatures (the client under test does not check them: see the file's head).
+fn cert_chain(server_static: &[u8; 32]) -> Vec<u8> {
+    use wa::cert_chain::noise_certificate::Details;
+    let intermediate = Details {
+        serial: Some(1),
+        issuer_serial: Some(0),
+        key: Some(vec![0xCC; 32]),
+        not_before: Some(1_700_000_000),
+        not_after: Some(4_000_000_000),
+    }
+    .encode_to_vec();
+    let leaf = Details {
+        serial: Some(2),
+        issuer_serial: Some(1),
+        key: Some(server_static.to_vec()),
+        not_before: Some(1_700_000_000),
+        not_after: Some(4_000_000_000),
+    }
+    .encode_to_vec();
+    wa::CertChain {
+        leaf: buffa::MessageField::some(wa::cert_chain::NoiseCertificate {
+            details: Some(leaf),
+            signature: Some(vec![0u8; 64]),
+        }),
+        intermediate: buffa::MessageField::some(wa::cert_chain::NoiseCertificate {
+            details: Some(intermediate),
+            signature: Some(vec![0u8; 64]),
+        }),
+    }
+    .encode_to_vec()
+}
+
+struct Shared {
+    log: FakeLog,
+    /// Paired devices: phone number → (device id, linked), cleared by `log_out`.
+    accounts: HashMap<u64, u32>,
+    logged_out: bool,
+    current: Option<mpsc::Sender<Command>>,
+    pending_pair_ids: Vec<String>,
+}
+
+pub struct FakeWhatsApp {
+    addr: SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+    server_static: Arc<KeyPair>,
+    account_key: Arc<KeyPair>,
+    pub phone: u64,
+}
+
+impl FakeWhatsApp {
+    pub async fn start() -> FakeWhatsApp {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shared = Arc::new(Mutex::new(Shared {
+            log: FakeLog::default(),
+            accounts: HashMap::new(),
+            logged_out: false,
+            current: None,
+            pending_pair_ids: Vec::new(),
+        }));
+        let server_static = Arc::new(KeyPair::generate(&mut rand_010::rng()));
+        let account_key = Arc::new(KeyPair::generate(&mut rand_010::rng()));
+        let fake = FakeWhatsApp {
+            addr,
+            shared: shared.clone(),
+            server_static: server_static.clone(),
+            account_key,
+            phone: 15550001111,
+        };
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let shared = shared.clone();
+                let server_static = server_static.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(tcp, shared, server_static).await {
+                        eprintln!("fake whatsapp: connection ended: {e:#}");
+                    }
+                });
+            }
+        });
+        fake
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/ws/chat", self.addr)
+    }
+
+    pub fn log(&self) -> FakeLog {
+        self.shared.lock().expect("lock").log.clone()
+    }
+
+    fn current(&self) -> Option<mpsc::Sender<Command>> {
+        self.shared.lock().expect("lock").current.clone()
+    }
+
+    /// The phone scans `qr` (the string the client rendered): pair-success on the open connection.
+    pub async fn scan_qr(&self, qr: &str) -> anyhow::Result<()> {
+        let parts: Vec<&str> = qr.split(',').collect();
+        anyhow::ensure!(parts.len() >= 4, "QR payload has {} fields", parts.len());
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let identity_pub = b64.decode(parts[2])?;
+        let adv_secret = b64.decode(parts[3])?;
+        let device_id = 1 + self.shared.lock().expect("lock").accounts.len() as u32;
+        let details = wa::ADVDeviceIdentity {
+            raw_id: Some(1234),
+            timestamp: Some(1_750_000_000),
+            key_index: Some(device_id),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut to_sign = vec![6u8, 0];
+        to_sign.extend_from_slice(&details);
+        to_sign.extend_from_slice(&identity_pub);
+        let signature = self
+            .account_key
+            .private_key
+            .calculate_signature(&to_sign, &mut rand_010::rng())?;
+        let signed = wa::ADVSignedDeviceIdentity {
+            details: Some(details),
+            account_signature_key: Some(self.account_key.public_key.public_key_bytes().to_vec()),
+            account_signature: Some(signature.to_vec()),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&adv_secret)?;
+        mac.update(&signed);
+        let container = wa::ADVSignedDeviceIdentityHMAC {
+            details: Some(signed),
+            hmac: Some(mac.finalize().into_bytes().to_vec()),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let jid = format!("{}:{}@s.whatsapp.net", self.phone, device_id);
+        let id = format!("pair-success-{device_id}");
+        self.shared
+            .lock()
+            .expect("lock")
+            .pending_pair_ids
+            .push(id.clone());
+        self.shared
+            .lock()
+            .expect("lock")
+            .accounts
+            .insert(self.phone, device_id);
+        let node = NodeBuilder::new("iq")
+            .attrs([
+                ("from", "s.whatsapp.net".to_string()),
+                ("type", "set".to_string()),
+                ("id", id),
+                ("xmlns", "md".to_string()),
+            ])
+            .children([NodeBuilder::new("pair-success")
+                .children([
+                    NodeBuilder::new("device-identity").bytes(container).build(),
+                    NodeBuilder::new("platform").attr("name", "android").build(),
+                    NodeBuilder::new("device")
+                        .attr("jid", jid)
+                        .attr("lid", format!("99887766:{device_id}@lid"))
+                        .build(),
+                ])
+                .build()])
+            .build();
+        let tx = self
+            .current()
+            .ok_or_else(|| anyhow::anyhow!("no open connection"))?;
+        tx.send(Command::Send(node)).await?;
+        Ok(())
+    }
+
+    /// Sends `node` on the open connection (encrypted, as the server does).
+    pub async fn send_stanza(&self, node: Node) -> anyhow::Result<()> {
+        let tx = self
+            .current()
+            .ok_or_else(|| anyhow::anyhow!("no open connection"))?;
+        tx.send(Command::Send(node)).await?;
+        Ok(())
+    }
+
+    /// Sends `bytes` as one WebSocket message, bypassing the Noise layer (malformed or oversized input).
+    pub async fn send_raw(&self, bytes: Vec<u8>) -> anyhow::Result<()> {
+        let tx = self
+            .current()
+            .ok_or_else(|| anyhow::anyhow!("no open connection"))?;
+        tx.send(Command::Raw(bytes)).await?;
+        Ok(())
+    }
+
+    /// Sends `plaintext` as one encrypted frame (a stanza that is not valid binary XML, say).
+    pub async fn send_sealed(&self, plaintext: Vec<u8>) -> anyhow::Result<()> {
+        let tx = self
+            .current()
+            .ok_or_else(|| anyhow::anyhow!("no open connection"))?;
+        tx.send(Command::Sealed(plaintext)).await?;
+        Ok(())
+    }
+
+    /// A server ping (`<iq xmlns="urn:xmpp:ping" type="get">`) with `id`; the client answers with a result.
+    pub fn ping(id: &str) -> Node {
+        NodeBuilder::new("iq")
+            .attrs([
+                ("from", "s.whatsapp.net".to_string()),
+                ("type", "get".to_string()),
+                ("id", id.to_string()),
+                ("xmlns", "urn:xmpp:ping".to_string()),
+            ])
+            .build()
+    }
+
+    /// Drops the open connection without a goodbye (network loss).
+    pub async fn drop_connection(&self) {
+        if let Some(tx) = self.current() {
+            let _ = tx.send(Command::Close).await;
+        }
+    }
+
+    /// The user removes the linked device from the phone: a stream error 401 on the open connection and
+    /// a `<failure reason="401">` on any later login.
+    pub async fn log_out(&self) {
+        self.shared.lock().expect("lock").logged_out = true;
+        if let Some(tx) = self.current() {
+            let node = NodeBuilder::new("stream:error").attr("code", "401").build();
+            let _ = tx.send(Command::Send(node)).await;
+        }
+    }
+
+    pub fn server_static_pub(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out.copy_from_slice(self.server_static.public_key.public_key_bytes());
+        out
+    }
+}
+
+struct Conn {
+    frames: FrameDecoder,
+    header_seen: bool,
+}
+
+async fn next_frame<S>(ws: &mut S, conn: &mut Conn) -> anyhow::Result<Option<Vec<u8>>>
+where
+    S: futures_util::Stream<Item = Result<WsMessage, tokio_tungstenite::tungstenite::Error>>
+        + Unpin,
+{
+    loop {
+        if let Some(frame) = conn.frames.decode_frame() {
+            return Ok(Some(frame.to_vec()));
+        }
+        let Some(msg) = ws.next().await else {
+            return Ok(None);
+        };
+        match msg? {
+            WsMessage::Binary(data) => {
+                let mut data: &[u8] = &data;
+                if !conn.header_seen {
+                    anyhow::ensure!(
+                        data.starts_with(&WA_CONN_HEADER),
+                        "first bytes are not the WA header"
+                    );
+                    data = &data[WA_CONN_HEADER.len()..];
+                    conn.header_seen = true;
+                }
+                conn.frames.feed(data);
+            }
+            WsMessage::Close(_) => return Ok(None),
+            _ => {}
+        }
+    }
+}
+
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut out = Vec::with_capacity(3 + len);
+    out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8]);
+    out.extend_from_slice(payload);
+    out
+}
+
+async fn serve(
+    tcp: tokio::net::TcpStream,
+    shared: Arc<Mutex<Shared>>,
+    server_static: Arc<KeyPair>,
+) -> anyhow::Result<()> {
+    let ws = tokio_tungstenite::accept_async(tcp).await?;
+    let (mut sink, mut stream) = ws.split();
+    shared.lock().expect("lock").log.connections += 1;
+    let mut conn = Conn {
+        frames: FrameDecoder::new(),
+        header_seen: false,
+    };
+
+    // ── Handshake.
+    let hello = next_frame(&mut stream, &mut conn)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no hello"))?;
+    let hello = wa::HandshakeMessage::decode_from_slice(&hello)?;
+    let ch = hello
+        .client_hello
+        .into_option()
+        .ok_or_else(|| anyhow::anyhow!("no client hello"))?;
+    let client_eph: [u8; 32] = ch
+        .ephemeral
+        .clone()
+        .unwrap_or_default()
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("eph"))?;
+    let server_pub = server_static.public_key.public_key_bytes().to_vec();
+    let server_priv = server_static.private_key.serialize();
+    let cert = cert_chain(
+        &server_pub
+            .clone()
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("pub"))?,
+    );
+    let eph = KeyPair::generate(&mut rand_010::rng());
+    let eph_pub = eph.public_key.public_key_bytes().to_vec();
+    let eph_priv = eph.private_key.serialize();
+    let (payload, noise) =
+        if let (Some(enc_static), Some(enc_payload)) = (ch.r#static.clone(), ch.payload.clone()) {
+            // IK: the client knows our static key from the last XX.
+            let mut noise = NoiseHandshake::new(NOISE_PATTERN_IK, &WA_CONN_HEADER)?;
+            noise.authenticate(&server_pub);
+            noise.authenticate(&client_eph);
+            noise.mix_shared_secret(server_priv, &client_eph)?;
+            let client_static = noise.decrypt(&enc_static)?;
+            noise.mix_shared_secret(server_priv, &client_static)?;
+            let payload = noise.decrypt(&enc_payload)?;
+            noise.authenticate(&eph_pub);
+            noise.mix_shared_secret(eph_priv, &client_eph)?;
+            noise.mix_shared_secret(eph_priv, &client_static)?;
+            let enc_cert = noise.encrypt(&cert)?;
+            let sh = wa::HandshakeMessage {
+                server_hello: buffa::MessageField::some(wa::handshake_message::ServerHello {
+                    ephemeral: Some(eph_pub.clone()),
+                    r#static: None,
+                    payload: Some(enc_cert),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            sink.send(WsMessage::Binary(framed(&sh.encode_to_vec()).into()))
+                .await?;
+            (payload, noise)
+        } else {
+            let mut noise = NoiseHandshake::new(NOISE_PATTERN_XX, &WA_CONN_HEADER)?;
+            noise.authenticate(&client_eph);
+            noise.authenticate(&eph_pub);
+            noise.mix_shared_secret(eph_priv, &client_eph)?;
+            let enc_static = noise.encrypt(&server_pub)?;
+            noise.mix_shared_secret(server_priv, &client_eph)?;
+            let enc_cert = noise.encrypt(&cert)?;
+            let sh = wa::HandshakeMessage {
+                server_hello: buffa::MessageField::some(wa::handshake_message::ServerHello {
+                    ephemeral: Some(eph_pub.clone()),
+                    r#static: Some(enc_static),
+                    payload: Some(enc_cert),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            sink.send(WsMessage::Binary(framed(&sh.encode_to_vec()).into()))
+                .await?;
+            let finish = next_frame(&mut stream, &mut conn)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("no finish"))?;
+            let finish = wa::HandshakeMessage::decode_from_slice(&finish)?;
+            let cf = finish
+                .client_finish
+                .into_option()
+                .ok_or_else(|| anyhow::anyhow!("no client finish"))?;
+            let client_static = noise.decrypt(&cf.r#static.unwrap_or_default())?;
+            noise.mix_shared_secret(eph_priv, &client_static)?;
+            let payload = noise.decrypt(&cf.payload.unwrap_or_default())?;
+            (payload, noise)
+        };
+    let (read, write) = noise.finish()?;
+    let payload = wa::ClientPayload::decode_from_slice(&payload)?;
+
+    let (tx, mut rx) = mpsc::channel::<Command>(16);
+    shared.lock().expect("lock").current = Some(tx.clone());
+    let mut out = Outbound { write, counter: 0 };
+    let mut read_counter = 0u32;
+
+    if payload.device_pairing_data.is_set() {
+        shared.lock().expect("lock").log.registrations += 1;
+        let refs = (0..6).map(|i| {
+            NodeBuilder::new("ref")
+                .bytes(format!("2@fake-ref-{i}").into_bytes())
+                .build()
+        });
+        let node = NodeBuilder::new("iq")
+            .attrs([
+                ("from", "s.whatsapp.net".to_string()),
+                ("type", "set".to_string()),
+                ("id", "pair-device-1".to_string()),
+                ("xmlns", "md".to_string()),
+            ])
+            .children([NodeBuilder::new("pair-device").children(refs).build()])
+            .build();
+        out.send(&mut sink, &node).await?;
+    } else {
+        let user = payload.username.unwrap_or(0);
+        let known = {
+            let s = shared.lock().expect("lock");
+            !s.logged_out && s.accounts.contains_key(&user)
+        };
+        if !known {
+            let node = NodeBuilder::new("failure")
+                .attr("reason", "401")
+                .attr("location", "fake")
+                .build();
+            out.send(&mut sink, &node).await?;
+            let _ = sink.close().await;
+            return Ok(());
+        }
+        shared.lock().expect("lock").log.logins += 1;
+        let success = NodeBuilder::new("success")
+            .attrs([
+                ("t", "1750000000".to_string()),
+                ("props", "1".to_string()),
+                ("lid", "99887766@lid".to_string()),
+            ])
+            .build();
+        out.send(&mut sink, &success).await?;
+        let offline = NodeBuilder::new("ib")
+            .children([NodeBuilder::new("offline").attr("count", "0").build()])
+            .build();
+        out.send(&mut sink, &offline).await?;
+    }
+
+    loop {
+        tokio::select! {
+            cmd = rx.recv() => match cmd {
+                Some(Command::Send(node)) => {
+                    let close = node.tag == "stream:error";
+                    out.send(&mut sink, &node).await?;
+                    if close { let _ = sink.close().await; return Ok(()); }
+                }
+                Some(Command::Raw(bytes)) => sink.send(WsMessage::Binary(bytes.into())).await?,
+                Some(Command::Sealed(plain)) => out.send_plain(&mut sink, &plain).await?,
+                Some(Command::Close) | None => return Ok(()),
+            },
+            frame = next_frame(&mut stream, &mut conn) => {
+                let Some(frame) = frame? else { return Ok(()) };
+                let plain = decrypt(&read, read_counter, &frame)?;
+                read_counter += 1;
+                anyhow::ensure!(!plain.is_empty(), "empty stanza");
+                anyhow::ensure!(plain[0] & 2 == 0, "compressed stanzas not expected from a client");
+                let node = marshal::unmarshal_ref(&plain[1..])?.to_owned();
+                shared.lock().expect("lock").log.stanzas_in.push(describe(&node));
+                if let Some(reply) = answer(&node, &shared) {
+                    for n in reply { out.send(&mut sink, &n).await?; }
+                }
+            }
+        }
+    }
+}
+
+fn describe(node: &Node) -> String {
+    let mut s = node.tag.to_string();
+    for key in ["type", "xmlns", "id"] {
+        if let Some(v) = node.attrs.get(key) {
+            s.push_str(&format!(" {key}={}", v.as_str()));
+        }
+    }
+    if let Some(NodeContent::Nodes(children)) = &node.content {
+        for c in children {
+            s.push_str(&format!(" <{}>", c.tag));
+        }
+    }
+    s
+}
+
+/// The server's answers to client stanzas: results for IQs (empty unless the client needs content),
+/// the restart after a completed pairing.
+fn answer(node: &Node, shared: &Arc<Mutex<Shared>>) -> Option<Vec<Node>> {
+    if node.tag != "iq" {
+        return None;
+    }
+    let id = node.attrs.get("id")?.as_str().to_string();
+    let kind = node
+        .attrs
+        .get("type")
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_default();
+    if kind == "result" {
+        let mut s = shared.lock().expect("lock");
+        s.log.results.push(id.clone());
+        if let Some(pos) = s.pending_pair_ids.iter().position(|p| *p == id) {
+            s.pending_pair_ids.remove(pos);
+            s.log.paired.push(id);
+            // Pairing done: the server restarts the stream (515) so the client logs in.
+            return Some(vec![NodeBuilder::new("stream:error")
+                .attr("code", "515")
+                .build()]);
+        }
+        return None;
+    }
+    let xmlns = node
+        .attrs
+        .get("xmlns")
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_default();
+    let mut result = NodeBuilder::new("iq").attrs([
+        ("from", "s.whatsapp.net".to_string()),
+        ("type", "result".to_string()),
+        ("id", id),
+    ]);
+    if xmlns == "w:sync:app:state" {
+        // App-state sync: every requested collection, empty (no patches, nothing more).
+        let names: Vec<String> = node
+            .get_optional_child("sync")
+            .map(|sync| {
+                sync.get_children_by_tag("collection")
+                    .filter_map(|c| c.attrs.get("name").map(|v| v.as_str().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let collections = names
+            .into_iter()
+            .map(|name| NodeBuilder::new("collection").attr("name", name).build());
+        result = result.children([NodeBuilder::new("sync").children(collections).build()]);
+    }
+    Some(vec![result.build()])
+}
+
+struct Outbound {
+    write: NoiseCipher,
+    counter: u32,
+}
+
+impl Outbound {
+    async fn send<S>(&mut self, sink: &mut S, node: &Node) -> anyhow::Result<()>
+    where
+        S: futures_util::Sink<WsMessage, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+    {
+        let plain = marshal::marshal(node)?;
+        self.send_plain(sink, &plain).await?;
+        if node.tag == "stream:error" {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    async fn send_plain<S>(&mut self, sink: &mut S, plain: &[u8]) -> anyhow::Result<()>
+    where
+        S: futures_util::Sink<WsMessage, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+    {
+        let cipher = self.write.encrypt_with_counter(self.counter, plain)?;
+        self.counter += 1;
+        sink.send(WsMessage::Binary(framed(&cipher).into())).await?;
+        Ok(())
+    }
+}
+
+fn decrypt(cipher: &NoiseCipher, counter: u32, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut buf = frame.to_vec();
+    cipher.decrypt_in_place_with_counter(counter, &mut buf)?;
+    Ok(buf)
+}

@@ -1,0 +1,308 @@
+//! A WhatsApp device (`pincer::channels::whatsapp`) against a socket-level
+//! fake of WhatsApp's multi-device Web server (`tests/support/fake_whatsapp.rs`:
+//! WebSocket, Noise XX/IK, binary stanzas; it also plays the phone that scans
+//! the QR code). The device runs on pincer's own socket, its sealed LMDB store
+//! and the crate's client. Proves: linking by QR code; a restart logging in
+//! from the store without a QR code; a lost connection reconnected and
+//! counted; a device removed on the phone reported logged out and not
+//! reconnected, and its stored credentials refused on the next start; a
+//! malformed and an oversized frame each closing one connection, the device
+//! reconnecting; a flood of server stanzas all answered.
+
+#[allow(dead_code)]
+#[path = "support/fake_whatsapp.rs"]
+mod fake_whatsapp;
+
+use std::path::Path;
+use std::time::Duration;
+
+use fake_whatsapp::FakeWhatsApp;
+use pincer::channels::whatsapp::transport::MAX_WS_MESSAGE_BYTES;
+use pincer::channels::whatsapp::{
+    LinkState, LinkStatus, SealedBackend, SessionOptions, WhatsAppSession,
+};
+use pincer::store::{Store, StoreOptions};
+use tokio::sync::watch;
+
+/// The crate waits up to 10 s after each login for the phone to share its app-state keys (the fake's phone
+/// does not), so a connect takes that long.
+const WAIT: Duration = Duration::from_secs(45);
+
+fn options(fake: &FakeWhatsApp, store: &Store) -> SessionOptions {
+    SessionOptions {
+        url: fake.url(),
+        version: Some((2, 3000, 1_023_456_789)),
+        http: reqwest::Client::new(),
+        backend: SealedBackend::new(store.sealed("whatsapp/default").expect("sealed records")),
+    }
+}
+
+fn open_store(dir: &Path) -> Store {
+    Store::open(dir, StoreOptions::default()).expect("store")
+}
+
+/// Opens `dir` again once the stopped device's last tasks have let go of the previous handle.
+async fn reopen_store(dir: &Path) -> Store {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match Store::open(dir, StoreOptions::default()) {
+            Ok(store) => return store,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the stopped device still holds the store: {e}"),
+        }
+    }
+}
+
+async fn wait_for(
+    status: &mut watch::Receiver<LinkStatus>,
+    what: &str,
+    pred: impl Fn(&LinkStatus) -> bool,
+) -> LinkStatus {
+    let result = tokio::time::timeout(WAIT, status.wait_for(|s| pred(s)))
+        .await
+        .map(|r| r.map(|s| s.clone()));
+    match result {
+        Ok(Ok(s)) => s,
+        _ => panic!(
+            "timed out waiting for {what}; status: {:?}",
+            *status.borrow()
+        ),
+    }
+}
+
+/// Starts a device on `store`, links it by scanning its QR code, and waits until it is connected.
+async fn linked_session(fake: &FakeWhatsApp, store: &Store) -> WhatsAppSession {
+    let session = WhatsAppSession::start(options(fake, store))
+        .await
+        .expect("start");
+    let mut status = session.watch();
+    let waiting = wait_for(&mut status, "a QR code", |s| {
+        s.state == LinkState::WaitingForScan
+    })
+    .await;
+    let qr = waiting.qr.expect("the status carries the QR payload");
+    assert_eq!(
+        qr.split(',').count(),
+        5,
+        "ref,noise,identity,adv,client type: {qr}"
+    );
+    assert!(
+        waiting
+            .qr_ttl_secs
+            .is_some_and(|ttl| (50..=60).contains(&ttl)),
+        "the first code lasts (up to) 60 s: {:?}",
+        waiting.qr_ttl_secs
+    );
+    fake.scan_qr(&qr).await.expect("scan");
+    let connected = wait_for(&mut status, "connected", |s| {
+        s.state == LinkState::Connected
+    })
+    .await;
+    assert_eq!(
+        connected.linked_jid.as_deref(),
+        Some(format!("{}:1@s.whatsapp.net", fake.phone).as_str())
+    );
+    assert_eq!(connected.qr, None, "no QR once linked");
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_links_by_qr_code_and_a_restart_logs_in_from_the_store() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let store = open_store(dir.path());
+        let session = linked_session(&fake, &store).await;
+        session.stop().await;
+    }
+    let before = fake.log();
+    assert_eq!(before.registrations, 1, "{before:?}");
+    assert_eq!(
+        before.paired.len(),
+        1,
+        "the device signed its identity: {before:?}"
+    );
+
+    // As a new process: the data directory reopened, no QR code.
+    let store = reopen_store(dir.path()).await;
+    let session = WhatsAppSession::start(options(&fake, &store))
+        .await
+        .expect("restart");
+    let mut status = session.watch();
+    let connected = wait_for(&mut status, "connected again", |s| {
+        s.state == LinkState::Connected
+    })
+    .await;
+    assert!(connected.linked);
+    assert_eq!(
+        connected.linked_jid.as_deref(),
+        Some(format!("{}:1@s.whatsapp.net", fake.phone).as_str()),
+        "the linked account is read from the store"
+    );
+    let log = fake.log();
+    assert_eq!(log.registrations, 1, "not registered again: {log:?}");
+    assert!(
+        log.logins > before.logins,
+        "logged in with the stored device: {log:?}"
+    );
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_is_reconnected_and_counted() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let session = linked_session(&fake, &store).await;
+    let mut status = session.watch();
+    let logins = fake.log().logins;
+    fake.drop_connection().await;
+    let lost = wait_for(&mut status, "the loss", |s| s.disconnects == 1).await;
+    assert!(lost.last_disconnect.is_some(), "{lost:?}");
+    wait_for(&mut status, "connected again", |s| {
+        s.state == LinkState::Connected && s.disconnects == 1
+    })
+    .await;
+    assert_eq!(
+        fake.log().logins,
+        logins + 1,
+        "logged in again after backoff"
+    );
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_removed_on_the_phone_is_reported_logged_out() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let store = open_store(dir.path());
+        let session = linked_session(&fake, &store).await;
+        let mut status = session.watch();
+        let connections = fake.log().connections;
+        fake.log_out().await;
+        let out = wait_for(&mut status, "logged out", |s| {
+            s.state == LinkState::LoggedOut
+        })
+        .await;
+        assert!(
+            out.last_error.as_deref().unwrap_or("").contains("removed"),
+            "{out:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            fake.log().connections,
+            connections,
+            "a logged-out device does not reconnect"
+        );
+        assert_eq!(session.status().state, LinkState::LoggedOut);
+        session.stop().await;
+    }
+    // The next start presents the stored credentials; the server refuses them.
+    let store = reopen_store(dir.path()).await;
+    let session = WhatsAppSession::start(options(&fake, &store))
+        .await
+        .expect("restart");
+    let mut status = session.watch();
+    let out = wait_for(&mut status, "refused", |s| s.state == LinkState::LoggedOut).await;
+    assert!(
+        out.last_error.as_deref().unwrap_or("").contains("refused"),
+        "{out:?}"
+    );
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_stanzas_are_skipped_and_the_connection_keeps_working() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let session = linked_session(&fake, &store).await;
+    // Encrypted frames whose content is not a stanza: not binary XML, a bad compression flag, empty.
+    fake.send_sealed(vec![0, 0xff, 0xfe, 0x01, 0x99])
+        .await
+        .expect("garbage");
+    fake.send_sealed(vec![2, 1, 2, 3]).await.expect("bad zlib");
+    fake.send_sealed(Vec::new()).await.expect("empty");
+    fake.send_stanza(FakeWhatsApp::ping("after-garbage"))
+        .await
+        .expect("ping");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !fake.log().results.iter().any(|id| id == "after-garbage") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ping after the garbage was not answered: {:?}",
+            session.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = session.status();
+    assert_eq!(
+        (status.state, status.disconnects),
+        (LinkState::Connected, 0)
+    );
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_ends_that_connection_and_the_device_reconnects() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let session = linked_session(&fake, &store).await;
+    let mut status = session.watch();
+    fake.send_raw(vec![0; MAX_WS_MESSAGE_BYTES + 1])
+        .await
+        .expect("oversized");
+    let lost = wait_for(&mut status, "the oversized message's disconnect", |s| {
+        s.disconnects == 1
+    })
+    .await;
+    let reason = lost.last_disconnect.unwrap_or_default();
+    assert!(
+        reason.to_lowercase().contains("too long") || reason.contains("size"),
+        "the reason names the size: {reason}"
+    );
+    wait_for(&mut status, "connected after it", |s| {
+        s.state == LinkState::Connected && s.disconnects == 1
+    })
+    .await;
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_server_stanzas_is_all_answered() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let session = linked_session(&fake, &store).await;
+    const FLOOD: usize = 1_000;
+    for i in 0..FLOOD {
+        fake.send_stanza(FakeWhatsApp::ping(&format!("flood-{i}")))
+            .await
+            .expect("ping");
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let answered = fake
+            .log()
+            .results
+            .iter()
+            .filter(|id| id.starts_with("flood-"))
+            .count();
+        if answered == FLOOD {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{answered} of {FLOOD} pings answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(session.status().state, LinkState::Connected);
+    assert_eq!(session.status().disconnects, 0);
+    session.stop().await;
+}
