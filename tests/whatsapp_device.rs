@@ -4,7 +4,8 @@
 //! the QR code). The device runs on pincer's own socket, its sealed LMDB store
 //! and the crate's client. Proves: linking by QR code; a restart logging in
 //! from the store without a QR code; a lost connection reconnected and
-//! counted; a device removed on the phone reported logged out and not
+//! counted; a direct message decrypted and handed on, and the answer sent
+//! back readable by the contact; a device removed on the phone reported logged out and not
 //! reconnected, and its stored credentials refused on the next start; a
 //! malformed and an oversized frame each closing one connection, the device
 //! reconnecting; a flood of server stanzas all answered.
@@ -34,6 +35,7 @@ fn options(fake: &FakeWhatsApp, store: &Store) -> SessionOptions {
         version: Some((2, 3000, 1_023_456_789)),
         http: reqwest::Client::new(),
         backend: SealedBackend::new(store.sealed("whatsapp/default").expect("sealed records")),
+        inbound: None,
     }
 }
 
@@ -270,6 +272,146 @@ async fn an_oversized_message_ends_that_connection_and_the_device_reconnects() {
         s.state == LinkState::Connected && s.disconnects == 1
     })
     .await;
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_message_is_decrypted_and_handed_on() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let (inbound, mut received) = tokio::sync::mpsc::channel(8);
+    let session = WhatsAppSession::start(SessionOptions {
+        inbound: Some(inbound),
+        ..options(&fake, &store)
+    })
+    .await
+    .expect("start");
+    let mut status = session.watch();
+    let qr = wait_for(&mut status, "a QR code", |s| s.qr.is_some())
+        .await
+        .qr
+        .expect("qr");
+    fake.scan_qr(&qr).await.expect("scan");
+    wait_for(&mut status, "connected", |s| {
+        s.state == LinkState::Connected
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while fake.bundle().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pre-keys uploaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fake.send_dm("15557654321", "3EB0DM0001", "hello pincer")
+        .await
+        .expect("dm");
+    let text = tokio::time::timeout(WAIT, received.recv())
+        .await
+        .expect("a message within the wait")
+        .expect("the queue is open");
+    assert_eq!(text.text, "hello pincer");
+    assert_eq!(text.chat, "15557654321@s.whatsapp.net");
+    assert_eq!(text.id, "3EB0DM0001");
+    assert_eq!(text.push_name, "Alice");
+    assert!(!text.is_group);
+
+    // The answer goes back in the same session, readable by the contact.
+    let id = session
+        .send_text(&text.chat, "hello Alice")
+        .await
+        .expect("send");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let sent = fake.sent_texts();
+        if let Some(found) = sent.iter().find(|(_, sent_id, _)| *sent_id == id) {
+            assert_eq!(found.0, "15557654321@s.whatsapp.net");
+            assert_eq!(found.2, "hello Alice");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the answer did not reach the contact; unreadable: {:?}; sent: {sent:?}; stanzas: {:?}",
+            fake.unreadable(),
+            fake.log()
+                .stanzas_in
+                .iter()
+                .rev()
+                .take(12)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_direct_messages_waits_for_room_in_the_bounded_queue_and_none_is_lost() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    const QUEUE: usize = 4;
+    const FLOOD: usize = 40;
+    let (inbound, mut received) = tokio::sync::mpsc::channel(QUEUE);
+    let session = WhatsAppSession::start(SessionOptions {
+        inbound: Some(inbound.clone()),
+        ..options(&fake, &store)
+    })
+    .await
+    .expect("start");
+    let mut status = session.watch();
+    let qr = wait_for(&mut status, "a QR code", |s| s.qr.is_some())
+        .await
+        .qr
+        .expect("qr");
+    fake.scan_qr(&qr).await.expect("scan");
+    wait_for(&mut status, "connected", |s| {
+        s.state == LinkState::Connected
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while fake.bundle().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pre-keys uploaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for i in 0..FLOOD {
+        fake.send_dm(
+            "15557654321",
+            &format!("3EB0FLOOD{i:04}"),
+            &format!("message {i}"),
+        )
+        .await
+        .expect("dm");
+    }
+    // Nobody reads yet: the queue fills to its cap and the device waits.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while inbound.capacity() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the queue never filled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(inbound.capacity(), 0, "held at its cap of {QUEUE}");
+    let mut texts = Vec::new();
+    while texts.len() < FLOOD {
+        let text = tokio::time::timeout(WAIT, received.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {FLOOD} arrived", texts.len()))
+            .expect("open");
+        texts.push(text.text);
+    }
+    let mut expected: Vec<String> = (0..FLOOD).map(|i| format!("message {i}")).collect();
+    let mut sorted = texts.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected, "every message arrived once");
     session.stop().await;
 }
 

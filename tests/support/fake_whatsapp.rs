@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use whatsapp_rust::anyhow;
 use whatsapp_rust::buffa::{self, Message as _};
 use whatsapp_rust::wacore::handshake::NoiseHandshake;
-use whatsapp_rust::wacore::libsignal::protocol::KeyPair;
+use whatsapp_rust::wacore::libsignal::protocol::{self as signal, KeyPair};
 use whatsapp_rust::wacore::noise::framing::FrameDecoder;
 use whatsapp_rust::wacore::noise::NoiseCipher;
 use whatsapp_rust::wacore_binary::builder::NodeBuilder;
@@ -88,6 +88,120 @@ struct Shared {
     logged_out: bool,
     current: Option<mpsc::Sender<Command>>,
     pending_pair_ids: Vec<String>,
+    /// The device's pre-key bundle as it uploaded it (`<iq xmlns="encrypt" type="set">`).
+    bundle: Option<UploadedBundle>,
+    /// Contacts' Signal state by phone number (after `send_dm`).
+    contacts: HashMap<String, (ContactSessions, ContactIdentity)>,
+    /// Messages the device sent, decrypted by the addressed contact: (to, id, text).
+    pub sent: Vec<(String, String, String)>,
+    /// Outgoing `<message>` stanzas that could not be read.
+    pub unreadable: Vec<String>,
+}
+
+/// A device's uploaded keys: registration id, identity, one-time pre-keys, signed pre-key.
+#[derive(Clone, Debug)]
+pub struct UploadedBundle {
+    pub registration_id: u32,
+    pub identity: Vec<u8>,
+    pub prekeys: Vec<(u32, Vec<u8>)>,
+    pub signed_prekey: (u32, Vec<u8>, Vec<u8>),
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b))
+}
+
+fn child_bytes(node: &Node, tag: &str) -> Option<Vec<u8>> {
+    match &node.get_optional_child(tag)?.content {
+        Some(NodeContent::Bytes(bytes)) => Some(bytes.clone()),
+        _ => None,
+    }
+}
+
+fn parse_bundle(iq: &Node) -> Option<UploadedBundle> {
+    let registration_id = be_u32(&child_bytes(iq, "registration")?);
+    let identity = child_bytes(iq, "identity")?;
+    let prekeys = iq
+        .get_optional_child("list")?
+        .get_children_by_tag("key")
+        .filter_map(|key| Some((be_u32(&child_bytes(key, "id")?), child_bytes(key, "value")?)))
+        .collect();
+    let skey = iq.get_optional_child("skey")?;
+    let signed_prekey = (
+        be_u32(&child_bytes(skey, "id")?),
+        child_bytes(skey, "value")?,
+        child_bytes(skey, "signature")?,
+    );
+    Some(UploadedBundle {
+        registration_id,
+        identity,
+        prekeys,
+        signed_prekey,
+    })
+}
+
+/// A contact's Signal-protocol sessions (the sending side of a DM), in memory.
+#[derive(Default)]
+struct ContactSessions(HashMap<String, signal::SessionRecord>);
+
+#[whatsapp_rust::async_trait]
+impl signal::SessionStore for ContactSessions {
+    async fn load_session(
+        &self,
+        address: &signal::ProtocolAddress,
+    ) -> signal::error::Result<Option<signal::SessionRecord>> {
+        Ok(self.0.get(&address.to_string()).cloned())
+    }
+    async fn has_session(&self, address: &signal::ProtocolAddress) -> signal::error::Result<bool> {
+        Ok(self.0.contains_key(&address.to_string()))
+    }
+    async fn store_session(
+        &mut self,
+        address: &signal::ProtocolAddress,
+        record: signal::SessionRecord,
+    ) -> signal::error::Result<()> {
+        self.0.insert(address.to_string(), record);
+        Ok(())
+    }
+}
+
+/// A contact's identity, trusting every remote identity.
+struct ContactIdentity {
+    identity: signal::IdentityKeyPair,
+    registration_id: u32,
+    identities: HashMap<String, signal::IdentityKey>,
+}
+
+#[whatsapp_rust::async_trait]
+impl signal::IdentityKeyStore for ContactIdentity {
+    async fn get_identity_key_pair(&self) -> signal::error::Result<signal::IdentityKeyPair> {
+        Ok(self.identity.clone())
+    }
+    async fn get_local_registration_id(&self) -> signal::error::Result<u32> {
+        Ok(self.registration_id)
+    }
+    async fn save_identity(
+        &mut self,
+        address: &signal::ProtocolAddress,
+        identity: &signal::IdentityKey,
+    ) -> signal::error::Result<signal::IdentityChange> {
+        self.identities.insert(address.to_string(), *identity);
+        Ok(signal::IdentityChange::NewOrUnchanged)
+    }
+    async fn is_trusted_identity(
+        &self,
+        _: &signal::ProtocolAddress,
+        _: &signal::IdentityKey,
+        _: signal::Direction,
+    ) -> signal::error::Result<bool> {
+        Ok(true)
+    }
+    async fn get_identity(
+        &self,
+        address: &signal::ProtocolAddress,
+    ) -> signal::error::Result<Option<signal::IdentityKey>> {
+        Ok(self.identities.get(&address.to_string()).copied())
+    }
 }
 
 pub struct FakeWhatsApp {
@@ -108,6 +222,10 @@ impl FakeWhatsApp {
             logged_out: false,
             current: None,
             pending_pair_ids: Vec::new(),
+            bundle: None,
+            contacts: HashMap::new(),
+            sent: Vec::new(),
+            unreadable: Vec::new(),
         }));
         let server_static = Arc::new(KeyPair::generate(&mut rand_010::rng()));
         let account_key = Arc::new(KeyPair::generate(&mut rand_010::rng()));
@@ -244,6 +362,113 @@ impl FakeWhatsApp {
             .ok_or_else(|| anyhow::anyhow!("no open connection"))?;
         tx.send(Command::Sealed(plaintext)).await?;
         Ok(())
+    }
+
+    /// The device's uploaded pre-key bundle, once it has uploaded one.
+    pub fn bundle(&self) -> Option<UploadedBundle> {
+        self.shared.lock().expect("lock").bundle.clone()
+    }
+
+    /// A contact (`from_user`, a phone number, its primary device) sends `text` to the linked device:
+    /// the contact's first message builds a Signal-protocol session from the device's uploaded pre-key
+    /// bundle (`pkmsg` until the device has answered, `msg` after), padded as WhatsApp pads.
+    pub async fn send_dm(&self, from_user: &str, id: &str, text: &str) -> anyhow::Result<()> {
+        let bundle = self
+            .bundle()
+            .ok_or_else(|| anyhow::anyhow!("the device uploaded no pre-keys"))?;
+        let device_id = self
+            .shared
+            .lock()
+            .expect("lock")
+            .accounts
+            .get(&self.phone)
+            .copied()
+            .unwrap_or(1);
+        let address = signal::ProtocolAddress::new(
+            &self.phone.to_string(),
+            signal::DeviceId::from(device_id),
+        );
+        let known = self.shared.lock().expect("lock").contacts.remove(from_user);
+        let (mut sessions, mut identity) = match known {
+            // A contact keeps its session: later messages continue it.
+            Some(state) => state,
+            None => {
+                let mut rng = rand_010::rng();
+                let mut sessions = ContactSessions::default();
+                let mut identity = ContactIdentity {
+                    identity: signal::IdentityKeyPair::generate(&mut rng),
+                    registration_id: 4321,
+                    identities: HashMap::new(),
+                };
+                let (prekey_id, prekey) = bundle
+                    .prekeys
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| anyhow::anyhow!("no one-time pre-key"))?;
+                let to_key = |bytes: &[u8]| signal::PublicKey::from_djb_public_key_bytes(bytes);
+                let signal_bundle = signal::PreKeyBundle::new(
+                    bundle.registration_id,
+                    signal::DeviceId::from(device_id),
+                    Some((prekey_id.into(), to_key(&prekey)?)),
+                    bundle.signed_prekey.0.into(),
+                    to_key(&bundle.signed_prekey.1)?,
+                    bundle.signed_prekey.2.clone(),
+                    signal::IdentityKey::new(to_key(&bundle.identity)?),
+                )?;
+                signal::process_prekey_bundle(
+                    &address,
+                    &mut sessions,
+                    &mut identity,
+                    &signal_bundle,
+                    &mut rng,
+                    signal::UsePQRatchet::No,
+                )
+                .await?;
+                (sessions, identity)
+            }
+        };
+        let plain = whatsapp_rust::wacore::messages::MessageUtils::pad_message_v2(
+            wa::Message {
+                conversation: Some(text.to_string()),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
+        let ciphertext =
+            signal::message_encrypt(&plain, &address, &mut sessions, &mut identity).await?;
+        self.shared
+            .lock()
+            .expect("lock")
+            .contacts
+            .insert(from_user.to_string(), (sessions, identity));
+        let enc_type = match &ciphertext {
+            signal::CiphertextMessage::PreKeySignalMessage(_) => "pkmsg",
+            _ => "msg",
+        };
+        let node = NodeBuilder::new("message")
+            .attrs([
+                ("from", format!("{from_user}@s.whatsapp.net")),
+                ("type", "text".to_string()),
+                ("id", id.to_string()),
+                ("t", "1750000100".to_string()),
+                ("notify", "Alice".to_string()),
+            ])
+            .children([NodeBuilder::new("enc")
+                .attrs([("v", "2".to_string()), ("type", enc_type.to_string())])
+                .bytes(ciphertext.serialize().to_vec())
+                .build()])
+            .build();
+        self.send_stanza(node).await
+    }
+
+    /// Texts the device sent, as the addressed contacts read them: (to, message id, text).
+    pub fn sent_texts(&self) -> Vec<(String, String, String)> {
+        self.shared.lock().expect("lock").sent.clone()
+    }
+
+    /// Outgoing `<message>` stanzas the fake could not read, with why.
+    pub fn unreadable(&self) -> Vec<String> {
+        self.shared.lock().expect("lock").unreadable.clone()
     }
 
     /// A server ping (`<iq xmlns="urn:xmpp:ping" type="get">`) with `id`; the client answers with a result.
@@ -426,6 +651,9 @@ async fn serve(
     let (read, write) = noise.finish()?;
     let payload = wa::ClientPayload::decode_from_slice(&payload)?;
 
+    let device_address = payload
+        .username
+        .map(|user| (user.to_string(), payload.device.unwrap_or(0)));
     let (tx, mut rx) = mpsc::channel::<Command>(16);
     shared.lock().expect("lock").current = Some(tx.clone());
     let mut out = Outbound { write, counter: 0 };
@@ -498,6 +726,21 @@ async fn serve(
                 anyhow::ensure!(plain[0] & 2 == 0, "compressed stanzas not expected from a client");
                 let node = marshal::unmarshal_ref(&plain[1..])?.to_owned();
                 shared.lock().expect("lock").log.stanzas_in.push(describe(&node));
+                if node.tag == "message" {
+                    let outcome = read_outgoing(&node, &shared, &device_address).await;
+                    let id = node.attrs.get("id").map(|v| v.as_str().to_string()).unwrap_or_default();
+                    match outcome {
+                        Ok(Some(sent)) => shared.lock().expect("lock").sent.push(sent),
+                        Ok(None) => {}
+                        Err(e) => shared.lock().expect("lock").unreadable.push(format!("{id}: {e:#}")),
+                    }
+                    let to = node.attrs.get("to").map(|v| v.as_str().to_string()).unwrap_or_default();
+                    let ack = NodeBuilder::new("ack")
+                        .attrs([("class", "message".to_string()), ("id", id), ("from", to), ("t", "1750000200".to_string())])
+                        .build();
+                    out.send(&mut sink, &ack).await?;
+                    continue;
+                }
                 if let Some(reply) = answer(&node, &shared) {
                     for n in reply { out.send(&mut sink, &n).await?; }
                 }
@@ -533,6 +776,9 @@ fn answer(node: &Node, shared: &Arc<Mutex<Shared>>) -> Option<Vec<Node>> {
         .get("type")
         .map(|v| v.as_str().to_string())
         .unwrap_or_default();
+    if kind == "set" && node.get_optional_child("registration").is_some() {
+        shared.lock().expect("lock").bundle = parse_bundle(node);
+    }
     if kind == "result" {
         let mut s = shared.lock().expect("lock");
         s.log.results.push(id.clone());
@@ -556,6 +802,44 @@ fn answer(node: &Node, shared: &Arc<Mutex<Shared>>) -> Option<Vec<Node>> {
         ("type", "result".to_string()),
         ("id", id),
     ]);
+    if xmlns == "usync" {
+        // Device lists: a contact the fake plays has its primary device only; anyone else none.
+        let contacts: Vec<String> = shared
+            .lock()
+            .expect("lock")
+            .contacts
+            .keys()
+            .cloned()
+            .collect();
+        let users: Vec<Node> = node
+            .get_optional_child("usync")
+            .and_then(|u| u.get_optional_child("list"))
+            .map(|list| {
+                list.get_children_by_tag("user")
+                    .filter_map(|u| u.attrs.get("jid").map(|v| v.as_str().to_string()))
+                    .map(|jid| {
+                        let user = jid.split(['@', ':']).next().unwrap_or_default();
+                        let devices: Vec<Node> = if contacts.iter().any(|c| c == user) {
+                            vec![NodeBuilder::new("device").attr("id", "0").build()]
+                        } else {
+                            Vec::new()
+                        };
+                        NodeBuilder::new("user")
+                            .attr("jid", jid)
+                            .children([NodeBuilder::new("devices")
+                                .children([NodeBuilder::new("device-list")
+                                    .children(devices)
+                                    .build()])
+                                .build()])
+                            .build()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        result = result.children([NodeBuilder::new("usync")
+            .children([NodeBuilder::new("list").children(users).build()])
+            .build()]);
+    }
     if xmlns == "w:sync:app:state" {
         // App-state sync: every requested collection, empty (no patches, nothing more).
         let names: Vec<String> = node
@@ -607,4 +891,94 @@ fn decrypt(cipher: &NoiseCipher, counter: u32, frame: &[u8]) -> anyhow::Result<V
     let mut buf = frame.to_vec();
     cipher.decrypt_in_place_with_counter(counter, &mut buf)?;
     Ok(buf)
+}
+
+/// Reads a `<message>` the device sent to a contact the fake plays: the `<enc>` for the contact's
+/// primary device, decrypted with the contact's session and unpadded. `None` for other recipients.
+async fn read_outgoing(
+    node: &Node,
+    shared: &Arc<Mutex<Shared>>,
+    device_address: &Option<(String, u32)>,
+) -> anyhow::Result<Option<(String, String, String)>> {
+    let to = node
+        .attrs
+        .get("to")
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_default();
+    let id = node
+        .attrs
+        .get("id")
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_default();
+    let user = to.split(['@', ':']).next().unwrap_or_default().to_string();
+    let enc = match node.get_optional_child("participants") {
+        Some(participants) => participants
+            .get_children_by_tag("to")
+            .find(|t| {
+                t.attrs
+                    .get("jid")
+                    .is_some_and(|j| j.as_str().starts_with(&format!("{user}@")))
+            })
+            .and_then(|t| t.get_optional_child("enc")),
+        None => node.get_optional_child("enc"),
+    };
+    let Some(enc) = enc else {
+        let addressed: Vec<String> = node
+            .get_optional_child("participants")
+            .map(|p| {
+                p.get_children_by_tag("to")
+                    .filter_map(|t| t.attrs.get("jid").map(|v| v.as_str().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        anyhow::bail!("no <enc> for {user} (to {to}; participants {addressed:?})");
+    };
+    let Some(NodeContent::Bytes(ciphertext)) = &enc.content else {
+        anyhow::bail!("enc without bytes");
+    };
+    let kind = enc
+        .attrs
+        .get("type")
+        .map(|v| v.as_str().to_string())
+        .unwrap_or_default();
+    let (device_user, device_id) = device_address
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("message before login"))?;
+    let contact = shared.lock().expect("lock").contacts.remove(&user);
+    let Some((mut sessions, mut identity)) = contact else {
+        anyhow::bail!("to {to}: not a contact the fake plays");
+    };
+    let address = signal::ProtocolAddress::new(&device_user, signal::DeviceId::from(device_id));
+    let result = match kind.as_str() {
+        "msg" => {
+            let message = signal::SignalMessage::try_from(ciphertext.as_slice())?;
+            let mut rng = rand_010::make_rng::<rand_010::rngs::StdRng>();
+            signal::message_decrypt_signal(
+                &message,
+                &address,
+                &mut sessions,
+                &mut identity,
+                &mut rng,
+            )
+            .await
+            .map_err(anyhow::Error::from)
+        }
+        other => Err(anyhow::anyhow!(
+            "enc type {other} (the contact has a session: expected msg)"
+        )),
+    };
+    shared
+        .lock()
+        .expect("lock")
+        .contacts
+        .insert(user.clone(), (sessions, identity));
+    let plain = result?.plaintext;
+    let pad = usize::from(
+        *plain
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("empty plaintext"))?,
+    );
+    anyhow::ensure!(pad >= 1 && pad <= plain.len(), "bad padding");
+    let message = wa::Message::decode_from_slice(&plain[..plain.len() - pad])?;
+    Ok(Some((to, id, message.conversation.unwrap_or_default())))
 }

@@ -19,5 +19,7 @@ pub mod session;
 pub mod transport;
 
 pub use backend::SealedBackend;
-pub use session::{LinkState, LinkStatus, SessionError, SessionOptions, WhatsAppSession};
+pub use session::{
+    InboundText, LinkState, LinkStatus, SessionError, SessionOptions, WhatsAppSession,
+};
 pub use transport::{WsTransportFactory, WHATSAPP_WS_URL};

@@ -19,9 +19,10 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use whatsapp_rust::bot::{Bot, BotHandle};
 use whatsapp_rust::types::events::Event;
+use whatsapp_rust::wacore::proto_helpers::MessageExt;
 use whatsapp_rust::wacore::store::traits::DeviceStore;
 
 use super::backend::SealedBackend;
@@ -91,6 +92,40 @@ pub enum SessionError {
     Storage(String),
     #[error("WhatsApp client: {0}")]
     Client(String),
+    #[error("WhatsApp send to {to}: {reason}")]
+    Send { to: String, reason: String },
+}
+
+/// A text message the device received (decrypted), for the message path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundText {
+    /// The chat: the sender's JID for a direct message, the group's for a group.
+    pub chat: String,
+    pub sender: String,
+    /// WhatsApp's message id.
+    pub id: String,
+    pub push_name: String,
+    pub is_group: bool,
+    pub text: String,
+}
+
+/// The text messages in `event` (others' messages with text; not the device's own).
+fn inbound_texts(event: &Event) -> Vec<InboundText> {
+    event
+        .messages()
+        .filter(|m| !m.info.source.is_from_me)
+        .filter_map(|m| {
+            let text = m.message.text_content()?;
+            Some(InboundText {
+                chat: m.info.source.chat.to_string(),
+                sender: m.info.source.sender.to_string(),
+                id: m.info.id.to_string(),
+                push_name: m.info.push_name.clone(),
+                is_group: m.info.source.is_group,
+                text: text.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// How to run a device.
@@ -103,6 +138,9 @@ pub struct SessionOptions {
     pub version: Option<(u32, u32, u32)>,
     pub http: reqwest::Client,
     pub backend: SealedBackend,
+    /// Where received text messages go. Bounded: when it is full the device stops taking stanzas off
+    /// the socket until there is room (the server holds the rest), so nothing received is dropped.
+    pub inbound: Option<mpsc::Sender<InboundText>>,
 }
 
 /// A running device.
@@ -206,6 +244,7 @@ impl WhatsAppSession {
             watch::channel(LinkStatus::starting(linked_jid, stored.is_some()));
         let status_tx = Arc::new(status_tx);
         let events_tx = Arc::clone(&status_tx);
+        let inbound = options.inbound.clone();
         let mut builder = Bot::builder()
             .with_backend(options.backend.clone())
             .with_transport_factory(WsTransportFactory::new(options.url.clone()))
@@ -220,7 +259,20 @@ impl WhatsAppSession {
                     }
                     None => false,
                 });
-                async {}
+                let texts = inbound
+                    .as_ref()
+                    .map(|sink| (sink.clone(), inbound_texts(&event)));
+                async move {
+                    if let Some((sink, texts)) = texts {
+                        for text in texts {
+                            if sink.send(text).await.is_err() {
+                                log::warn!(
+                                    "whatsapp: the inbound queue is closed; message dropped"
+                                );
+                            }
+                        }
+                    }
+                }
             });
         if let Some(version) = options.version {
             builder = builder.with_version(version);
@@ -244,6 +296,32 @@ impl WhatsAppSession {
     /// A receiver of status changes (it keeps only the newest).
     pub fn watch(&self) -> watch::Receiver<LinkStatus> {
         self.status.clone()
+    }
+
+    /// Sends `text` to `to` (a JID: `<number>@s.whatsapp.net`, or a group's `<id>@g.us`), end-to-end
+    /// encrypted by the crate; returns WhatsApp's message id.
+    pub async fn send_text(&self, to: &str, text: &str) -> Result<String, SessionError> {
+        let failed = |reason: String| SessionError::Send {
+            to: to.to_string(),
+            reason,
+        };
+        let jid: whatsapp_rust::Jid = to
+            .parse()
+            .map_err(|e| failed(format!("not a WhatsApp JID: {e}")))?;
+        let client = self
+            .handle
+            .as_ref()
+            .map(BotHandle::client)
+            .ok_or_else(|| failed("the device is stopped".into()))?;
+        let message = whatsapp_rust::waproto::whatsapp::Message {
+            conversation: Some(text.to_string()),
+            ..Default::default()
+        };
+        let sent = client
+            .send_message(jid, message)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(sent.message_id)
     }
 
     /// Disconnects (flushing the crate's state to the store) and stops.
