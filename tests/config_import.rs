@@ -226,7 +226,6 @@ fn unsupported_keys_are_reported_with_path_and_reason() {
         "gateway.push",
         "gateway.nodes",
         "gateway.http.securityHeaders",
-        "channels.whatsapp",
         "channels.telegram.customCommands",
         "channels.discord.intents",
         "agents.defaults.imageModel",

@@ -526,6 +526,52 @@ fn signal_transport_and_dm_rules_name_the_path() {
 }
 
 #[test]
+fn whatsapp_keys_pincer_honours_parse_and_the_rest_are_refused_by_name() {
+    parse("{ channels: { whatsapp: { enabled: true, name: 'Phone', dmPolicy: 'allowlist', allowFrom: ['+1666'], textChunkLimit: 1000, streaming: { chunkMode: 'newline', block: { enabled: true } }, defaultAccount: 'work', accounts: { work: { dmPolicy: 'pairing' } } } } }")
+        .expect("a valid WhatsApp section");
+    assert_eq!(
+        error("{ channels: { whatsapp: { dmPolicy: 'open' } } }"),
+        "pincer.json5: channels.whatsapp.allowFrom: channels.whatsapp.dmPolicy=\"open\" requires allowFrom to include \"*\""
+    );
+    assert_eq!(
+        error("{ channels: { whatsapp: { accounts: { work: { dmPolicy: 'allowlist' } } } } }"),
+        "pincer.json5: channels.whatsapp.accounts.work.allowFrom: channels.whatsapp.dmPolicy=\"allowlist\" requires allowFrom to contain at least one sender ID"
+    );
+    for (config, path) in [
+        ("{ groupPolicy: 'open' }", "channels.whatsapp.groupPolicy"),
+        (
+            "{ groupAllowFrom: ['+1'] }",
+            "channels.whatsapp.groupAllowFrom",
+        ),
+        (
+            "{ groups: { '*': { requireMention: true } } }",
+            "channels.whatsapp.groups",
+        ),
+        ("{ selfChatMode: true }", "channels.whatsapp.selfChatMode"),
+        (
+            "{ sendReadReceipts: true }",
+            "channels.whatsapp.sendReadReceipts",
+        ),
+        ("{ mediaMaxMb: 5 }", "channels.whatsapp.mediaMaxMb"),
+        ("{ authDir: '/tmp/wa' }", "channels.whatsapp.authDir"),
+        (
+            "{ accounts: { work: { debounceMs: 10 } } }",
+            "channels.whatsapp.accounts.work.debounceMs",
+        ),
+        (
+            "{ ackReaction: { emoji: 'x' } }",
+            "channels.whatsapp.ackReaction",
+        ),
+    ] {
+        let refused = error(&format!("{{ channels: {{ whatsapp: {config} }} }}"));
+        assert!(
+            refused.contains(path) && refused.contains("not supported by pincer"),
+            "{config}: {refused}"
+        );
+    }
+}
+
+#[test]
 fn sandbox_security_refusals_name_the_path() {
     assert_eq!(
         error("{ agents: { defaults: { sandbox: { docker: { network: 'host' } } } } }"),

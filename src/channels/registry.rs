@@ -39,7 +39,9 @@ pub struct ChannelRegistry {
 
 /// The channel ids that can have an adapter (`configured_adapter`; a
 /// channel whose cargo feature is off has none in this build).
-pub const ADAPTER_CHANNELS: [&str; 5] = ["discord", "matrix", "signal", "slack", "telegram"];
+pub const ADAPTER_CHANNELS: [&str; 6] = [
+    "discord", "matrix", "signal", "slack", "telegram", "whatsapp",
+];
 
 /// The channels whose adapter must restart after a config change from
 /// `changed` (paths as `config::changed_paths` names them): any change under
@@ -130,6 +132,16 @@ pub fn configured_adapter(
                 section,
                 http,
                 &media(),
+            )))
+        }
+        #[cfg(feature = "whatsapp")]
+        "whatsapp" => {
+            let section = config.channels.whatsapp.as_ref()?;
+            Some(Arc::new(super::whatsapp::WhatsAppChannel::new(
+                section,
+                store.clone(),
+                http,
+                super::whatsapp::channel::socket_url(),
             )))
         }
         _ => None,

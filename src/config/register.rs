@@ -47,6 +47,7 @@ pub const MIRRORS: &[(&str, &str)] = &[
     ("channels.discord.tts", "tts"),
     ("channels.slack.tts", "tts"),
     ("channels.signal.accounts.*", "channels.signal"),
+    ("channels.whatsapp.accounts.*", "channels.whatsapp"),
 ];
 
 /// The line describing `path`: its own row, else the row of the key it

@@ -57,6 +57,27 @@ pub(crate) fn check_channels(v: &Validator, channels: &ChannelsConfig) -> Check 
         )?;
         check_signal(v, signal)?;
     }
+    if let Some(whatsapp) = &channels.whatsapp {
+        #[cfg(not(feature = "whatsapp"))]
+        v.ensure(
+            !whatsapp.base().effective_enabled(),
+            "channels.whatsapp",
+            "this pincer was built without the WhatsApp channel (cargo feature `whatsapp`); build it with the feature or set enabled: false",
+        )?;
+        for id in whatsapp.account_ids() {
+            let account = whatsapp.account(&id).unwrap_or_default();
+            let path = if whatsapp.accounts.contains_key(&id) {
+                format!("channels.whatsapp.accounts.{id}")
+            } else {
+                "channels.whatsapp".to_string()
+            };
+            let view = DmView {
+                policy: account.effective_dm_policy(),
+                allow_from: account.effective_allow_from(),
+            };
+            check_dm(v, "whatsapp", &view, &path)?;
+        }
+    }
     Ok(())
 }
 

@@ -27,6 +27,7 @@ use super::outbound::RetryPolicy;
 mod bots;
 mod matrix;
 pub(crate) mod signal;
+pub(crate) mod whatsapp;
 
 /// How often a streaming preview is edited at most (upstream's default throttle).
 pub const DEFAULT_PREVIEW_THROTTLE_MS: u64 = 1_000;
@@ -147,6 +148,7 @@ impl ChannelSettings {
             "slack" => settings.apply_slack(config, account_id),
             "matrix" => settings.apply_matrix(config, account_id),
             "signal" => settings.apply_signal(config, account_id),
+            "whatsapp" => settings.apply_whatsapp(config, account_id),
             // The web chat is the gateway's own operators: always admitted.
             "webchat" => {
                 settings.access.dm_policy = DmPolicy::Open;

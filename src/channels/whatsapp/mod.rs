@@ -14,11 +14,13 @@
 //! refused as an unsupported key.
 
 pub mod backend;
+pub mod channel;
 pub mod http;
 pub mod session;
 pub mod transport;
 
 pub use backend::SealedBackend;
+pub use channel::WhatsAppChannel;
 pub use session::{
     InboundText, LinkState, LinkStatus, SessionError, SessionOptions, WhatsAppSession,
 };

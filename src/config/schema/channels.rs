@@ -4,7 +4,7 @@
 //! by key, as upstream's `merge<Platform>AccountConfig` does).
 //!
 //! Each platform's keys live in its own file (`telegram.rs`, `discord.rs`,
-//! `slack.rs`, `matrix.rs`, `signal.rs`); this file must not grow platform specifics.
+//! `slack.rs`, `matrix.rs`, `signal.rs`, `whatsapp.rs`); this file must not grow platform specifics.
 
 use std::fmt;
 
@@ -17,6 +17,7 @@ use super::matrix::MatrixConfig;
 use super::signal::SignalConfig;
 use super::slack::SlackConfig;
 use super::telegram::TelegramConfig;
+use super::whatsapp::WhatsAppConfig;
 
 /// Account id of the implicit account made of a channel's top-level keys.
 pub const DEFAULT_ACCOUNT_ID: &str = "default";
@@ -30,6 +31,7 @@ pub struct ChannelsConfig {
     pub slack: Option<SlackConfig>,
     pub matrix: Option<MatrixConfig>,
     pub signal: Option<SignalConfig>,
+    pub whatsapp: Option<WhatsAppConfig>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -25,6 +25,7 @@ pub mod slack;
 pub mod telegram;
 pub mod tools;
 pub mod tts;
+pub mod whatsapp;
 
 pub use agents::*;
 pub use automation::*;
@@ -51,3 +52,4 @@ pub use slack::*;
 pub use telegram::*;
 pub use tools::*;
 pub use tts::*;
+pub use whatsapp::*;

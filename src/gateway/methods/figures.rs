@@ -110,6 +110,9 @@ fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
     if let Some(signal) = &config.channels.signal {
         out.insert("signal", signal.account_ids());
     }
+    if let Some(whatsapp) = &config.channels.whatsapp {
+        out.insert("whatsapp", whatsapp.account_ids());
+    }
     out
 }
 
