@@ -400,9 +400,11 @@ impl FakeWhatsApp {
                     registration_id: 4321,
                     identities: HashMap::new(),
                 };
+                // Each new contact takes its own one-time pre-key (the device deletes one once used).
+                let used = self.shared.lock().expect("lock").contacts.len();
                 let (prekey_id, prekey) = bundle
                     .prekeys
-                    .first()
+                    .get(used)
                     .cloned()
                     .ok_or_else(|| anyhow::anyhow!("no one-time pre-key"))?;
                 let to_key = |bytes: &[u8]| signal::PublicKey::from_djb_public_key_bytes(bytes);

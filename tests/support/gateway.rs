@@ -170,6 +170,21 @@ impl GatewayProcess {
         self.ready = ready;
     }
 
+    /// As `crash_and_restart`, with these extra environment variables.
+    pub fn crash_and_restart_with_env(
+        &mut self,
+        config: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, port, ready) = spawn_ready_with(self.dir.path(), config, args, false, env);
+        self.child = child;
+        self.port = port;
+        self.ready = ready;
+    }
+
     /// Waits until the process has printed its `count`th ready line (a
     /// restart in place prints one more), makes that line's port the one
     /// `url` and `http` use, and returns it.

@@ -83,6 +83,23 @@ pub fn socket_url() -> String {
     }
 }
 
+/// Pins the WhatsApp Web version announced (`2.3000.1023456789`) instead of
+/// asking WhatsApp Web for the current one (tests run offline).
+pub const VERSION_ENV: &str = "PINCER_WHATSAPP_VERSION";
+
+/// [`VERSION_ENV`] when set and well formed.
+fn pinned_version() -> Option<(u32, u32, u32)> {
+    let text = std::env::var(VERSION_ENV).ok()?;
+    let mut parts = text.trim().split('.').map(str::parse::<u32>);
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c)), None) => Some((a, b, c)),
+        _ => {
+            log::warn!("whatsapp: {VERSION_ENV}={text:?} is not <major>.<minor>.<patch>; ignored");
+            None
+        }
+    }
+}
+
 /// The sender as the message path spells it: `+<number>` for a phone-number
 /// JID (`<number>[:device]@s.whatsapp.net`), else the JID as written.
 pub fn sender_id(jid: &str) -> String {
@@ -245,7 +262,7 @@ impl WhatsAppChannel {
         let (inbound, received) = mpsc::channel(INBOUND_QUEUE);
         let session = WhatsAppSession::start(SessionOptions {
             url: self.url.clone(),
-            version: None,
+            version: pinned_version(),
             http: self.http.clone(),
             backend: SealedBackend::new(records),
             inbound: Some(inbound),
