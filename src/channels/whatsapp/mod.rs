@@ -7,11 +7,10 @@
 //! reconnecting (the crate's Fibonacci backoff, up to 15 minutes), logged-out
 //! detection, and the status the rest of pincer reports.
 //!
-//! Not yet here (issue 17): the `Channel` adapter over a session (inbound
-//! through the one message path, DM policy and group mention gating,
-//! `channels.whatsapp` config keys, `pincer channels login whatsapp`, the
-//! `web.login.*` gateway methods). Until then `channels.whatsapp` stays
-//! refused as an unsupported key.
+//! `channel.rs` is the `Channel` adapter over the sessions (direct messages
+//! through the one message path, link state in the account status). Not yet
+//! here (issue 17): groups and mention gating, `pincer channels login
+//! whatsapp`, the `web.login.*` gateway methods.
 
 pub mod backend;
 pub mod channel;
