@@ -486,6 +486,7 @@ fn channel_dm_policies_need_matching_allow_lists() {
 }
 
 #[test]
+#[cfg(feature = "signal")]
 fn signal_transport_and_dm_rules_name_the_path() {
     assert_eq!(
         error("{ channels: { signal: { account: '+1555', dmPolicy: 'open' } } }"),
@@ -526,6 +527,7 @@ fn signal_transport_and_dm_rules_name_the_path() {
 }
 
 #[test]
+#[cfg(feature = "whatsapp")]
 fn whatsapp_keys_pincer_honours_parse_and_the_rest_are_refused_by_name() {
     parse("{ channels: { whatsapp: { enabled: true, name: 'Phone', dmPolicy: 'allowlist', allowFrom: ['+1666'], textChunkLimit: 1000, streaming: { chunkMode: 'newline', block: { enabled: true } }, defaultAccount: 'work', accounts: { work: { dmPolicy: 'pairing' } } } } }")
         .expect("a valid WhatsApp section");
@@ -977,5 +979,33 @@ fn tools_media_takes_audio_models_and_refuses_what_pincer_does_not_run() {
             message.starts_with(&format!("pincer.json5: {path} is not supported by pincer")),
             "{message}"
         );
+    }
+}
+
+/// A build without a channel's cargo feature refuses that channel enabled,
+/// naming the feature, and takes it disabled (so one config serves both builds).
+/// Runs in `scripts/test`'s `--no-default-features` step.
+#[test]
+#[cfg(not(all(feature = "matrix", feature = "signal", feature = "whatsapp")))]
+fn a_build_without_a_channel_feature_refuses_that_channel_enabled() {
+    let mut missing = Vec::new();
+    if cfg!(not(feature = "matrix")) {
+        missing.push(("matrix", "Matrix"));
+    }
+    if cfg!(not(feature = "signal")) {
+        missing.push(("signal", "Signal"));
+    }
+    if cfg!(not(feature = "whatsapp")) {
+        missing.push(("whatsapp", "WhatsApp"));
+    }
+    for (id, name) in missing {
+        assert_eq!(
+            error(&format!("{{ channels: {{ {id}: {{ enabled: true }} }} }}")),
+            format!(
+                "pincer.json5: channels.{id}: this pincer was built without the {name} channel (cargo feature `{id}`); build it with the feature or set enabled: false"
+            )
+        );
+        parse(&format!("{{ channels: {{ {id}: {{ enabled: false }} }} }}"))
+            .unwrap_or_else(|e| panic!("{id} disabled: {e}"));
     }
 }

@@ -160,6 +160,10 @@ async fn a_linked_device_answers_allowed_dms_pairs_strangers_and_reports_its_lin
             .is_some_and(|id| id.starts_with('+')),
         "{status}"
     );
+    // What the Control UI's WhatsApp card reads: linked, the number, when it connected.
+    assert_eq!(status["linked"], true, "{status}");
+    assert_eq!(status["self"]["e164"], status["identity"], "{status}");
+    assert!(status["lastConnectedAt"].as_u64().is_some(), "{status}");
 
     // An allowed sender is answered through the model, encrypted to the contact.
     provider.push_reply(FakeReply::Text {
@@ -222,5 +226,25 @@ async fn a_linked_device_answers_allowed_dms_pairs_strangers_and_reports_its_lin
             .as_str()
             .is_some_and(|e| e.contains("logged out")),
         "{status}"
+    );
+    assert_eq!(status["linked"], false, "{status}");
+    // `health` reports the same: not linked, logged out, why.
+    let (mut client, _) = TestClient::connect(
+        &gateway.url(),
+        Some(GATEWAY_TOKEN),
+        &["operator.read"],
+        None,
+    )
+    .await;
+    let health = client.call("health", json!({})).await;
+    let whatsapp = &health["payload"]["channels"]["whatsapp"];
+    assert_eq!(whatsapp["linked"], false, "{health}");
+    assert_eq!(whatsapp["connected"], false, "{health}");
+    assert_eq!(whatsapp["stateReason"], "loggedOut", "{health}");
+    assert!(
+        whatsapp["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("logged out")),
+        "{health}"
     );
 }

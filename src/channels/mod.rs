@@ -137,6 +137,10 @@ pub struct AccountStatus {
     pub state_reason: Option<String>,
     /// Failed connection attempts since the last success.
     pub reconnect_attempts: Option<u32>,
+    /// A device linked to a phone (WhatsApp); `None` where linking does not apply.
+    pub linked: Option<bool>,
+    /// When the account last became connected (ms since the epoch).
+    pub last_connected_at_ms: Option<u64>,
 }
 
 /// One inbound platform event, translated.

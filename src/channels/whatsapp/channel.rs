@@ -172,8 +172,13 @@ pub fn inbound_event(account_id: &str, text: &InboundText, now_ms: u64) -> Optio
 }
 
 /// The account status a link status reads as.
-fn mirror(status: &mut AccountStatus, link: &LinkStatus) {
-    status.connected = link.state == LinkState::Connected;
+fn mirror(status: &mut AccountStatus, link: &LinkStatus, now_ms: u64) {
+    let connected = link.state == LinkState::Connected;
+    if connected && !status.connected {
+        status.last_connected_at_ms = Some(now_ms);
+    }
+    status.connected = connected;
+    status.linked = Some(link.linked_jid.is_some() && link.state != LinkState::LoggedOut);
     status.state_reason = Some(
         serde_json::to_value(link.state)
             .ok()
@@ -276,7 +281,7 @@ impl WhatsAppChannel {
         self.tasks.spawn(async move {
             loop {
                 let link = watch.borrow_and_update().clone();
-                watched.state.update(|s| mirror(s, &link));
+                watched.state.update(|s| mirror(s, &link, now_ms()));
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     changed = watch.changed() => if changed.is_err() { break },
@@ -482,14 +487,23 @@ mod tests {
             last_disconnect: None,
             last_error: None,
         };
-        mirror(&mut status, &link);
+        mirror(&mut status, &link, 7);
         assert!(status.connected);
+        assert_eq!(status.linked, Some(true));
+        assert_eq!(status.last_connected_at_ms, Some(7));
         assert_eq!(status.state_reason.as_deref(), Some("connected"));
         assert_eq!(status.identity.as_deref(), Some("+1555"));
+        mirror(&mut status, &link, 9);
+        assert_eq!(
+            status.last_connected_at_ms,
+            Some(7),
+            "still the same connection"
+        );
         link.state = LinkState::LoggedOut;
         link.last_error = Some("logged out".into());
-        mirror(&mut status, &link);
+        mirror(&mut status, &link, 11);
         assert!(!status.connected);
+        assert_eq!(status.linked, Some(false));
         assert_eq!(status.state_reason.as_deref(), Some("loggedOut"));
         assert_eq!(status.last_error.as_deref(), Some("logged out"));
     }

@@ -84,6 +84,20 @@ fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
             "reconnectAttempts",
             account.reconnect_attempts.map(Value::from),
         ),
+        ("linked", account.linked.map(Value::from)),
+        (
+            "lastConnectedAt",
+            account.last_connected_at_ms.map(Value::from),
+        ),
+        // The Control UI shows a phone-number identity as `self.e164`.
+        (
+            "self",
+            account
+                .identity
+                .as_deref()
+                .filter(|id| is_e164(id))
+                .map(|e164| json!({ "e164": e164 })),
+        ),
     ];
     for (key, value) in optional {
         if let Some(value) = value {
@@ -91,6 +105,12 @@ fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
         }
     }
     row
+}
+
+/// `+` and 1 to 15 digits.
+fn is_e164(id: &str) -> bool {
+    id.strip_prefix('+')
+        .is_some_and(|d| (1..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn configured_accounts(config: &Config) -> BTreeMap<&'static str, Vec<String>> {
@@ -258,5 +278,29 @@ mod tests {
         assert_eq!(every_text(3_600_000), "1h");
         assert_eq!(every_text(90_000), "90s");
         assert_eq!(every_text(1_500), "1500ms");
+    }
+
+    #[test]
+    fn a_linked_phone_account_reads_as_the_control_ui_expects() {
+        let account = AccountStatus {
+            account_id: "default".into(),
+            identity: Some("+15551234".into()),
+            linked: Some(true),
+            last_connected_at_ms: Some(42),
+            ..AccountStatus::default()
+        };
+        let row = account_row(&account, None);
+        assert_eq!(row["linked"], json!(true));
+        assert_eq!(row["lastConnectedAt"], json!(42));
+        assert_eq!(row["self"], json!({"e164": "+15551234"}));
+        let bot = AccountStatus {
+            identity: Some("@pincer_bot".into()),
+            ..AccountStatus::default()
+        };
+        let row = account_row(&bot, None);
+        assert!(
+            row.get("self").is_none() && row.get("linked").is_none(),
+            "{row}"
+        );
     }
 }
