@@ -214,7 +214,11 @@ fn write_openclaw_json_state(state: &Path, device: &Device, defects: bool) {
         );
         write(
             &state.join("credentials/whatsapp-allowFrom.json"),
-            &json!({"version": 1, "allowFrom": ["+15550001"]}).to_string(),
+            &json!({"version": 1, "allowFrom": ["whatsapp:+15550001"]}).to_string(),
+        );
+        write(
+            &state.join("credentials/irc-allowFrom.json"),
+            &json!({"version": 1, "allowFrom": ["alice"]}).to_string(),
         );
         write(
             &state.join("credentials/discord-allowFrom.json"),
@@ -316,8 +320,12 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
             vec!["telegram DM approval of 555 (account work)"],
         ),
         (
+            "imported: ",
+            vec!["whatsapp DM approval of +15550001 (account default)"],
+        ),
+        (
             "not imported: ",
-            vec!["whatsapp-allowFrom.json", "not a channel pincer runs"],
+            vec!["irc-allowFrom.json", "not a channel pincer runs"],
         ),
         (
             "not imported: ",
@@ -370,6 +378,9 @@ async fn openclaw_state_is_imported_once_and_works_in_the_gateway() {
     let store = pincer::store::Store::open(&data.join("store"), Default::default()).expect("store");
     assert!(store
         .dm_pairing_is_approved("telegram", "work", "555")
+        .expect("read"));
+    assert!(store
+        .dm_pairing_is_approved("whatsapp", "default", "+15550001")
         .expect("read"));
 }
 

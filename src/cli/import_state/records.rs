@@ -17,7 +17,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
 /// The chat channels pincer runs; approvals of other channels are reported, not stored.
-pub const PINCER_CHANNELS: [&str; 3] = ["telegram", "discord", "slack"];
+pub const PINCER_CHANNELS: [&str; 6] = [
+    "telegram", "discord", "slack", "matrix", "signal", "whatsapp",
+];
 
 /// Imports the jobs of `jobs_path` (OpenClaw's `{version, jobs: [...]}`).
 pub fn import_cron(jobs_path: &Path, store: &Store, now_ms: u64, report: &mut Report) {
@@ -346,7 +348,15 @@ mod tests {
             channel_and_account("discord-work"),
             Some(("discord", "work".to_string()))
         );
-        assert_eq!(channel_and_account("whatsapp"), None);
+        assert_eq!(
+            channel_and_account("whatsapp"),
+            Some(("whatsapp", "default".to_string()))
+        );
+        assert_eq!(
+            channel_and_account("signal-phone"),
+            Some(("signal", "phone".to_string()))
+        );
+        assert_eq!(channel_and_account("irc"), None);
         assert_eq!(channel_and_account("telegramx"), None);
     }
 
