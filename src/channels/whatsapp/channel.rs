@@ -9,6 +9,7 @@
 //! Each account's device lives in the sealed records `whatsapp/<account>`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, OutboundTarget,
-    SendError, SentMessage, StartError, TextFormat, TextLimits,
+    QrLogin, SendError, SentMessage, StartError, TextFormat, TextLimits,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;
@@ -41,20 +42,28 @@ pub const INBOUND_QUEUE: usize = 64;
 const DELIVERY_ATTEMPTS: u32 = 3;
 
 /// One configured account.
-struct Account {
-    id: String,
-    state: AccountState<()>,
-    session: RwLock<Option<WhatsAppSession>>,
+pub(super) struct Account {
+    pub(super) id: String,
+    pub(super) state: AccountState<()>,
+    pub(super) session: RwLock<Option<WhatsAppSession>>,
+    /// Stops this account's tasks alone (a child of the channel's token), for a relink.
+    pub(super) stop: parking_lot::Mutex<CancellationToken>,
+    /// One QR login (`login.rs`) at a time.
+    pub(super) login: tokio::sync::Mutex<()>,
+    /// A QR code was handed out by `web.login.start` and its outcome not yet reported.
+    pub(super) login_pending: AtomicBool,
 }
 
 /// The WhatsApp adapter for all accounts of `channels.whatsapp`.
 pub struct WhatsAppChannel {
-    accounts: BTreeMap<String, Arc<Account>>,
-    default_account: String,
-    store: Store,
+    pub(super) accounts: BTreeMap<String, Arc<Account>>,
+    pub(super) default_account: String,
+    pub(super) store: Store,
     http: reqwest::Client,
     url: String,
-    tasks: AccountTasks,
+    pub(super) tasks: AccountTasks,
+    /// Where the accounts' messages go, kept from `start` for a relink.
+    pub(super) sink: parking_lot::Mutex<Option<Arc<dyn InboundSink>>>,
 }
 
 impl std::fmt::Debug for WhatsAppChannel {
@@ -181,6 +190,7 @@ fn mirror(status: &mut AccountStatus, link: &LinkStatus) {
             .unwrap_or_default(),
     );
     status.identity = link.linked_jid.as_deref().map(sender_id);
+    status.linked = Some(link.linked_jid.is_some() && link.state != LinkState::LoggedOut);
     status.reconnect_attempts = Some(link.disconnects);
     if let Some(error) = &link.last_error {
         status.last_error = Some(error.clone());
@@ -219,6 +229,9 @@ impl WhatsAppChannel {
                     id,
                     state,
                     session: RwLock::new(None),
+                    stop: parking_lot::Mutex::new(CancellationToken::new()),
+                    login: tokio::sync::Mutex::new(()),
+                    login_pending: AtomicBool::new(false),
                 }),
             );
         }
@@ -233,6 +246,7 @@ impl WhatsAppChannel {
             http: http.clone(),
             url,
             tasks: AccountTasks::default(),
+            sink: parking_lot::Mutex::new(None),
         }
     }
 
@@ -249,7 +263,7 @@ impl WhatsAppChannel {
             .ok_or_else(|| SendError::NoAccount(id.to_string()))
     }
 
-    async fn start_account(
+    pub(super) async fn start_account(
         &self,
         account: &Arc<Account>,
         sink: &Arc<dyn InboundSink>,
@@ -272,7 +286,9 @@ impl WhatsAppChannel {
         let mut watch = session.watch();
         *account.session.write().await = Some(session);
         let watched = Arc::clone(account);
-        let stop = cancel.child_token();
+        let account_stop = cancel.child_token();
+        *account.stop.lock() = account_stop.clone();
+        let stop = account_stop.clone();
         self.tasks.spawn(async move {
             loop {
                 let link = watch.borrow_and_update().clone();
@@ -287,7 +303,7 @@ impl WhatsAppChannel {
             Arc::clone(account),
             Arc::clone(sink),
             received,
-            cancel.child_token(),
+            account_stop,
         ));
         Ok(())
     }
@@ -359,6 +375,7 @@ impl Channel for WhatsAppChannel {
     fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         Box::pin(async move {
             let cancel = self.tasks.token();
+            *self.sink.lock() = Some(Arc::clone(&sink));
             for account in self.accounts.values() {
                 if !account.state.status().enabled || account.state.is_running() {
                     continue;
@@ -377,6 +394,7 @@ impl Channel for WhatsAppChannel {
 
     fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            *self.sink.lock() = None;
             self.tasks.stop().await;
             for account in self.accounts.values() {
                 if let Some(session) = account.session.write().await.take() {
@@ -393,6 +411,10 @@ impl Channel for WhatsAppChannel {
 
     fn status(&self) -> Vec<AccountStatus> {
         self.accounts.values().map(|a| a.state.status()).collect()
+    }
+
+    fn qr_login(&self) -> Option<&dyn QrLogin> {
+        Some(self)
     }
 
     fn send_text<'a>(
@@ -486,11 +508,13 @@ mod tests {
         assert!(status.connected);
         assert_eq!(status.state_reason.as_deref(), Some("connected"));
         assert_eq!(status.identity.as_deref(), Some("+1555"));
+        assert_eq!(status.linked, Some(true));
         link.state = LinkState::LoggedOut;
         link.last_error = Some("logged out".into());
         mirror(&mut status, &link);
         assert!(!status.connected);
         assert_eq!(status.state_reason.as_deref(), Some("loggedOut"));
+        assert_eq!(status.linked, Some(false));
         assert_eq!(status.last_error.as_deref(), Some("logged out"));
     }
 }

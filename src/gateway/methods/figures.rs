@@ -54,8 +54,11 @@ impl ChannelFigures {
     }
 }
 
-/// A channel's label ("telegram" → "Telegram").
+/// A channel's label ("telegram" → "Telegram", "whatsapp" → "WhatsApp" as upstream spells it).
 pub fn label(channel: &str) -> String {
+    if channel == "whatsapp" {
+        return "WhatsApp".into();
+    }
     let mut chars = channel.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),
@@ -84,6 +87,7 @@ fn account_row(account: &AccountStatus, start_error: Option<&String>) -> Value {
             "reconnectAttempts",
             account.reconnect_attempts.map(Value::from),
         ),
+        ("linked", account.linked.map(Value::from)),
     ];
     for (key, value) in optional {
         if let Some(value) = value {

@@ -342,15 +342,26 @@ pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
     let mut defaults = serde_json::Map::new();
     let mut order = Vec::new();
     for channel in figures::channels(state) {
-        summaries.insert(
-            channel.channel.clone(),
-            json!({
-                "configured": channel.configured(),
-                "running": channel.running(),
-                "connected": channel.connected(),
-                "lastError": channel.last_error(),
-            }),
-        );
+        let mut summary = json!({
+            "configured": channel.configured(),
+            "running": channel.running(),
+            "connected": channel.connected(),
+            "lastError": channel.last_error(),
+        });
+        // A channel that links a device (WhatsApp): upstream's `linked` and `self`, from its
+        // default (first) account, which the Control UI's card shows.
+        if let Some(first) = channel.accounts.first() {
+            if let Some(linked) = first.get("linked").and_then(Value::as_bool) {
+                summary["linked"] = json!(linked);
+                if let Some(e164) = first["identity"]
+                    .as_str()
+                    .filter(|id| linked && id.starts_with('+'))
+                {
+                    summary["self"] = json!({ "e164": e164 });
+                }
+            }
+        }
+        summaries.insert(channel.channel.clone(), summary);
         labels.insert(
             channel.channel.clone(),
             json!(figures::label(&channel.channel)),
