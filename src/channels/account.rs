@@ -122,8 +122,12 @@ impl AccountTasks {
         self.cancel.lock().clone()
     }
 
+    /// Adds a task; those that ended are dropped from the set (an account
+    /// restarted many times keeps no trail of finished handles).
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.handles.lock().push(tokio::spawn(task));
+        let mut handles = self.handles.lock();
+        handles.retain(|handle| !handle.is_finished());
+        handles.push(tokio::spawn(task));
     }
 
     /// Cancels every task, waits for them, and readies a fresh token.
@@ -209,6 +213,24 @@ pub fn default_account_id<V>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn finished_tasks_leave_no_handles_behind() {
+        let tasks = AccountTasks::default();
+        for _ in 0..100 {
+            tasks.spawn(async {});
+            // Let it finish before the next spawn (an account relinked again and again).
+            while !tasks.handles.lock().iter().all(JoinHandle::is_finished) {
+                tokio::task::yield_now().await;
+            }
+        }
+        assert!(
+            tasks.handles.lock().len() <= 1,
+            "{}",
+            tasks.handles.lock().len()
+        );
+        tasks.stop().await;
+    }
 
     #[test]
     fn reconnect_delay_doubles_and_is_capped() {

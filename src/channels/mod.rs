@@ -13,7 +13,8 @@
 //! production `InboundSink`: pipeline → command queue), `turns` (the queue's
 //! turn runner: a gateway run per turn), `stream` (a run's replies through
 //! the reply layer, previews by editing), `outbound` (limits and retries),
-//! `commands` (chat commands), `settings` (per-account config), `typing`.
+//! `commands` (chat commands), `settings` (per-account config), `typing`,
+//! `qr_login` (the capability of accounts linked by scanning a QR code).
 //! Shared by the adapters that hold a connection open (Discord, Slack):
 //! `account` (account state, task set, reconnect backoff) and `ws` (the
 //! outbound WebSocket client).
@@ -31,6 +32,7 @@ pub mod matrix;
 pub mod media;
 pub mod media_out;
 pub mod outbound;
+pub mod qr_login;
 pub mod registry;
 pub mod settings;
 #[cfg(feature = "signal")]
@@ -50,6 +52,9 @@ use std::sync::Arc;
 pub use crate::config::schema::common::ChunkMode;
 use crate::pipeline::context::InboundMessage;
 use crate::routing::RouteInput;
+pub use qr_login::{
+    QrLogin, QrLoginError, QrLoginStart, QrLoginStarted, QrLoginWait, QrLoginWaited,
+};
 
 /// A boxed future that can cross threads (adapters are `dyn`).
 pub use futures_util::future::BoxFuture;
@@ -367,6 +372,10 @@ pub trait Channel: Send + Sync {
     }
     /// Read receipts for admitted direct messages, where the account sends them.
     fn read_receipts(&self, _account_id: &str) -> Option<&dyn MarkRead> {
+        None
+    }
+    /// Linking accounts by QR code (`web.login.*`), where the platform links that way.
+    fn qr_login(&self) -> Option<&dyn QrLogin> {
         None
     }
 }

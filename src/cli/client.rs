@@ -79,6 +79,16 @@ impl GatewayClient {
 
     /// Calls one method and returns its payload.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        self.call_with_timeout(method, params, CALL_TIMEOUT)
+    }
+
+    /// Calls one method that may take up to `timeout` (a wait for a person).
+    pub fn call_with_timeout(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, String> {
         let id = format!("cli-{}", self.next_id);
         self.next_id += 1;
         let frame = json!({"type": "req", "id": id, "method": method, "params": params});
@@ -88,11 +98,9 @@ impl GatewayClient {
                 .send(Message::text(frame.to_string()))
                 .await
                 .map_err(|e| e.to_string())?;
-            let response = tokio::time::timeout(CALL_TIMEOUT, wait_response(socket, &id))
+            let response = tokio::time::timeout(timeout, wait_response(socket, &id))
                 .await
-                .map_err(|_| {
-                    format!("{method}: no answer within {} s", CALL_TIMEOUT.as_secs())
-                })??;
+                .map_err(|_| format!("{method}: no answer within {} s", timeout.as_secs()))??;
             into_payload(method, response)
         })
     }

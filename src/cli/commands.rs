@@ -79,6 +79,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
         Command::EmbedWorker => crate::memory::worker::serve_stdio(),
         Command::Devices(command) => devices(&cli.global, command),
         Command::Pairing(command) => super::pairing::run(&cli.global, command, client),
+        Command::Channels(command) => super::channels::run(&cli.global, command, client),
         Command::Memory(command) => {
             let loaded = load(&cli.global)?;
             super::memory::run(&loaded, &data_dir(&cli.global), command)

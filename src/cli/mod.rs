@@ -1,6 +1,7 @@
 //! Command-line interface: `pincer gateway`, `config`, `status`, `doctor`,
 //! `devices`, `pairing`, `update`, `store`. Parsing and printing only; the work happens in the library.
 
+mod channels;
 mod client;
 mod commands;
 mod cron;
@@ -57,6 +58,9 @@ pub enum Command {
     /// List or approve DM pairing codes of chat senders (asks a running gateway).
     #[command(subcommand)]
     Pairing(PairingCommand),
+    /// Link a chat account by QR code: `pincer channels login whatsapp` (asks a running gateway).
+    #[command(subcommand)]
+    Channels(ChannelsCommand),
     /// Index, inspect and search the agent's long-term memory.
     #[command(subcommand)]
     Memory(memory::MemoryCommand),
@@ -216,6 +220,31 @@ pub enum PairingCommand {
     Approve {
         channel: String,
         code: String,
+        #[command(flatten)]
+        connect: ConnectArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChannelsCommand {
+    /// Link an account that signs in by QR code (WhatsApp): prints the code to scan with the phone
+    /// (WhatsApp → Settings → Linked devices → Link a device) and waits until it is linked.
+    Login {
+        /// The channel (default whatsapp, the one that links by QR code).
+        #[arg(value_name = "CHANNEL")]
+        channel: Option<String>,
+        /// The channel, as OpenClaw's CLI spells it (`--channel whatsapp`).
+        #[arg(long = "channel", value_name = "CHANNEL", conflicts_with = "channel")]
+        channel_flag: Option<String>,
+        /// The account (default: the channel's default account).
+        #[arg(long, value_name = "ID")]
+        account: Option<String>,
+        /// Forget the linked device and link again with a new QR code.
+        #[arg(long)]
+        force: bool,
+        /// Give up after this many seconds without a scan.
+        #[arg(long, value_name = "SECONDS", default_value_t = 180)]
+        timeout: u64,
         #[command(flatten)]
         connect: ConnectArgs,
     },

@@ -178,6 +178,16 @@ mod tests {
     }
 
     #[test]
+    fn qr_login_methods_need_admin_as_upstream() {
+        assert_eq!(required_scope("web.login.start"), ADMIN);
+        assert_eq!(required_scope("web.login.wait"), ADMIN);
+        assert_eq!(
+            authorize("web.login.start", &scopes(&[READ, WRITE, PAIRING])),
+            Err(ADMIN)
+        );
+    }
+
+    #[test]
     fn unclassified_methods_need_admin() {
         assert_eq!(authorize("made.up", &scopes(&[READ, WRITE])), Err(ADMIN));
         assert!(authorize("made.up", &scopes(&[ADMIN])).is_ok());

@@ -3,7 +3,8 @@
 //! outbound files), what a file is (sniffing), images prepared for a vision
 //! model within a pixel and byte budget, text pulled out of documents (PDF and
 //! plain text, bounded), Ogg voice notes checked without decoding them, speech
-//! encoded to Ogg/Opus voice notes (`voice_encode`), and the
+//! encoded to Ogg/Opus voice notes (`voice_encode`), QR codes drawn for
+//! linking a device (`qr`, with the `whatsapp` feature), and the
 //! two OpenAI-compatible audio endpoints (`/audio/transcriptions`,
 //! `/audio/speech`) with request bodies streamed from and responses streamed to
 //! files.
@@ -22,6 +23,8 @@ pub mod multipart;
 pub mod ogg;
 pub mod outbound;
 pub mod pdf;
+#[cfg(feature = "whatsapp")]
+pub mod qr;
 pub mod sniff;
 pub mod voice_encode;
 

@@ -307,11 +307,12 @@ impl FakeWhatsApp {
             .expect("lock")
             .pending_pair_ids
             .push(id.clone());
-        self.shared
-            .lock()
-            .expect("lock")
-            .accounts
-            .insert(self.phone, device_id);
+        {
+            let mut shared = self.shared.lock().expect("lock");
+            shared.accounts.insert(self.phone, device_id);
+            // A device linked after a logout is a new one: its logins are accepted.
+            shared.logged_out = false;
+        }
         let node = NodeBuilder::new("iq")
             .attrs([
                 ("from", "s.whatsapp.net".to_string()),

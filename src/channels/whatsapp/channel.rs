@@ -9,6 +9,7 @@
 //! Each account's device lives in the sealed records `whatsapp/<account>`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, OutboundTarget,
-    SendError, SentMessage, StartError, TextFormat, TextLimits,
+    QrLogin, SendError, SentMessage, StartError, TextFormat, TextLimits,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;
@@ -41,20 +42,28 @@ pub const INBOUND_QUEUE: usize = 64;
 const DELIVERY_ATTEMPTS: u32 = 3;
 
 /// One configured account.
-struct Account {
-    id: String,
-    state: AccountState<()>,
-    session: RwLock<Option<WhatsAppSession>>,
+pub(super) struct Account {
+    pub(super) id: String,
+    pub(super) state: AccountState<()>,
+    pub(super) session: RwLock<Option<WhatsAppSession>>,
+    /// Stops this account's tasks alone (a child of the channel's token), for a relink.
+    pub(super) stop: parking_lot::Mutex<CancellationToken>,
+    /// One QR login (`login.rs`) at a time.
+    pub(super) login: tokio::sync::Mutex<()>,
+    /// A QR code was handed out by `web.login.start` and its outcome not yet reported.
+    pub(super) login_pending: AtomicBool,
 }
 
 /// The WhatsApp adapter for all accounts of `channels.whatsapp`.
 pub struct WhatsAppChannel {
-    accounts: BTreeMap<String, Arc<Account>>,
-    default_account: String,
-    store: Store,
+    pub(super) accounts: BTreeMap<String, Arc<Account>>,
+    pub(super) default_account: String,
+    pub(super) store: Store,
     http: reqwest::Client,
     url: String,
-    tasks: AccountTasks,
+    pub(super) tasks: AccountTasks,
+    /// Where the accounts' messages go, kept from `start` for a relink.
+    pub(super) sink: parking_lot::Mutex<Option<Arc<dyn InboundSink>>>,
 }
 
 impl std::fmt::Debug for WhatsAppChannel {
@@ -224,6 +233,9 @@ impl WhatsAppChannel {
                     id,
                     state,
                     session: RwLock::new(None),
+                    stop: parking_lot::Mutex::new(CancellationToken::new()),
+                    login: tokio::sync::Mutex::new(()),
+                    login_pending: AtomicBool::new(false),
                 }),
             );
         }
@@ -238,6 +250,7 @@ impl WhatsAppChannel {
             http: http.clone(),
             url,
             tasks: AccountTasks::default(),
+            sink: parking_lot::Mutex::new(None),
         }
     }
 
@@ -254,7 +267,7 @@ impl WhatsAppChannel {
             .ok_or_else(|| SendError::NoAccount(id.to_string()))
     }
 
-    async fn start_account(
+    pub(super) async fn start_account(
         &self,
         account: &Arc<Account>,
         sink: &Arc<dyn InboundSink>,
@@ -277,7 +290,9 @@ impl WhatsAppChannel {
         let mut watch = session.watch();
         *account.session.write().await = Some(session);
         let watched = Arc::clone(account);
-        let stop = cancel.child_token();
+        let account_stop = cancel.child_token();
+        *account.stop.lock() = account_stop.clone();
+        let stop = account_stop.clone();
         self.tasks.spawn(async move {
             loop {
                 let link = watch.borrow_and_update().clone();
@@ -292,7 +307,7 @@ impl WhatsAppChannel {
             Arc::clone(account),
             Arc::clone(sink),
             received,
-            cancel.child_token(),
+            account_stop,
         ));
         Ok(())
     }
@@ -364,6 +379,7 @@ impl Channel for WhatsAppChannel {
     fn start(&self, sink: Arc<dyn InboundSink>) -> BoxFuture<'_, Result<(), StartError>> {
         Box::pin(async move {
             let cancel = self.tasks.token();
+            *self.sink.lock() = Some(Arc::clone(&sink));
             for account in self.accounts.values() {
                 if !account.state.status().enabled || account.state.is_running() {
                     continue;
@@ -382,6 +398,7 @@ impl Channel for WhatsAppChannel {
 
     fn stop(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            *self.sink.lock() = None;
             self.tasks.stop().await;
             for account in self.accounts.values() {
                 if let Some(session) = account.session.write().await.take() {
@@ -398,6 +415,10 @@ impl Channel for WhatsAppChannel {
 
     fn status(&self) -> Vec<AccountStatus> {
         self.accounts.values().map(|a| a.state.status()).collect()
+    }
+
+    fn qr_login(&self) -> Option<&dyn QrLogin> {
+        Some(self)
     }
 
     fn send_text<'a>(

@@ -8,13 +8,17 @@
 //! detection, and the status the rest of pincer reports.
 //!
 //! `channel.rs` is the `Channel` adapter over the sessions (direct messages
-//! through the one message path, link state in the account status). Not yet
-//! here (issue 17): groups and mention gating, `pincer channels login
-//! whatsapp`, the `web.login.*` gateway methods.
+//! through the one message path, link state in the account status);
+//! `login.rs` its `QrLogin` capability: the account's QR code as a PNG data
+//! URL for `web.login.start` / `web.login.wait` (the Control UI, `pincer
+//! channels login whatsapp`), and relinking (the account's device stopped,
+//! deleted from its sealed records and started afresh) on `force` or after a
+//! logout. Not yet here (issue 17): groups and mention gating.
 
 pub mod backend;
 pub mod channel;
 pub mod http;
+pub mod login;
 pub mod session;
 pub mod transport;
 

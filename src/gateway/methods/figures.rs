@@ -54,8 +54,11 @@ impl ChannelFigures {
     }
 }
 
-/// A channel's label ("telegram" → "Telegram").
+/// A channel's label ("telegram" → "Telegram", "whatsapp" → "WhatsApp" as upstream spells it).
 pub fn label(channel: &str) -> String {
+    if channel == "whatsapp" {
+        return "WhatsApp".into();
+    }
     let mut chars = channel.chars();
     match chars.next() {
         Some(first) => first.to_uppercase().chain(chars).collect(),

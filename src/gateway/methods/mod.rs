@@ -21,6 +21,7 @@ pub mod setup;
 pub mod system;
 pub mod update;
 pub mod views;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -218,6 +219,13 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     // Delivery waits for the platform (and its retries).
     if method == "send" {
         return send::send(state, &params).await.into();
+    }
+    // Both wait for the phone (a QR code, then its scan), up to their timeoutMs.
+    if method == "web.login.start" {
+        return web::start(state, &params).await.into();
+    }
+    if method == "web.login.wait" {
+        return web::wait(state, &params).await.into();
     }
     // One real call to a provider.
     if method == "models.probe" {

@@ -342,15 +342,22 @@ pub fn channels_status(state: &GatewayState) -> Result<Value, ErrorShape> {
     let mut defaults = serde_json::Map::new();
     let mut order = Vec::new();
     for channel in figures::channels(state) {
-        summaries.insert(
-            channel.channel.clone(),
-            json!({
-                "configured": channel.configured(),
-                "running": channel.running(),
-                "connected": channel.connected(),
-                "lastError": channel.last_error(),
-            }),
-        );
+        let mut summary = json!({
+            "configured": channel.configured(),
+            "running": channel.running(),
+            "connected": channel.connected(),
+            "lastError": channel.last_error(),
+        });
+        // A channel that links a device (WhatsApp): upstream's `linked`, `self` and
+        // `lastConnectedAt`, from its default (first) account, which the Control UI's card shows.
+        if let Some(first) = channel.accounts.first() {
+            for key in ["linked", "self", "lastConnectedAt"] {
+                if let Some(value) = first.get(key) {
+                    summary[key] = value.clone();
+                }
+            }
+        }
+        summaries.insert(channel.channel.clone(), summary);
         labels.insert(
             channel.channel.clone(),
             json!(figures::label(&channel.channel)),
