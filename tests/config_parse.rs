@@ -531,6 +531,8 @@ fn signal_transport_and_dm_rules_name_the_path() {
 fn whatsapp_keys_pincer_honours_parse_and_the_rest_are_refused_by_name() {
     parse("{ channels: { whatsapp: { enabled: true, name: 'Phone', dmPolicy: 'allowlist', allowFrom: ['+1666'], textChunkLimit: 1000, streaming: { chunkMode: 'newline', block: { enabled: true } }, defaultAccount: 'work', accounts: { work: { dmPolicy: 'pairing' } } } } }")
         .expect("a valid WhatsApp section");
+    parse("{ channels: { whatsapp: { groupPolicy: 'open', groupAllowFrom: ['+1', '*'], historyLimit: 20, groups: { '*': { requireMention: true }, '120363@g.us': { requireMention: false, systemPrompt: 'Be brief.' } }, selfChatMode: true, sendReadReceipts: false, accounts: { work: { groupPolicy: 'disabled', selfChatMode: false, sendReadReceipts: true, groups: {} } } } } }")
+        .expect("WhatsApp's group, self-chat and read-receipt keys");
     assert_eq!(
         error("{ channels: { whatsapp: { dmPolicy: 'open' } } }"),
         "pincer.json5: channels.whatsapp.allowFrom: channels.whatsapp.dmPolicy=\"open\" requires allowFrom to include \"*\""
@@ -539,20 +541,15 @@ fn whatsapp_keys_pincer_honours_parse_and_the_rest_are_refused_by_name() {
         error("{ channels: { whatsapp: { accounts: { work: { dmPolicy: 'allowlist' } } } } }"),
         "pincer.json5: channels.whatsapp.accounts.work.allowFrom: channels.whatsapp.dmPolicy=\"allowlist\" requires allowFrom to contain at least one sender ID"
     );
+    assert!(
+        error("{ channels: { whatsapp: { groupPolicy: 'sometimes' } } }")
+            .contains("channels.whatsapp.groupPolicy"),
+        "a bad groupPolicy names its key"
+    );
     for (config, path) in [
-        ("{ groupPolicy: 'open' }", "channels.whatsapp.groupPolicy"),
         (
-            "{ groupAllowFrom: ['+1'] }",
-            "channels.whatsapp.groupAllowFrom",
-        ),
-        (
-            "{ groups: { '*': { requireMention: true } } }",
-            "channels.whatsapp.groups",
-        ),
-        ("{ selfChatMode: true }", "channels.whatsapp.selfChatMode"),
-        (
-            "{ sendReadReceipts: true }",
-            "channels.whatsapp.sendReadReceipts",
+            "{ groups: { '*': { tools: { allow: ['exec'] } } } }",
+            "channels.whatsapp.groups.*.tools",
         ),
         ("{ mediaMaxMb: 5 }", "channels.whatsapp.mediaMaxMb"),
         ("{ authDir: '/tmp/wa' }", "channels.whatsapp.authDir"),

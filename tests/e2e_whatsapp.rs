@@ -6,7 +6,12 @@
 //! gateway's own store) it shows connected with its number; an allowed DM
 //! is answered through the model, end-to-end encrypted; an unknown sender
 //! gets a pairing code and never reaches the model; a device removed on the
-//! phone shows `loggedOut`.
+//! phone shows `loggedOut`. Groups: a message is answered in the group (read
+//! by every member) only when it mentions or quotes the bot and its sender
+//! is allowed; read receipts as configured; `groupPolicy: disabled`;
+//! oversized and undecryptable group messages skipped with the next one
+//! answered; "message yourself" answered without the answer looping back,
+//! and ignored with `selfChatMode: false`.
 
 #[allow(dead_code)]
 #[path = "support/fake_openai.rs"]
@@ -247,4 +252,368 @@ async fn a_linked_device_answers_allowed_dms_pairs_strangers_and_reports_its_lin
             .is_some_and(|e| e.contains("logged out")),
         "{health}"
     );
+}
+
+const BOB: &str = "15553334444";
+const GROUP: &str = "120363000000000002@g.us";
+
+/// A gateway on `config` whose device is linked and connected.
+async fn linked_gateway(fake: &FakeWhatsApp, config: &str) -> GatewayProcess {
+    let url = fake.url();
+    let env = [
+        ("PINCER_WHATSAPP_WS_URL", url.as_str()),
+        ("PINCER_WHATSAPP_VERSION", "2.3000.1023456789"),
+    ];
+    let args = ["--port", "0", "--token", GATEWAY_TOKEN];
+    let mut gateway =
+        tokio::task::block_in_place(|| GatewayProcess::start_with_env(config, &args, &env));
+    wait_for_status(&gateway, "waitingForScan", |s| {
+        s["stateReason"] == "waitingForScan"
+    })
+    .await;
+    tokio::task::block_in_place(|| gateway.terminate());
+    link_in_store(fake, &gateway.data_dir().join("store")).await;
+    tokio::task::block_in_place(|| gateway.crash_and_restart_with_env(config, &args, &env));
+    wait_for_status(&gateway, "connected", |s| s["connected"] == true).await;
+    gateway
+}
+
+fn group_config(provider: &FakeOpenAi, whatsapp: Value) -> String {
+    json!({
+        "models": { "providers": { "fake": {
+            "baseUrl": provider.base_url(), "apiKey": "sk-test",
+            "api": "openai-completions",
+            "models": [{ "id": "gpt-test", "contextWindow": 128000 }] } } },
+        "agents": { "defaults": { "model": { "primary": "fake/gpt-test" } } },
+        "session": { "dmScope": "per-channel-peer" },
+        "channels": { "whatsapp": whatsapp },
+    })
+    .to_string()
+}
+
+fn reply(text: &str) -> FakeReply {
+    FakeReply::Text {
+        chunks: vec![text.into()],
+        delay_ms: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_messages_are_answered_in_the_group_only_when_the_bot_is_mentioned() {
+    let fake = FakeWhatsApp::start().await;
+    let provider = FakeOpenAi::start().await;
+    // groupPolicy allowlist (the default), senders from allowFrom, every group admitted.
+    let config = group_config(
+        &provider,
+        json!({ "allowFrom": [format!("+{ALICE}")], "groups": { "*": {} } }),
+    );
+    let gateway = linked_gateway(&fake, &config).await;
+    fake.add_group(GROUP, &[ALICE, BOB]);
+    let own = fake.own_jid();
+
+    // Alice without a mention: kept as context, the model is not asked.
+    fake.send_group_text(GROUP, ALICE, "3EB0E2G0001", "lunch at noon?", &[], None)
+        .await
+        .expect("group text");
+    // Bob mentions the bot, but he is not an allowed group sender.
+    fake.send_group_text(
+        GROUP,
+        BOB,
+        "3EB0E2G0002",
+        "@bot hi from Bob",
+        std::slice::from_ref(&own),
+        None,
+    )
+    .await
+    .expect("bob");
+    // Alice mentions the bot: answered in the group, readable by both members.
+    provider.push_reply(reply("Noon works."));
+    fake.send_group_text(
+        GROUP,
+        ALICE,
+        "3EB0E2G0003",
+        "@bot can you join?",
+        std::slice::from_ref(&own),
+        None,
+    )
+    .await
+    .expect("mention");
+    eventually("the answer in the group", || {
+        let read = fake.group_texts();
+        [ALICE, BOB].iter().all(|m| {
+            read.iter()
+                .any(|(g, who, _, text)| g == GROUP && who == m && text == "Noon works.")
+        })
+    })
+    .await;
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(
+        asked.len(),
+        1,
+        "only the mention reached the model: {asked:?}"
+    );
+    assert!(asked[0].contains("can you join?"), "{}", asked[0]);
+    assert!(
+        !asked[0].contains("hi from Bob"),
+        "Bob is not an allowed sender: {}",
+        asked[0]
+    );
+
+    // A reply quoting the bot counts as a mention.
+    provider.push_reply(reply("Yes, see you."));
+    fake.send_group_text(
+        GROUP,
+        ALICE,
+        "3EB0E2G0004",
+        "great, you too?",
+        &[],
+        Some(&own),
+    )
+    .await
+    .expect("reply");
+    eventually("the answer to the reply", || {
+        fake.group_texts()
+            .iter()
+            .any(|(_, who, _, text)| who == ALICE && text == "Yes, see you.")
+    })
+    .await;
+    assert_eq!(provider.requests().len(), 2);
+    assert!(
+        fake.sent_texts()
+            .iter()
+            .all(|(to, _, _)| !to.starts_with(ALICE)),
+        "nothing went to Alice's DM"
+    );
+
+    // sendReadReceipts (default on): the accepted messages are marked read, naming their sender.
+    let alice = format!("{ALICE}@s.whatsapp.net");
+    eventually("read receipts for the answered messages", || {
+        let receipts = fake.receipts();
+        ["3EB0E2G0003", "3EB0E2G0004"].iter().all(|id| {
+            receipts.iter().any(|r| {
+                r.kind == "read"
+                    && r.id == *id
+                    && r.to == GROUP
+                    && r.participant.as_deref() == Some(&alice)
+            })
+        })
+    })
+    .await;
+    let read: Vec<String> = fake
+        .receipts()
+        .into_iter()
+        .filter(|r| r.kind == "read")
+        .map(|r| r.id)
+        .collect();
+    assert!(
+        !read.iter().any(|id| id == "3EB0E2G0002"),
+        "Bob's refused message is not marked read: {read:?}"
+    );
+    drop(gateway);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_undecryptable_group_messages_are_skipped_and_the_next_is_answered() {
+    use whatsapp_rust::wacore_binary::builder::NodeBuilder;
+    let fake = FakeWhatsApp::start().await;
+    let provider = FakeOpenAi::start().await;
+    let config = group_config(
+        &provider,
+        json!({ "groupPolicy": "open", "groups": { "*": { "requireMention": false } } }),
+    );
+    let mut gateway = linked_gateway(&fake, &config).await;
+    let connections = fake.log().connections;
+    fake.add_group(GROUP, &[ALICE]);
+    let huge = "x".repeat(pincer::channels::whatsapp::channel::MAX_INBOUND_TEXT_CHARS + 1);
+    fake.send_group_text(GROUP, ALICE, "3EB0E2B0001", &huge, &[], None)
+        .await
+        .expect("huge");
+    let garbage = NodeBuilder::new("message")
+        .attrs([
+            ("from", GROUP.to_string()),
+            ("participant", format!("{ALICE}@s.whatsapp.net")),
+            ("type", "text".to_string()),
+            ("id", "3EB0E2B0002".to_string()),
+            ("t", "1750000100".to_string()),
+        ])
+        .children([NodeBuilder::new("enc")
+            .attrs([("v", "2".to_string()), ("type", "skmsg".to_string())])
+            .bytes(vec![0x33, 1, 2, 3])
+            .build()])
+        .build();
+    fake.send_stanza(garbage).await.expect("garbage");
+    provider.push_reply(reply("Still here."));
+    fake.send_group_text(GROUP, ALICE, "3EB0E2B0003", "are you alive?", &[], None)
+        .await
+        .expect("text");
+    eventually("the answer after the bad messages", || {
+        fake.group_texts()
+            .iter()
+            .any(|(_, _, _, text)| text == "Still here.")
+    })
+    .await;
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(asked.len(), 1, "only the good message reached the model");
+    assert!(
+        !asked[0].contains("xxxxxxxx"),
+        "the oversized one was dropped"
+    );
+    let status = whatsapp_status(&gateway).await;
+    assert_eq!(status["connected"], true, "{status}");
+    assert!(
+        status["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("was skipped")),
+        "{status}"
+    );
+    assert_eq!(
+        fake.log().connections,
+        connections,
+        "the gateway's connection was never dropped"
+    );
+    assert!(gateway.alive());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_chat_is_answered_without_looping_and_receipts_and_groups_can_be_switched_off() {
+    let fake = FakeWhatsApp::start().await;
+    let provider = FakeOpenAi::start().await;
+    let config = group_config(
+        &provider,
+        json!({ "allowFrom": [format!("+{ALICE}")], "sendReadReceipts": false,
+                "groupPolicy": "disabled", "groups": { "*": {} } }),
+    );
+    let gateway = linked_gateway(&fake, &config).await;
+    fake.add_group(GROUP, &[ALICE]);
+    let own = fake.own_jid();
+
+    // A DM answered, and not marked read (sendReadReceipts: false).
+    provider.push_reply(reply("Hi Alice."));
+    fake.send_dm(ALICE, "3EB0E2S0001", "hello")
+        .await
+        .expect("dm");
+    let alice = format!("{ALICE}@s.whatsapp.net");
+    eventually("the DM answer", || {
+        fake.sent_texts()
+            .iter()
+            .any(|(to, _, text)| *to == alice && text == "Hi Alice.")
+    })
+    .await;
+    // groupPolicy disabled: a mention in a group is not answered.
+    fake.send_group_text(
+        GROUP,
+        ALICE,
+        "3EB0E2S0002",
+        "@bot there?",
+        std::slice::from_ref(&own),
+        None,
+    )
+    .await
+    .expect("mention");
+    // The owner writes in "message yourself": answered there (selfChatMode unset admits it).
+    provider.push_reply(reply("Noted, owner."));
+    fake.send_self_chat("3EB0E2S0003", "remind me to call mum")
+        .await
+        .expect("self chat");
+    let deadline = tokio::time::Instant::now() + WAIT_GUARD;
+    let (answer_id, _) = loop {
+        if let Some((_, id, text)) = fake
+            .sent_texts()
+            .into_iter()
+            .find(|(to, _, text)| *to == own && text == "Noted, owner.")
+        {
+            break (id, text);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no self-chat answer; sent {:?}; unreadable {:?}; stderr:\n{}",
+            fake.sent_texts(),
+            fake.unreadable(),
+            gateway.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The answer comes back to the device as the phone relays it: not a new message.
+    fake.send_self_chat(&answer_id, "Noted, owner.")
+        .await
+        .expect("echo");
+    provider.push_reply(reply("Bye Alice."));
+    fake.send_dm(ALICE, "3EB0E2S0004", "bye").await.expect("dm");
+    eventually("the second DM answer", || {
+        fake.sent_texts()
+            .iter()
+            .any(|(to, _, text)| *to == alice && text == "Bye Alice.")
+    })
+    .await;
+    let asked: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(
+        asked.len(),
+        3,
+        "the DM, the self chat, the second DM: no group, no echo: {asked:?}"
+    );
+    assert!(asked[1].contains("remind me to call mum"), "{}", asked[1]);
+    assert!(
+        fake.group_texts().is_empty(),
+        "nothing sent to the disabled group"
+    );
+    let read: Vec<_> = fake
+        .receipts()
+        .into_iter()
+        .filter(|r| r.kind == "read")
+        .collect();
+    assert!(read.is_empty(), "no read receipts when off: {read:?}");
+    drop(gateway);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_chat_mode_false_ignores_the_owners_notes() {
+    let fake = FakeWhatsApp::start().await;
+    let provider = FakeOpenAi::start().await;
+    let config = group_config(
+        &provider,
+        json!({ "allowFrom": [format!("+{ALICE}")], "selfChatMode": false }),
+    );
+    let gateway = linked_gateway(&fake, &config).await;
+    fake.send_self_chat("3EB0E2F0001", "note to self")
+        .await
+        .expect("self chat");
+    provider.push_reply(reply("Hi Alice."));
+    fake.send_dm(ALICE, "3EB0E2F0002", "hello")
+        .await
+        .expect("dm");
+    let alice = format!("{ALICE}@s.whatsapp.net");
+    eventually("the DM answer", || {
+        fake.sent_texts()
+            .iter()
+            .any(|(to, _, text)| *to == alice && text == "Hi Alice.")
+    })
+    .await;
+    assert_eq!(provider.requests().len(), 1, "the self chat was ignored");
+    assert!(
+        !fake
+            .sent_texts()
+            .iter()
+            .any(|(to, _, _)| *to == fake.own_jid()),
+        "nothing answered in the self chat"
+    );
+    // Read receipts are on by default: the DM is marked read.
+    eventually("the DM's read receipt", || {
+        fake.receipts()
+            .iter()
+            .any(|r| r.kind == "read" && r.id == "3EB0E2F0002" && r.to.starts_with(ALICE))
+    })
+    .await;
+    drop(gateway);
 }

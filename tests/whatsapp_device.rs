@@ -8,7 +8,12 @@
 //! back readable by the contact; a device removed on the phone reported logged out and not
 //! reconnected, and its stored credentials refused on the next start; a
 //! malformed and an oversized frame each closing one connection, the device
-//! reconnecting; a flood of server stanzas all answered.
+//! reconnecting; a flood of server stanzas all answered. Groups (the fake
+//! hosts them: group info, sender keys): mentions by number and LID, replies
+//! to the bot and others' mentions told apart; the answer read by every
+//! member; read receipts; bad group stanzas skipped; a flood of group
+//! messages held at the queue's cap. Self chat handed on, the owner's other
+//! chats and the device's own echo not.
 
 #[allow(dead_code)]
 #[path = "support/fake_whatsapp.rs"]
@@ -20,7 +25,7 @@ use std::time::Duration;
 use fake_whatsapp::FakeWhatsApp;
 use pincer::channels::whatsapp::transport::MAX_WS_MESSAGE_BYTES;
 use pincer::channels::whatsapp::{
-    LinkState, LinkStatus, SealedBackend, SessionOptions, WhatsAppSession,
+    InboundText, LinkState, LinkStatus, SealedBackend, SessionOptions, WhatsAppSession,
 };
 use pincer::store::{Store, StoreOptions};
 use tokio::sync::watch;
@@ -446,5 +451,324 @@ async fn a_flood_of_server_stanzas_is_all_answered() {
     }
     assert_eq!(session.status().state, LinkState::Connected);
     assert_eq!(session.status().disconnects, 0);
+    session.stop().await;
+}
+
+const ALICE: &str = "15557654321";
+const BOB: &str = "15553334444";
+const GROUP: &str = "120363000000000001@g.us";
+
+/// A linked device whose received texts go to a queue of `queue`, with its pre-keys uploaded.
+async fn linked_with_inbound(
+    fake: &FakeWhatsApp,
+    store: &Store,
+    queue: usize,
+) -> (
+    WhatsAppSession,
+    tokio::sync::mpsc::Sender<InboundText>,
+    tokio::sync::mpsc::Receiver<InboundText>,
+) {
+    let (inbound, received) = tokio::sync::mpsc::channel(queue);
+    let session = WhatsAppSession::start(SessionOptions {
+        inbound: Some(inbound.clone()),
+        ..options(fake, store)
+    })
+    .await
+    .expect("start");
+    let mut status = session.watch();
+    let qr = wait_for(&mut status, "a QR code", |s| s.qr.is_some())
+        .await
+        .qr
+        .expect("qr");
+    fake.scan_qr(&qr).await.expect("scan");
+    wait_for(&mut status, "connected", |s| {
+        s.state == LinkState::Connected
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while fake.bundle().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pre-keys uploaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (session, inbound, received)
+}
+
+async fn next_text(
+    received: &mut tokio::sync::mpsc::Receiver<InboundText>,
+    what: &str,
+) -> InboundText {
+    tokio::time::timeout(WAIT, received.recv())
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .expect("queue open")
+}
+
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_messages_carry_mentions_and_replies_and_the_answer_reaches_every_member() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let (session, _inbound, mut received) = linked_with_inbound(&fake, &store, 8).await;
+    fake.add_group(GROUP, &[ALICE, BOB]);
+    let own = fake.own_jid();
+
+    fake.send_group_text(GROUP, ALICE, "3EB0G0001", "morning all", &[], None)
+        .await
+        .expect("group text");
+    let plain = next_text(&mut received, "a plain group text").await;
+    assert!(plain.is_group, "{plain:?}");
+    assert_eq!(plain.chat, GROUP);
+    assert!(plain.sender.starts_with(ALICE), "{plain:?}");
+    assert_eq!(plain.text, "morning all");
+    assert!(!plain.mentions_me && !plain.replies_to_me && !plain.from_me);
+    assert_eq!(
+        plain.own_number.as_deref(),
+        Some(fake.phone.to_string().as_str())
+    );
+
+    // Bob @-mentions the linked number; Alice its LID; Alice someone else; Bob quotes the bot.
+    fake.send_group_text(
+        GROUP,
+        BOB,
+        "3EB0G0002",
+        "@15550001111 help",
+        std::slice::from_ref(&own),
+        None,
+    )
+    .await
+    .expect("mention");
+    let mention = next_text(&mut received, "a mention").await;
+    assert!(
+        mention.mentions_me && !mention.mentions_others,
+        "{mention:?}"
+    );
+    assert!(mention.sender.starts_with(BOB));
+    fake.send_group_text(
+        GROUP,
+        ALICE,
+        "3EB0G0003",
+        "@bot",
+        &["99887766@lid".into()],
+        None,
+    )
+    .await
+    .expect("lid mention");
+    assert!(next_text(&mut received, "a LID mention").await.mentions_me);
+    fake.send_group_text(
+        GROUP,
+        ALICE,
+        "3EB0G0004",
+        "@carol",
+        &["15559990000@s.whatsapp.net".into()],
+        None,
+    )
+    .await
+    .expect("other mention");
+    let other = next_text(&mut received, "someone else mentioned").await;
+    assert!(!other.mentions_me && other.mentions_others, "{other:?}");
+    fake.send_group_text(GROUP, BOB, "3EB0G0005", "thanks!", &[], Some(&own))
+        .await
+        .expect("reply");
+    let reply = next_text(&mut received, "a reply to the bot").await;
+    assert!(reply.replies_to_me && !reply.mentions_me, "{reply:?}");
+
+    // The answer goes to the group: every member decrypts it with the device's sender key.
+    let id = session
+        .send_text(GROUP, "hello group")
+        .await
+        .expect("group send");
+    eventually("both members read the answer", || {
+        let read = fake.group_texts();
+        [ALICE, BOB].iter().all(|m| {
+            read.iter().any(|(g, who, sent, text)| {
+                g == GROUP && who == m && *sent == id && text == "hello group"
+            })
+        })
+    })
+    .await;
+    assert!(fake.unreadable().is_empty(), "{:?}", fake.unreadable());
+    // A second answer reuses the distributed sender key (no new distribution needed to read it).
+    let id2 = session
+        .send_text(GROUP, "and again")
+        .await
+        .expect("group send");
+    eventually("the second answer", || {
+        fake.group_texts()
+            .iter()
+            .any(|(_, who, sent, text)| who == ALICE && *sent == id2 && text == "and again")
+    })
+    .await;
+
+    // Read receipts: in a group naming the member, in a DM without.
+    session
+        .mark_read(GROUP, Some(&format!("{ALICE}@s.whatsapp.net")), "3EB0G0001")
+        .await
+        .expect("group receipt");
+    session
+        .mark_read(&format!("{BOB}@s.whatsapp.net"), None, "3EB0DM9")
+        .await
+        .expect("dm receipt");
+    eventually("both read receipts", || {
+        let receipts = fake.receipts();
+        receipts.iter().any(|r| {
+            r.kind == "read"
+                && r.to == GROUP
+                && r.id == "3EB0G0001"
+                && r.participant.as_deref() == Some(&format!("{ALICE}@s.whatsapp.net"))
+        }) && receipts
+            .iter()
+            .any(|r| r.kind == "read" && r.id == "3EB0DM9" && r.participant.is_none())
+    })
+    .await;
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_group_stanzas_are_skipped_and_the_next_group_message_still_arrives() {
+    use whatsapp_rust::wacore_binary::builder::NodeBuilder;
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let (session, _inbound, mut received) = linked_with_inbound(&fake, &store, 8).await;
+    fake.add_group(GROUP, &[ALICE]);
+    fake.send_group_text(GROUP, ALICE, "3EB0B0001", "first", &[], None)
+        .await
+        .expect("group text");
+    assert_eq!(next_text(&mut received, "the first").await.text, "first");
+    let connections = fake.log().connections;
+    // A sender-key message that is not one, and a group message without its participant.
+    let garbage = NodeBuilder::new("message")
+        .attrs([
+            ("from", GROUP.to_string()),
+            ("participant", format!("{ALICE}@s.whatsapp.net")),
+            ("type", "text".to_string()),
+            ("id", "3EB0B0002".to_string()),
+            ("t", "1750000100".to_string()),
+        ])
+        .children([NodeBuilder::new("enc")
+            .attrs([("v", "2".to_string()), ("type", "skmsg".to_string())])
+            .bytes(vec![0x33, 1, 2, 3, 4, 5])
+            .build()])
+        .build();
+    fake.send_stanza(garbage).await.expect("garbage");
+    let orphan = NodeBuilder::new("message")
+        .attrs([
+            ("from", GROUP.to_string()),
+            ("type", "text".to_string()),
+            ("id", "3EB0B0003".to_string()),
+            ("t", "1750000100".to_string()),
+        ])
+        .children([NodeBuilder::new("enc")
+            .attrs([("v", "2".to_string()), ("type", "skmsg".to_string())])
+            .bytes(vec![0x33, 9, 9])
+            .build()])
+        .build();
+    fake.send_stanza(orphan).await.expect("orphan");
+    fake.send_group_text(GROUP, ALICE, "3EB0B0004", "still there?", &[], None)
+        .await
+        .expect("group text");
+    let next = next_text(&mut received, "the message after the bad ones").await;
+    assert_eq!(
+        next.text, "still there?",
+        "nothing from the bad stanzas: {next:?}"
+    );
+    assert_eq!(
+        fake.log().connections,
+        connections,
+        "the connection stayed up"
+    );
+    assert_eq!(session.status().state, LinkState::Connected);
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_group_messages_waits_for_room_in_the_bounded_queue_and_none_is_lost() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    const QUEUE: usize = 4;
+    const FLOOD: usize = 40;
+    let (session, inbound, mut received) = linked_with_inbound(&fake, &store, QUEUE).await;
+    fake.add_group(GROUP, &[ALICE, BOB]);
+    for i in 0..FLOOD {
+        let from = if i % 2 == 0 { ALICE } else { BOB };
+        fake.send_group_text(
+            GROUP,
+            from,
+            &format!("3EB0GF{i:04}"),
+            &format!("group {i}"),
+            &[],
+            None,
+        )
+        .await
+        .expect("group text");
+    }
+    eventually("the queue filled", || inbound.capacity() == 0).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(inbound.capacity(), 0, "held at its cap of {QUEUE}");
+    let mut texts = Vec::new();
+    while texts.len() < FLOOD {
+        let text = next_text(&mut received, "the flood").await;
+        assert!(text.is_group && text.chat == GROUP, "{text:?}");
+        texts.push(text.text);
+    }
+    let mut expected: Vec<String> = (0..FLOOD).map(|i| format!("group {i}")).collect();
+    texts.sort();
+    expected.sort();
+    assert_eq!(texts, expected, "every group message arrived once");
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_chat_is_handed_on_but_not_the_owners_other_chats_nor_the_devices_own_echo() {
+    let fake = FakeWhatsApp::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path());
+    let (session, _inbound, mut received) = linked_with_inbound(&fake, &store, 8).await;
+    let own = fake.own_jid();
+
+    // The owner writes to Alice from the phone: not for the bot.
+    fake.send_from_phone(&format!("{ALICE}@s.whatsapp.net"), "3EB0S0001", "hi Alice")
+        .await
+        .expect("owner to alice");
+    fake.send_self_chat("3EB0S0002", "note to self")
+        .await
+        .expect("self chat");
+    let note = next_text(&mut received, "the self-chat message").await;
+    assert_eq!(
+        note.text, "note to self",
+        "the owner's other chat was not handed on"
+    );
+    assert!(note.from_me && !note.is_group, "{note:?}");
+    assert_eq!(note.chat, own);
+
+    // The device answers in the self chat; its own message coming back is not a new message.
+    let id = session.send_text(&own, "noted").await.expect("send");
+    eventually("the answer on the phone", || {
+        fake.sent_texts()
+            .iter()
+            .any(|(to, sent, text)| *to == own && *sent == id && text == "noted")
+    })
+    .await;
+    fake.send_self_chat(&id, "noted").await.expect("echo");
+    fake.send_self_chat("3EB0S0003", "second note")
+        .await
+        .expect("self chat");
+    let next = next_text(&mut received, "the next self-chat message").await;
+    assert_eq!(next.text, "second note", "the echo was not handed on");
     session.stop().await;
 }

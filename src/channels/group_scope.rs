@@ -1,7 +1,8 @@
 //! The part of a message's settings that depends on its group: the
 //! Telegram group (or `"*"`) entry and its forum topic, the Discord guild
 //! and guild channel, the Slack channel, the Matrix room (its rules are in
-//! `settings/matrix.rs`), the Signal group (`settings/signal.rs`). Each platform's entry can switch the group off,
+//! `settings/matrix.rs`), the Signal group (`settings/signal.rs`), the
+//! WhatsApp group (`settings/whatsapp.rs`). Each platform's entry can switch the group off,
 //! restrict its senders (Discord also by member role), override the group
 //! policy and decide `requireMention`, resolved in upstream's order; it can
 //! add a `systemPrompt` to the turn (Telegram: the group's then the
@@ -53,6 +54,9 @@ impl ChannelSettings {
         let mut settings = ChannelSettings::resolve(config, &event.channel, &event.account_id);
         let Some(group) = event.message.group_id.as_deref() else {
             settings.direct_reply_to_mode(config, event);
+            if event.channel == "whatsapp" {
+                settings.whatsapp_self_chat(event);
+            }
             return settings;
         };
         match event.channel.as_str() {
@@ -61,6 +65,7 @@ impl ChannelSettings {
             "slack" => settings.slack_channel(config, event, group),
             "matrix" => settings.matrix_room(config, event, group),
             "signal" => settings.signal_group(config, event, group),
+            "whatsapp" => settings.whatsapp_group(config, event, group),
             _ => {}
         }
         settings

@@ -635,7 +635,7 @@ impl ChannelHub {
     ) {
         if matches!(decision, Decision::Run { .. } | Decision::Held { .. }) {
             ack_reaction(&dest);
-            read_receipt(&dest);
+            read_receipt(&dest, &sender_id);
         } else {
             // Commands, pairing codes and ignored messages need no turn: their
             // inbox records go now.
@@ -776,10 +776,11 @@ fn ack_reaction(dest: &Destination) {
     });
 }
 
-/// Tells the sender of an admitted direct message that it was read, where
-/// the adapter's account sends read receipts (fire and forget).
-fn read_receipt(dest: &Destination) {
-    let Some(message_id) = dest.message_id.clone().filter(|_| !dest.is_group) else {
+/// Tells the sender of an admitted message that it was read, where the
+/// adapter's account sends read receipts (fire and forget; an adapter that
+/// has none for groups refuses those).
+fn read_receipt(dest: &Destination, sender_id: &str) {
+    let Some(message_id) = dest.message_id.clone() else {
         return;
     };
     if dest
@@ -790,9 +791,10 @@ fn read_receipt(dest: &Destination) {
         return;
     }
     let (adapter, target) = (dest.adapter.clone(), dest.target.clone());
+    let sender_id = sender_id.to_string();
     tokio::spawn(async move {
         if let Some(receipts) = adapter.read_receipts(&target.account_id) {
-            if let Err(error) = receipts.mark_read(&target, &message_id).await {
+            if let Err(error) = receipts.mark_read(&target, &message_id, &sender_id).await {
                 log::debug!("{} read receipt failed: {error}", adapter.id());
             }
         }

@@ -297,12 +297,14 @@ pub trait SendMedia: Send + Sync {
 }
 
 /// Read receipts: the sender is told a message it sent was read (Signal's
-/// `sendReadReceipts`), for direct messages the message path admitted.
+/// and WhatsApp's `sendReadReceipts`), for messages the message path
+/// admitted; `sender_id` is who wrote it (the member, in a group).
 pub trait MarkRead: Send + Sync {
     fn mark_read<'a>(
         &'a self,
         target: &'a OutboundTarget,
         message_id: &'a str,
+        sender_id: &'a str,
     ) -> BoxFuture<'a, Result<(), SendError>>;
 }
 
@@ -370,7 +372,7 @@ pub trait Channel: Send + Sync {
     fn media(&self) -> Option<&dyn SendMedia> {
         None
     }
-    /// Read receipts for admitted direct messages, where the account sends them.
+    /// Read receipts for admitted messages, where the account sends them.
     fn read_receipts(&self, _account_id: &str) -> Option<&dyn MarkRead> {
         None
     }

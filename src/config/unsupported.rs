@@ -417,8 +417,9 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "channels.signal.replyToMode",
     "channels.signal.replyToModeByChatType",
     "channels.signal.transport.socketPath",
-    // channels.whatsapp: direct text messages in and out through a linked
-    // device; no groups, media, reactions, read receipts or self chat.
+    // channels.whatsapp: text messages in and out through a linked device
+    // (DMs, self chat, groups with mention gating, read receipts); no media,
+    // reactions or per-group tool policies.
     "channels.whatsapp.ackReaction",
     "channels.whatsapp.actions",
     "channels.whatsapp.authDir",
@@ -433,13 +434,11 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "channels.whatsapp.direct",
     "channels.whatsapp.dmHistoryLimit",
     "channels.whatsapp.dms",
-    "channels.whatsapp.groupAllowFrom",
-    "channels.whatsapp.groupPolicy",
-    "channels.whatsapp.groups",
+    "channels.whatsapp.groups.*.tools",
+    "channels.whatsapp.groups.*.toolsBySender",
     "channels.whatsapp.healthMonitor",
     "channels.whatsapp.heartbeat",
     "channels.whatsapp.heartbeatVisibility",
-    "channels.whatsapp.historyLimit",
     "channels.whatsapp.markdown",
     "channels.whatsapp.mediaMaxMb",
     "channels.whatsapp.mentionPatterns",
@@ -448,8 +447,6 @@ pub const UNSUPPORTED_KEYS: &[&str] = &[
     "channels.whatsapp.reactionLevel",
     "channels.whatsapp.replyToMode",
     "channels.whatsapp.responsePrefix",
-    "channels.whatsapp.selfChatMode",
-    "channels.whatsapp.sendReadReceipts",
     "channels.whatsapp.toolsBySender",
     // channels.slack
     "channels.slack.actions",

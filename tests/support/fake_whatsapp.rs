@@ -96,6 +96,48 @@ struct Shared {
     pub sent: Vec<(String, String, String)>,
     /// Outgoing `<message>` stanzas that could not be read.
     pub unreadable: Vec<String>,
+    /// Groups the fake hosts: group JID → members' phone numbers (the device's own is added).
+    groups: HashMap<String, Vec<String>>,
+    /// Contacts' sender-key stores (their own chains and the device's, once distributed).
+    sender_keys: HashMap<String, ContactSenderKeys>,
+    /// (contact, group) pairs whose sender key the device already has.
+    distributed: std::collections::HashSet<(String, String)>,
+    /// Group messages the device sent, as each member decrypted them: (group, member, id, text).
+    group_sent: Vec<(String, String, String, String)>,
+    /// `<receipt>` stanzas the device sent: (type, to, id, participant).
+    receipts: Vec<Receipt>,
+}
+
+/// A `<receipt>` the device sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// `type` (`read`, `read-self`, …; empty for a delivery receipt).
+    pub kind: String,
+    pub to: String,
+    pub id: String,
+    pub participant: Option<String>,
+}
+
+/// A contact's sender-key records, in memory.
+#[derive(Default)]
+struct ContactSenderKeys(HashMap<String, signal::SenderKeyRecord>);
+
+#[whatsapp_rust::async_trait]
+impl signal::SenderKeyStore for ContactSenderKeys {
+    async fn store_sender_key(
+        &mut self,
+        name: &signal::SenderKeyName,
+        record: signal::SenderKeyRecord,
+    ) -> signal::error::Result<()> {
+        self.0.insert(name.cache_key().to_string(), record);
+        Ok(())
+    }
+    async fn load_sender_key(
+        &self,
+        name: &signal::SenderKeyName,
+    ) -> signal::error::Result<Option<signal::SenderKeyRecord>> {
+        Ok(self.0.get(name.cache_key()).cloned())
+    }
 }
 
 /// A device's uploaded keys: registration id, identity, one-time pre-keys, signed pre-key.
@@ -226,6 +268,11 @@ impl FakeWhatsApp {
             contacts: HashMap::new(),
             sent: Vec::new(),
             unreadable: Vec::new(),
+            groups: HashMap::new(),
+            sender_keys: HashMap::new(),
+            distributed: std::collections::HashSet::new(),
+            group_sent: Vec::new(),
+            receipts: Vec::new(),
         }));
         let server_static = Arc::new(KeyPair::generate(&mut rand_010::rng()));
         let account_key = Arc::new(KeyPair::generate(&mut rand_010::rng()));
@@ -374,6 +421,35 @@ impl FakeWhatsApp {
     /// the contact's first message builds a Signal-protocol session from the device's uploaded pre-key
     /// bundle (`pkmsg` until the device has answered, `msg` after), padded as WhatsApp pads.
     pub async fn send_dm(&self, from_user: &str, id: &str, text: &str) -> anyhow::Result<()> {
+        let message = wa::Message {
+            conversation: Some(text.to_string()),
+            ..Default::default()
+        };
+        let (enc_type, ciphertext) = self.encrypt_to_device(from_user, &message).await?;
+        let node = NodeBuilder::new("message")
+            .attrs([
+                ("from", format!("{from_user}@s.whatsapp.net")),
+                ("type", "text".to_string()),
+                ("id", id.to_string()),
+                ("t", "1750000100".to_string()),
+                ("notify", "Alice".to_string()),
+            ])
+            .children([NodeBuilder::new("enc")
+                .attrs([("v", "2".to_string()), ("type", enc_type.to_string())])
+                .bytes(ciphertext)
+                .build()])
+            .build();
+        self.send_stanza(node).await
+    }
+
+    /// `message` from `from_user`'s primary device to the linked device, padded and encrypted with the
+    /// contact's pairwise session (built from the device's pre-key bundle on first use): the `<enc>` type
+    /// and bytes.
+    async fn encrypt_to_device(
+        &self,
+        from_user: &str,
+        message: &wa::Message,
+    ) -> anyhow::Result<(&'static str, Vec<u8>)> {
         let bundle = self
             .bundle()
             .ok_or_else(|| anyhow::anyhow!("the device uploaded no pre-keys"))?;
@@ -423,45 +499,215 @@ impl FakeWhatsApp {
                     &mut sessions,
                     &mut identity,
                     &signal_bundle,
-                    &mut rng,
+                    &mut rand_010::rng(),
                     signal::UsePQRatchet::No,
                 )
                 .await?;
                 (sessions, identity)
             }
         };
-        let plain = whatsapp_rust::wacore::messages::MessageUtils::pad_message_v2(
-            wa::Message {
-                conversation: Some(text.to_string()),
-                ..Default::default()
-            }
-            .encode_to_vec(),
-        );
+        let plain =
+            whatsapp_rust::wacore::messages::MessageUtils::pad_message_v2(message.encode_to_vec());
         let ciphertext =
-            signal::message_encrypt(&plain, &address, &mut sessions, &mut identity).await?;
+            signal::message_encrypt(&plain, &address, &mut sessions, &mut identity).await;
         self.shared
             .lock()
             .expect("lock")
             .contacts
             .insert(from_user.to_string(), (sessions, identity));
+        let ciphertext = ciphertext?;
         let enc_type = match &ciphertext {
             signal::CiphertextMessage::PreKeySignalMessage(_) => "pkmsg",
             _ => "msg",
         };
+        Ok((enc_type, ciphertext.serialize().to_vec()))
+    }
+
+    /// The account's phone writes `text` in its chat with itself ("Message yourself"): a message from
+    /// the primary device (device 0 of the linked number) to its companions, wrapped as a
+    /// `deviceSentMessage` to the account's own JID, as the phone fans out what it sends.
+    pub async fn send_self_chat(&self, id: &str, text: &str) -> anyhow::Result<()> {
+        self.send_from_phone(&self.own_jid(), id, text).await
+    }
+
+    /// The account's phone sends `text` to `recipient` (a JID): its companions get a copy
+    /// (`deviceSentMessage`), from the primary device with `recipient` naming the chat.
+    pub async fn send_from_phone(
+        &self,
+        recipient: &str,
+        id: &str,
+        text: &str,
+    ) -> anyhow::Result<()> {
+        let own = self.own_jid();
+        let message = wa::Message {
+            device_sent_message: buffa::MessageField::some(wa::message::DeviceSentMessage {
+                destination_jid: Some(recipient.to_string()),
+                message: buffa::MessageField::some(wa::Message {
+                    conversation: Some(text.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (enc_type, ciphertext) = self
+            .encrypt_to_device(&self.phone.to_string(), &message)
+            .await?;
         let node = NodeBuilder::new("message")
             .attrs([
-                ("from", format!("{from_user}@s.whatsapp.net")),
+                ("from", own),
+                ("recipient", recipient.to_string()),
                 ("type", "text".to_string()),
                 ("id", id.to_string()),
                 ("t", "1750000100".to_string()),
-                ("notify", "Alice".to_string()),
+                ("notify", "Owner".to_string()),
             ])
             .children([NodeBuilder::new("enc")
                 .attrs([("v", "2".to_string()), ("type", enc_type.to_string())])
-                .bytes(ciphertext.serialize().to_vec())
+                .bytes(ciphertext)
                 .build()])
             .build();
         self.send_stanza(node).await
+    }
+
+    /// Hosts group `group` (`<id>@g.us`) with these members (phone numbers the fake plays); the linked
+    /// account is a member too. The fake answers the device's group-info query with them.
+    pub fn add_group(&self, group: &str, members: &[&str]) {
+        self.shared.lock().expect("lock").groups.insert(
+            group.to_string(),
+            members.iter().map(ToString::to_string).collect(),
+        );
+    }
+
+    /// Member `from_user` sends `message` to `group`: the content as a sender-key message (`skmsg`) under
+    /// the member's chain, preceded the first time by the chain's distribution message to the device
+    /// over the pairwise session (`pkmsg`/`msg`), as WhatsApp delivers group messages.
+    pub async fn send_group_message(
+        &self,
+        group: &str,
+        from_user: &str,
+        id: &str,
+        message: wa::Message,
+    ) -> anyhow::Result<()> {
+        let name = signal::SenderKeyName::new(group.to_string(), format!("{from_user}.0"));
+        let mut keys = self
+            .shared
+            .lock()
+            .expect("lock")
+            .sender_keys
+            .remove(from_user)
+            .unwrap_or_default();
+        let mut rng = rand_010::rng();
+        let padded =
+            whatsapp_rust::wacore::messages::MessageUtils::pad_message_v2(message.encode_to_vec());
+        let chain = async {
+            let skdm =
+                signal::create_sender_key_distribution_message(&name, &mut keys, &mut rng).await?;
+            let skmsg = signal::group_encrypt(&mut keys, &name, &padded, &mut rng).await?;
+            Ok::<_, anyhow::Error>((skdm, skmsg))
+        }
+        .await;
+        self.shared
+            .lock()
+            .expect("lock")
+            .sender_keys
+            .insert(from_user.to_string(), keys);
+        let (skdm, skmsg) = chain?;
+        let first = self
+            .shared
+            .lock()
+            .expect("lock")
+            .distributed
+            .insert((from_user.to_string(), group.to_string()));
+        let mut children = Vec::new();
+        if first {
+            let distribution = wa::Message {
+                sender_key_distribution_message: buffa::MessageField::some(
+                    wa::message::SenderKeyDistributionMessage {
+                        group_id: Some(group.to_string()),
+                        axolotl_sender_key_distribution_message: Some(skdm.serialized().to_vec()),
+                    },
+                ),
+                ..Default::default()
+            };
+            let (enc_type, ciphertext) = self.encrypt_to_device(from_user, &distribution).await?;
+            children.push(
+                NodeBuilder::new("enc")
+                    .attrs([("v", "2".to_string()), ("type", enc_type.to_string())])
+                    .bytes(ciphertext)
+                    .build(),
+            );
+        }
+        children.push(
+            NodeBuilder::new("enc")
+                .attrs([("v", "2".to_string()), ("type", "skmsg".to_string())])
+                .bytes(skmsg.serialized().to_vec())
+                .build(),
+        );
+        let node = NodeBuilder::new("message")
+            .attrs([
+                ("from", group.to_string()),
+                ("participant", format!("{from_user}@s.whatsapp.net")),
+                ("type", "text".to_string()),
+                ("id", id.to_string()),
+                ("t", "1750000100".to_string()),
+                ("notify", format!("Member {from_user}")),
+            ])
+            .children(children)
+            .build();
+        self.send_stanza(node).await
+    }
+
+    /// A group text from `from_user`, with `mentioned` JIDs (`contextInfo.mentionedJid`) and the quoted
+    /// message's author (`contextInfo.participant`) when given: an `extendedTextMessage` then, as
+    /// WhatsApp sends mentions and replies.
+    pub async fn send_group_text(
+        &self,
+        group: &str,
+        from_user: &str,
+        id: &str,
+        text: &str,
+        mentioned: &[String],
+        quoted_author: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let message = if mentioned.is_empty() && quoted_author.is_none() {
+            wa::Message {
+                conversation: Some(text.to_string()),
+                ..Default::default()
+            }
+        } else {
+            wa::Message {
+                extended_text_message: buffa::MessageField::some(
+                    wa::message::ExtendedTextMessage {
+                        text: Some(text.to_string()),
+                        context_info: buffa::MessageField::some(wa::ContextInfo {
+                            mentioned_jid: mentioned.to_vec(),
+                            participant: quoted_author.map(str::to_string),
+                            stanza_id: quoted_author.map(|_| "3EB0QUOTED".to_string()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                ),
+                ..Default::default()
+            }
+        };
+        self.send_group_message(group, from_user, id, message).await
+    }
+
+    /// Group messages the device sent, as members decrypted them: (group, member, id, text).
+    pub fn group_texts(&self) -> Vec<(String, String, String, String)> {
+        self.shared.lock().expect("lock").group_sent.clone()
+    }
+
+    /// The `<receipt>` stanzas the device sent.
+    pub fn receipts(&self) -> Vec<Receipt> {
+        self.shared.lock().expect("lock").receipts.clone()
+    }
+
+    /// The linked account's JID on the phone-number server (`<phone>@s.whatsapp.net`).
+    pub fn own_jid(&self) -> String {
+        format!("{}@s.whatsapp.net", self.phone)
     }
 
     /// Texts the device sent, as the addressed contacts read them: (to, message id, text).
@@ -729,6 +975,33 @@ async fn serve(
                 anyhow::ensure!(plain[0] & 2 == 0, "compressed stanzas not expected from a client");
                 let node = marshal::unmarshal_ref(&plain[1..])?.to_owned();
                 shared.lock().expect("lock").log.stanzas_in.push(describe(&node));
+                if node.tag == "receipt" {
+                    let attr = |k: &str| node.attrs.get(k).map(|v| v.as_str().to_string());
+                    shared.lock().expect("lock").receipts.push(Receipt {
+                        kind: attr("type").unwrap_or_default(),
+                        to: attr("to").unwrap_or_default(),
+                        id: attr("id").unwrap_or_default(),
+                        participant: attr("participant"),
+                    });
+                    let ack = NodeBuilder::new("ack")
+                        .attrs([("class", "receipt".to_string()), ("id", attr("id").unwrap_or_default())])
+                        .build();
+                    out.send(&mut sink, &ack).await?;
+                    continue;
+                }
+                if node.tag == "message" && node.attrs.get("to").is_some_and(|t| t.as_str().ends_with("@g.us")) {
+                    let id = node.attrs.get("id").map(|v| v.as_str().to_string()).unwrap_or_default();
+                    let to = node.attrs.get("to").map(|v| v.as_str().to_string()).unwrap_or_default();
+                    match read_outgoing_group(&node, &shared, &device_address).await {
+                        Ok(read) => shared.lock().expect("lock").group_sent.extend(read),
+                        Err(e) => shared.lock().expect("lock").unreadable.push(format!("{id}: {e:#}")),
+                    }
+                    let ack = NodeBuilder::new("ack")
+                        .attrs([("class", "message".to_string()), ("id", id), ("from", to), ("t", "1750000200".to_string())])
+                        .build();
+                    out.send(&mut sink, &ack).await?;
+                    continue;
+                }
                 if node.tag == "message" {
                     let outcome = read_outgoing(&node, &shared, &device_address).await;
                     let id = node.attrs.get("id").map(|v| v.as_str().to_string()).unwrap_or_default();
@@ -841,6 +1114,59 @@ fn answer(node: &Node, shared: &Arc<Mutex<Shared>>) -> Option<Vec<Node>> {
             .unwrap_or_default();
         result = result.children([NodeBuilder::new("usync")
             .children([NodeBuilder::new("list").children(users).build()])
+            .build()]);
+    }
+    if xmlns == "w:g2" && node.get_optional_child("query").is_some() {
+        // Group info: the hosted group's members (phone-number addressing) and the linked account.
+        let to = node
+            .attrs
+            .get("to")
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default();
+        let (members, own) = {
+            let s = shared.lock().expect("lock");
+            let own = s.accounts.keys().next().copied();
+            (s.groups.get(&to).cloned(), own)
+        };
+        let Some(members) = members else {
+            let error = NodeBuilder::new("iq")
+                .attrs([
+                    ("from", to.clone()),
+                    ("type", "error".to_string()),
+                    ("id", node.attrs.get("id")?.as_str().to_string()),
+                ])
+                .children([NodeBuilder::new("error")
+                    .attrs([
+                        ("code", "404".to_string()),
+                        ("text", "item-not-found".to_string()),
+                    ])
+                    .build()]);
+            return Some(vec![error.build()]);
+        };
+        let mut participants: Vec<Node> = members
+            .iter()
+            .map(|m| {
+                NodeBuilder::new("participant")
+                    .attr("jid", format!("{m}@s.whatsapp.net"))
+                    .build()
+            })
+            .collect();
+        if let Some(own) = own {
+            participants.push(
+                NodeBuilder::new("participant")
+                    .attr("jid", format!("{own}@s.whatsapp.net"))
+                    .build(),
+            );
+        }
+        let id = to.split('@').next().unwrap_or_default().to_string();
+        result = result.attr("from", to).children([NodeBuilder::new("group")
+            .attrs([
+                ("id", id),
+                ("subject", "Fake group".to_string()),
+                ("addressing_mode", "pn".to_string()),
+                ("creation", "1750000000".to_string()),
+            ])
+            .children(participants)
             .build()]);
     }
     if xmlns == "w:sync:app:state" {
@@ -983,5 +1309,159 @@ async fn read_outgoing(
     );
     anyhow::ensure!(pad >= 1 && pad <= plain.len(), "bad padding");
     let message = wa::Message::decode_from_slice(&plain[..plain.len() - pad])?;
-    Ok(Some((to, id, message.conversation.unwrap_or_default())))
+    // A message to the account's own devices comes wrapped as sent from this device.
+    let text = message.conversation.clone().or_else(|| {
+        message
+            .device_sent_message
+            .as_option()
+            .and_then(|d| d.message.as_option())
+            .and_then(|m| m.conversation.clone())
+    });
+    Ok(Some((to, id, text.unwrap_or_default())))
+}
+
+/// Decrypts `ciphertext` (`msg` or `pkmsg`) from the device with `member`'s pairwise session and
+/// unpads it into a message.
+async fn decrypt_from_device(
+    shared: &Arc<Mutex<Shared>>,
+    device: &signal::ProtocolAddress,
+    member: &str,
+    kind: &str,
+    ciphertext: &[u8],
+) -> anyhow::Result<wa::Message> {
+    let contact = shared.lock().expect("lock").contacts.remove(member);
+    let Some((mut sessions, mut identity)) = contact else {
+        anyhow::bail!("{member}: not a contact the fake plays");
+    };
+    let result = match kind {
+        "msg" => {
+            let message = signal::SignalMessage::try_from(ciphertext)?;
+            let mut rng = rand_010::make_rng::<rand_010::rngs::StdRng>();
+            signal::message_decrypt_signal(&message, device, &mut sessions, &mut identity, &mut rng)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+        other => Err(anyhow::anyhow!(
+            "enc type {other} (the member has a session: expected msg)"
+        )),
+    };
+    shared
+        .lock()
+        .expect("lock")
+        .contacts
+        .insert(member.to_string(), (sessions, identity));
+    unpad(&result?.plaintext)
+}
+
+/// WhatsApp's padding removed, the message decoded.
+fn unpad(plain: &[u8]) -> anyhow::Result<wa::Message> {
+    let pad = usize::from(
+        *plain
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("empty plaintext"))?,
+    );
+    anyhow::ensure!(pad >= 1 && pad <= plain.len(), "bad padding");
+    Ok(wa::Message::decode_from_slice(&plain[..plain.len() - pad])?)
+}
+
+/// Reads a group `<message>` the device sent as each member the fake plays would: the device's
+/// sender-key distribution from the member's `<to>` entry (when there is one) kept in the member's
+/// sender-key store, then the `skmsg` decrypted with it. One (group, member, id, text) per member who
+/// could read it (the others are listed as unreadable).
+async fn read_outgoing_group(
+    node: &Node,
+    shared: &Arc<Mutex<Shared>>,
+    device_address: &Option<(String, u32)>,
+) -> anyhow::Result<Vec<(String, String, String, String)>> {
+    let attr = |k: &str| {
+        node.attrs
+            .get(k)
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_default()
+    };
+    let (group, id) = (attr("to"), attr("id"));
+    let (device_user, device_id) = device_address
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("message before login"))?;
+    let device = signal::ProtocolAddress::new(&device_user, signal::DeviceId::from(device_id));
+    let members = shared
+        .lock()
+        .expect("lock")
+        .groups
+        .get(&group)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{group} is not a group the fake hosts"))?;
+    let skmsg = node
+        .get_children_by_tag("enc")
+        .find(|e| e.attrs.get("type").is_some_and(|t| t.as_str() == "skmsg"))
+        .and_then(|e| match &e.content {
+            Some(NodeContent::Bytes(bytes)) => Some(bytes.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| anyhow::anyhow!("no skmsg <enc>"))?;
+    let name = signal::SenderKeyName::new(group.clone(), format!("{device_user}.{device_id}"));
+    let mut read = Vec::new();
+    for member in members {
+        let entry = node.get_optional_child("participants").and_then(|p| {
+            p.get_children_by_tag("to").find(|t| {
+                t.attrs
+                    .get("jid")
+                    .is_some_and(|j| j.as_str().split(['@', ':']).next() == Some(member.as_str()))
+            })
+        });
+        let mut keys = shared
+            .lock()
+            .expect("lock")
+            .sender_keys
+            .remove(&member)
+            .unwrap_or_default();
+        let outcome = async {
+            if let Some(enc) = entry.and_then(|t| t.get_optional_child("enc")) {
+                let Some(NodeContent::Bytes(ciphertext)) = &enc.content else {
+                    anyhow::bail!("enc without bytes");
+                };
+                let kind = enc
+                    .attrs
+                    .get("type")
+                    .map(|v| v.as_str().to_string())
+                    .unwrap_or_default();
+                let message =
+                    decrypt_from_device(shared, &device, &member, &kind, ciphertext).await?;
+                let distribution = message
+                    .sender_key_distribution_message
+                    .as_option()
+                    .and_then(|d| d.axolotl_sender_key_distribution_message.clone())
+                    .ok_or_else(|| anyhow::anyhow!("no sender-key distribution for {member}"))?;
+                let skdm = signal::SenderKeyDistributionMessage::try_from(distribution.as_slice())?;
+                signal::process_sender_key_distribution_message(&name, &skdm, &mut keys).await?;
+            }
+            let plain = signal::group_decrypt(&skmsg, &mut keys, &name).await?;
+            let message = unpad(&plain)?;
+            Ok(message
+                .conversation
+                .clone()
+                .or_else(|| {
+                    message
+                        .extended_text_message
+                        .as_option()
+                        .and_then(|t| t.text.clone())
+                })
+                .unwrap_or_default())
+        }
+        .await;
+        shared
+            .lock()
+            .expect("lock")
+            .sender_keys
+            .insert(member.clone(), keys);
+        match outcome {
+            Ok(text) => read.push((group.clone(), member.clone(), id.clone(), text)),
+            Err(e) => shared
+                .lock()
+                .expect("lock")
+                .unreadable
+                .push(format!("{id} for {member}: {e:#}")),
+        }
+    }
+    Ok(read)
 }

@@ -388,6 +388,7 @@ impl MarkRead for SignalChannel {
         &'a self,
         target: &'a OutboundTarget,
         message_id: &'a str,
+        _sender_id: &'a str,
     ) -> BoxFuture<'a, Result<(), SendError>> {
         Box::pin(async move {
             let account = self.account_for(target)?;

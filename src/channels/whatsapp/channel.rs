@@ -1,11 +1,18 @@
 //! The WhatsApp adapter: one linked device ([`WhatsAppSession`]) per
-//! account of `channels.whatsapp`, its received direct messages turned into
-//! `InboundEvent`s for the one message path (inbox, dedupe, pairing,
-//! routing, queue, reply chunking are not this file's job), its link status
-//! mirrored into the account status that `channels.status` and `health`
-//! report, and replies sent through the device.
+//! account of `channels.whatsapp`, its received messages turned into
+//! `InboundEvent`s for the one message path (inbox, dedupe, pairing, group
+//! gating, routing, queue, reply chunking are not this file's job), its link
+//! status mirrored into the account status that `channels.status` and
+//! `health` report, replies sent through the device, and read receipts.
 //!
-//! Direct messages only: group messages are skipped (counted in the log).
+//! Direct messages are peers by number (`+1555…`); a group message has the
+//! group's JID as its peer and reply target and the member as its sender,
+//! and counts as mentioning the bot when `mentionedJid` names the linked
+//! account (number or LID), when it quotes one of the account's messages,
+//! or (no one else mentioned) when its text carries the account's number —
+//! upstream's rules; `mentionPatterns` are matched by the message path.
+//! Self chat ("message yourself" on the linked number) is inbound unless
+//! `selfChatMode: false`; the session never hands on what this device sent.
 //! Each account's device lives in the sealed records `whatsapp/<account>`.
 
 use std::collections::BTreeMap;
@@ -18,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::{
-    AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, OutboundTarget,
-    QrLogin, SendError, SentMessage, StartError, TextFormat, TextLimits,
+    AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, MarkRead,
+    OutboundTarget, QrLogin, SendError, SentMessage, StartError, TextFormat, TextLimits,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;
@@ -38,6 +45,9 @@ pub const WHATSAPP_MAX_CHARS: usize = 4_000;
 /// Received messages waiting for the message path, per account. When full
 /// the device stops reading its socket until there is room (nothing dropped).
 pub const INBOUND_QUEUE: usize = 64;
+/// Longest text taken from WhatsApp (its clients cap a message at 65,536
+/// characters); a longer one is skipped, logged and reported.
+pub const MAX_INBOUND_TEXT_CHARS: usize = 65_536;
 /// Tries at handing one message to the message path.
 const DELIVERY_ATTEMPTS: u32 = 3;
 
@@ -52,6 +62,40 @@ pub(super) struct Account {
     pub(super) login: tokio::sync::Mutex<()>,
     /// A QR code was handed out by `web.login.start` and its outcome not yet reported.
     pub(super) login_pending: AtomicBool,
+    pub(super) chat: ChatOptions,
+}
+
+/// What an account's config says about self chat and read receipts.
+#[derive(Debug, Clone, Default)]
+pub struct ChatOptions {
+    /// `sendReadReceipts` (default true).
+    pub send_read_receipts: bool,
+    /// `selfChatMode`: `Some(false)` ignores self chat; unset infers the
+    /// safeguards from the linked number being in `allowFrom`.
+    pub self_chat_mode: Option<bool>,
+    /// `allowFrom`, as senders are spelled (`+1555…`).
+    pub allow_from: Vec<String>,
+}
+
+impl ChatOptions {
+    fn of(account: &crate::config::schema::whatsapp::WhatsAppAccountConfig) -> ChatOptions {
+        ChatOptions {
+            send_read_receipts: account.effective_send_read_receipts(),
+            self_chat_mode: account.self_chat_mode,
+            allow_from: account
+                .effective_allow_from()
+                .iter()
+                .filter_map(|e| crate::channels::settings::whatsapp::whatsapp_sender(e))
+                .collect(),
+        }
+    }
+
+    /// Upstream's self-chat safeguards (no read receipts): `selfChatMode`,
+    /// else whether the linked number (`+digits`) is in `allowFrom`.
+    pub fn self_chat_safeguards(&self, own: Option<&str>) -> bool {
+        self.self_chat_mode
+            .unwrap_or_else(|| own.is_some_and(|own| self.allow_from.iter().any(|a| a == own)))
+    }
 }
 
 /// The WhatsApp adapter for all accounts of `channels.whatsapp`.
@@ -141,13 +185,29 @@ pub fn target_jid(to: &str) -> Result<String, SendError> {
     )))
 }
 
-/// One received direct message as an event; `None` for a group message.
-pub fn inbound_event(account_id: &str, text: &InboundText, now_ms: u64) -> Option<InboundEvent> {
-    if text.is_group {
+/// Whether `text` names the linked account's number (digits, any spacing
+/// or `+`): upstream's fallback mention when no one else is mentioned.
+fn names_own_number(text: &InboundText) -> bool {
+    let Some(own) = text.own_number.as_deref().filter(|n| !n.is_empty()) else {
+        return false;
+    };
+    let digits: String = text.text.chars().filter(char::is_ascii_digit).collect();
+    !text.mentions_others && digits.contains(own)
+}
+
+/// One received message as an event; `None` for a self-chat message when
+/// `selfChatMode` is false.
+pub fn inbound_event(
+    account_id: &str,
+    text: &InboundText,
+    chat: &ChatOptions,
+    now_ms: u64,
+) -> Option<InboundEvent> {
+    if text.from_me && chat.self_chat_mode == Some(false) {
         return None;
     }
     let sender = sender_id(&text.sender);
-    let message = InboundMessage {
+    let mut message = InboundMessage {
         body: text.text.clone(),
         raw_body: text.text.clone(),
         account_id: Some(account_id.to_string()),
@@ -165,6 +225,25 @@ pub fn inbound_event(account_id: &str, text: &InboundText, now_ms: u64) -> Optio
         conversation_id: Some(sender.clone()),
         ..InboundMessage::default()
     };
+    let mut mentioned = false;
+    let peer = if text.is_group {
+        mentioned = text.mentions_me || names_own_number(text);
+        message.from = format!("{CHANNEL_ID}:group:{}", text.chat);
+        message.to = message.from.clone();
+        message.chat_type = Some(ChatType::Group);
+        message.conversation_id = Some(text.chat.clone());
+        message.conversation_label = Some(format!("group:{}", text.chat));
+        message.group_id = Some(text.chat.clone());
+        message.is_reply_to_bot = text.replies_to_me;
+        message.mentioned = mentioned || text.replies_to_me;
+        RoutePeer::new(PeerKind::Group, &text.chat)
+    } else {
+        if text.from_me {
+            // "Message yourself": sent by the account to itself.
+            message.to = message.from.clone();
+        }
+        RoutePeer::new(PeerKind::Direct, &sender)
+    };
     Some(InboundEvent {
         channel: CHANNEL_ID.to_string(),
         account_id: account_id.to_string(),
@@ -172,10 +251,10 @@ pub fn inbound_event(account_id: &str, text: &InboundText, now_ms: u64) -> Optio
         route: RouteInput {
             channel: CHANNEL_ID.to_string(),
             account_id: Some(account_id.to_string()),
-            peer: Some(RoutePeer::new(PeerKind::Direct, &sender)),
+            peer: Some(peer),
             ..RouteInput::default()
         },
-        bot_mentioned: false,
+        bot_mentioned: mentioned,
         bot_username: None,
     })
 }
@@ -225,6 +304,7 @@ impl WhatsAppChannel {
                 continue;
             };
             let state = AccountState::new(&id, account.effective_enabled(), true);
+            let chat = ChatOptions::of(&account);
             let name = account.name.clone();
             state.update(|s| s.name = name);
             accounts.insert(
@@ -236,6 +316,7 @@ impl WhatsAppChannel {
                     stop: parking_lot::Mutex::new(CancellationToken::new()),
                     login: tokio::sync::Mutex::new(()),
                     login_pending: AtomicBool::new(false),
+                    chat,
                 }),
             );
         }
@@ -325,11 +406,21 @@ async fn receive(
             _ = stop.cancelled() => break,
             text = received.recv() => match text { Some(text) => text, None => break },
         };
-        let Some(event) = inbound_event(&account.id, &text, now_ms()) else {
-            log::info!(
-                "whatsapp account {}: a group message in {} was skipped (pincer answers direct messages only)",
-                account.id,
+        let chars = text.text.chars().count();
+        if chars > MAX_INBOUND_TEXT_CHARS {
+            let skipped = format!(
+                "a message of {chars} characters from {} in {} was skipped (over {MAX_INBOUND_TEXT_CHARS})",
+                sender_id(&text.sender),
                 text.chat
+            );
+            log::warn!("whatsapp account {}: {skipped}", account.id);
+            account.state.update(|s| s.last_error = Some(skipped));
+            continue;
+        }
+        let Some(event) = inbound_event(&account.id, &text, &account.chat, now_ms()) else {
+            log::info!(
+                "whatsapp account {}: a self-chat message was ignored (selfChatMode: false)",
+                account.id
             );
             continue;
         };
@@ -448,6 +539,49 @@ impl Channel for WhatsAppChannel {
             Ok(SentMessage { message_id })
         })
     }
+
+    /// `sendReadReceipts` (default true), except under the self-chat
+    /// safeguards (`selfChatMode`, or the linked number in `allowFrom`).
+    fn read_receipts(&self, account_id: &str) -> Option<&dyn MarkRead> {
+        let id = if account_id.trim().is_empty() {
+            self.default_account.as_str()
+        } else {
+            account_id.trim()
+        };
+        let account = self.accounts.get(id)?;
+        let own = account.state.status().identity;
+        (account.chat.send_read_receipts && !account.chat.self_chat_safeguards(own.as_deref()))
+            .then_some(self as &dyn MarkRead)
+    }
+}
+
+impl MarkRead for WhatsAppChannel {
+    /// A `<receipt type="read">` for the message: to the chat, naming the
+    /// member who wrote it in a group.
+    fn mark_read<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        message_id: &'a str,
+        sender_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), SendError>> {
+        Box::pin(async move {
+            let account = self.account_for(target)?;
+            let chat = target_jid(&target.to)?;
+            let sender = if chat.ends_with("@g.us") {
+                Some(target_jid(sender_id)?)
+            } else {
+                None
+            };
+            let session = account.session.read().await;
+            let session = session
+                .as_ref()
+                .ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
+            session
+                .mark_read(&chat, sender.as_deref(), message_id)
+                .await
+                .map_err(|e| SendError::Transient(e.to_string()))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -466,13 +600,27 @@ mod tests {
             push_name: "Alice".into(),
             is_group,
             text: "hi".into(),
+            own_number: Some("15550001111".into()),
+            ..InboundText::default()
+        }
+    }
+
+    fn options() -> ChatOptions {
+        ChatOptions {
+            send_read_receipts: true,
+            ..ChatOptions::default()
         }
     }
 
     #[test]
     fn a_direct_message_becomes_an_event_answered_in_its_chat() {
-        let event = inbound_event("default", &text("15557654321:3@s.whatsapp.net", false), 5)
-            .expect("event");
+        let event = inbound_event(
+            "default",
+            &text("15557654321:3@s.whatsapp.net", false),
+            &options(),
+            5,
+        )
+        .expect("event");
         assert_eq!(event.message.sender_id, "+15557654321");
         assert_eq!(
             event.message.originating_to.as_deref(),
@@ -481,8 +629,89 @@ mod tests {
         assert_eq!(event.message.chat_type, Some(ChatType::Direct));
         assert_eq!(event.message.sender_name.as_deref(), Some("Alice"));
         assert_eq!(event.message.message_id.as_deref(), Some("3EB0"));
-        assert!(inbound_event("default", &text("1@s.whatsapp.net", true), 5).is_none());
+        assert_eq!(
+            event.route.peer,
+            Some(RoutePeer::new(PeerKind::Direct, "+15557654321"))
+        );
+        assert_eq!(event.reply_target().to, "+15557654321");
+        assert!(!event.bot_mentioned);
         assert_eq!(sender_id("abc@lid"), "abc@lid");
+    }
+
+    #[test]
+    fn a_group_message_has_the_group_as_peer_and_target_and_the_member_as_sender() {
+        let plain = text("15557654321:2@s.whatsapp.net", true);
+        let event = inbound_event("default", &plain, &options(), 5).expect("event");
+        assert_eq!(event.message.sender_id, "+15557654321");
+        assert_eq!(event.message.group_id.as_deref(), Some("120363@g.us"));
+        assert_eq!(event.message.chat_type, Some(ChatType::Group));
+        assert_eq!(
+            event.route.peer,
+            Some(RoutePeer::new(PeerKind::Group, "120363@g.us"))
+        );
+        assert_eq!(event.reply_target().to, "120363@g.us");
+        assert!(!event.bot_mentioned && !event.message.mentioned);
+        // mentionedJid naming the linked account.
+        let mentioned = InboundText {
+            mentions_me: true,
+            ..plain.clone()
+        };
+        let event = inbound_event("default", &mentioned, &options(), 5).expect("event");
+        assert!(event.bot_mentioned && event.message.mentioned);
+        // A reply quoting the bot.
+        let reply = InboundText {
+            replies_to_me: true,
+            ..plain.clone()
+        };
+        let event = inbound_event("default", &reply, &options(), 5).expect("event");
+        assert!(event.message.is_reply_to_bot && !event.bot_mentioned);
+        // The linked number in the text, unless someone else is mentioned.
+        let number = InboundText {
+            text: "hey +1 555 000 1111, what's up?".into(),
+            ..plain.clone()
+        };
+        assert!(
+            inbound_event("default", &number, &options(), 5)
+                .expect("event")
+                .bot_mentioned
+        );
+        let other = InboundText {
+            mentions_others: true,
+            ..number
+        };
+        assert!(
+            !inbound_event("default", &other, &options(), 5)
+                .expect("event")
+                .bot_mentioned
+        );
+    }
+
+    #[test]
+    fn self_chat_is_inbound_unless_self_chat_mode_is_false() {
+        let own = InboundText {
+            from_me: true,
+            ..text("15550001111@s.whatsapp.net", false)
+        };
+        let event = inbound_event("default", &own, &options(), 5).expect("event");
+        assert_eq!(event.message.from, event.message.to, "marked as self chat");
+        assert_eq!(event.reply_target().to, "+15550001111");
+        let off = ChatOptions {
+            self_chat_mode: Some(false),
+            ..options()
+        };
+        assert!(inbound_event("default", &own, &off, 5).is_none());
+        // Safeguards: explicit, else inferred from allowFrom holding the linked number.
+        let listed = ChatOptions {
+            allow_from: vec!["+15550001111".into()],
+            ..options()
+        };
+        assert!(listed.self_chat_safeguards(Some("+15550001111")));
+        assert!(!options().self_chat_safeguards(Some("+15550001111")));
+        assert!(!ChatOptions {
+            self_chat_mode: Some(false),
+            ..listed
+        }
+        .self_chat_safeguards(Some("+15550001111")));
     }
 
     #[test]

@@ -7,13 +7,17 @@
 //! reconnecting (the crate's Fibonacci backoff, up to 15 minutes), logged-out
 //! detection, and the status the rest of pincer reports.
 //!
-//! `channel.rs` is the `Channel` adapter over the sessions (direct messages
-//! through the one message path, link state in the account status);
-//! `login.rs` its `QrLogin` capability: the account's QR code as a PNG data
-//! URL for `web.login.start` / `web.login.wait` (the Control UI, `pincer
-//! channels login whatsapp`), and relinking (the account's device stopped,
-//! deleted from its sealed records and started afresh) on `force` or after a
-//! logout. Not yet here (issue 17): groups and mention gating.
+//! `channel.rs` is the `Channel` adapter over the sessions: direct messages,
+//! "message yourself" (`selfChatMode`) and group messages through the one
+//! message path — groups gated there by `groupPolicy`/`groupAllowFrom`, the
+//! `groups` allowlist and mentions (`mentionedJid` naming the linked number
+//! or LID, a reply to the bot, the number in the text, `mentionPatterns`),
+//! replies to the group sent with the crate's sender keys — read receipts
+//! (`sendReadReceipts`), and link state in the account status. `login.rs` is
+//! its `QrLogin` capability: the account's QR code as a PNG data URL for
+//! `web.login.start` / `web.login.wait` (the Control UI, `pincer channels
+//! login whatsapp`), and relinking (the account's device stopped, deleted
+//! from its sealed records and started afresh) on `force` or after a logout.
 
 pub mod backend;
 pub mod channel;

@@ -97,7 +97,7 @@ pub enum SessionError {
 }
 
 /// A text message the device received (decrypted), for the message path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InboundText {
     /// The chat: the sender's JID for a direct message, the group's for a group.
     pub chat: String,
@@ -107,15 +107,83 @@ pub struct InboundText {
     pub push_name: String,
     pub is_group: bool,
     pub text: String,
+    /// `contextInfo.mentionedJid` names this device's account (its number or LID).
+    pub mentions_me: bool,
+    /// `contextInfo.mentionedJid` names someone else.
+    pub mentions_others: bool,
+    /// A reply quoting one of this account's messages (`contextInfo.participant`).
+    pub replies_to_me: bool,
+    /// Sent by this account (from the phone): only "message yourself" chats get here.
+    pub from_me: bool,
+    /// The linked account's number (digits), when known.
+    pub own_number: Option<String>,
 }
 
-/// The text messages in `event` (others' messages with text; not the device's own).
-fn inbound_texts(event: &Event) -> Vec<InboundText> {
+/// The linked account as messages name it: its phone-number and LID users.
+#[derive(Debug, Clone, Default)]
+struct OwnIds {
+    pn: Option<String>,
+    lid: Option<String>,
+}
+
+impl OwnIds {
+    fn of(client: &whatsapp_rust::Client) -> OwnIds {
+        OwnIds {
+            pn: client.pn().map(|j| j.user.to_string()),
+            lid: client.lid().map(|j| j.user.to_string()),
+        }
+    }
+
+    /// Whether `jid` (`user[:device]@server`) is this account.
+    fn is_me(&self, jid: &str) -> bool {
+        let user = jid.split(['@', ':']).next().unwrap_or_default();
+        !user.is_empty() && (self.pn.as_deref() == Some(user) || self.lid.as_deref() == Some(user))
+    }
+}
+
+/// Ids of the messages this device sent lately (self-chat echo guard).
+const RECENT_SENT_IDS: usize = 256;
+
+/// The bounded list of recently sent message ids.
+#[derive(Default)]
+struct RecentSent(parking_lot::Mutex<std::collections::VecDeque<String>>);
+
+impl RecentSent {
+    fn remember(&self, id: &str) {
+        let mut ids = self.0.lock();
+        if ids.len() >= RECENT_SENT_IDS {
+            ids.pop_front();
+        }
+        ids.push_back(id.to_string());
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.0.lock().iter().any(|sent| sent == id)
+    }
+}
+
+/// The text messages in `event`: others' messages with text, and the
+/// account's own only in its chat with itself (never an echo of what this
+/// device sent).
+fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundText> {
     event
         .messages()
-        .filter(|m| !m.info.source.is_from_me)
+        .filter(|m| {
+            let source = &m.info.source;
+            !source.is_from_me
+                || (!source.is_group
+                    && me.is_me(&source.chat.to_string())
+                    && !sent.contains(&m.info.id.to_string()))
+        })
         .filter_map(|m| {
             let text = m.message.text_content()?;
+            let context = m
+                .message
+                .get_base_message()
+                .extended_text_message
+                .as_option()
+                .and_then(|t| t.context_info.as_option());
+            let mentioned: &[String] = context.map_or(&[], |c| c.mentioned_jid.as_slice());
             Some(InboundText {
                 chat: m.info.source.chat.to_string(),
                 sender: m.info.source.sender.to_string(),
@@ -123,6 +191,13 @@ fn inbound_texts(event: &Event) -> Vec<InboundText> {
                 push_name: m.info.push_name.clone(),
                 is_group: m.info.source.is_group,
                 text: text.to_string(),
+                mentions_me: mentioned.iter().any(|j| me.is_me(j)),
+                mentions_others: mentioned.iter().any(|j| !me.is_me(j)),
+                replies_to_me: context
+                    .and_then(|c| c.participant.as_deref())
+                    .is_some_and(|p| me.is_me(p)),
+                from_me: m.info.source.is_from_me,
+                own_number: me.pn.clone(),
             })
         })
         .collect()
@@ -146,6 +221,7 @@ pub struct SessionOptions {
 /// A running device.
 pub struct WhatsAppSession {
     handle: Option<BotHandle>,
+    sent: Arc<RecentSent>,
     status: watch::Receiver<LinkStatus>,
     status_tx: Arc<watch::Sender<LinkStatus>>,
 }
@@ -245,13 +321,15 @@ impl WhatsAppSession {
         let status_tx = Arc::new(status_tx);
         let events_tx = Arc::clone(&status_tx);
         let inbound = options.inbound.clone();
+        let sent = Arc::new(RecentSent::default());
+        let sent_ids = Arc::clone(&sent);
         let mut builder = Bot::builder()
             .with_backend(options.backend.clone())
             .with_transport_factory(WsTransportFactory::new(options.url.clone()))
             .with_http_client(ReqwestHttp::new(options.http.clone()))
             .with_runtime(whatsapp_rust::TokioRuntime)
             .skip_history_sync()
-            .on_event(move |event, _client| {
+            .on_event(move |event, client| {
                 events_tx.send_if_modified(|current| match next_status(current, &event) {
                     Some(next) => {
                         *current = next;
@@ -259,9 +337,12 @@ impl WhatsAppSession {
                     }
                     None => false,
                 });
-                let texts = inbound
-                    .as_ref()
-                    .map(|sink| (sink.clone(), inbound_texts(&event)));
+                let texts = inbound.as_ref().map(|sink| {
+                    (
+                        sink.clone(),
+                        inbound_texts(&event, &OwnIds::of(&client), &sent_ids),
+                    )
+                });
                 async move {
                     if let Some((sink, texts)) = texts {
                         for text in texts {
@@ -283,6 +364,7 @@ impl WhatsAppSession {
             .map_err(|e| SessionError::Client(e.to_string()))?;
         Ok(WhatsAppSession {
             handle: Some(bot.spawn()),
+            sent,
             status,
             status_tx,
         })
@@ -321,7 +403,37 @@ impl WhatsAppSession {
             .send_message(jid, message)
             .await
             .map_err(|e| failed(e.to_string()))?;
+        self.sent.remember(&sent.message_id);
         Ok(sent.message_id)
+    }
+
+    /// Marks message `id` in `chat` read (a `<receipt type="read">`); `sender`
+    /// is the member who wrote it in a group.
+    pub async fn mark_read(
+        &self,
+        chat: &str,
+        sender: Option<&str>,
+        id: &str,
+    ) -> Result<(), SessionError> {
+        let failed = |reason: String| SessionError::Send {
+            to: chat.to_string(),
+            reason,
+        };
+        let parse = |jid: &str| {
+            jid.parse::<whatsapp_rust::Jid>()
+                .map_err(|e| failed(format!("not a WhatsApp JID: {e}")))
+        };
+        let chat_jid = parse(chat)?;
+        let sender_jid = sender.map(parse).transpose()?;
+        let client = self
+            .handle
+            .as_ref()
+            .map(BotHandle::client)
+            .ok_or_else(|| failed("the device is stopped".into()))?;
+        client
+            .mark_as_read(&chat_jid, sender_jid.as_ref(), &[id])
+            .await
+            .map_err(|e| failed(e.to_string()))
     }
 
     /// Disconnects (flushing the crate's state to the store) and stops.
