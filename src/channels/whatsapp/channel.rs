@@ -16,9 +16,10 @@ use tokio::sync::{mpsc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::account::{AccountState, AccountTasks};
+use crate::channels::media::{MediaDefaults, MediaLimits, MediaOutcome};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, OutboundTarget,
-    SendError, SentMessage, StartError, TextFormat, TextLimits,
+    SendError, SendMedia, SentMessage, StartError, TextFormat, TextLimits, Upload, UploadKind,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;
@@ -26,6 +27,7 @@ use crate::pipeline::context::{ChatType, InboundMessage};
 use crate::routing::{RouteInput, RoutePeer};
 use crate::store::Store;
 
+use super::media::OutboundMedia;
 use super::session::{InboundText, LinkState, LinkStatus, SessionOptions, WhatsAppSession};
 use super::SealedBackend;
 
@@ -55,6 +57,8 @@ pub struct WhatsAppChannel {
     http: reqwest::Client,
     url: String,
     tasks: AccountTasks,
+    /// Where received attachments go and their cap (`agents.defaults.mediaMaxMb`, else 5 MB).
+    media: MediaDefaults,
 }
 
 impl std::fmt::Debug for WhatsAppChannel {
@@ -81,6 +85,20 @@ pub fn socket_url() -> String {
         }
         None => super::WHATSAPP_WS_URL.to_string(),
     }
+}
+
+/// Tests only: sends WhatsApp's media traffic (uploads and downloads that
+/// go to `https://<media host>/…`) to this base URL (`http://127.0.0.1:<port>`,
+/// the fake media server) instead; upstream has no config key for this.
+pub const MEDIA_URL_ENV: &str = "PINCER_WHATSAPP_MEDIA_URL";
+
+/// [`MEDIA_URL_ENV`] when set, with a warning: never silent in production.
+pub fn media_url_override() -> Option<String> {
+    let url = std::env::var(MEDIA_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())?;
+    log::warn!("whatsapp: media goes to {url} ({MEDIA_URL_ENV}), not WhatsApp's media servers");
+    Some(url)
 }
 
 /// Pins the WhatsApp Web version announced (`2.3000.1023456789`) instead of
@@ -233,7 +251,14 @@ impl WhatsAppChannel {
             http: http.clone(),
             url,
             tasks: AccountTasks::default(),
+            media: MediaDefaults::default(),
         }
+    }
+
+    /// Received attachments under `media`'s root, within its cap.
+    pub fn with_media(mut self, media: &MediaDefaults) -> WhatsAppChannel {
+        self.media = media.clone();
+        self
     }
 
     fn account_for(&self, target: &OutboundTarget) -> Result<Arc<Account>, SendError> {
@@ -266,6 +291,7 @@ impl WhatsAppChannel {
             http: self.http.clone(),
             backend: SealedBackend::new(records),
             inbound: Some(inbound),
+            media_base: media_url_override(),
         })
         .await
         .map_err(|e| e.to_string())?;
@@ -288,6 +314,7 @@ impl WhatsAppChannel {
             Arc::clone(sink),
             received,
             cancel.child_token(),
+            self.media.limits(CHANNEL_ID, None),
         ));
         Ok(())
     }
@@ -299,13 +326,14 @@ async fn receive(
     sink: Arc<dyn InboundSink>,
     mut received: mpsc::Receiver<InboundText>,
     stop: CancellationToken,
+    media: MediaLimits,
 ) {
     loop {
         let text = tokio::select! {
             _ = stop.cancelled() => break,
             text = received.recv() => match text { Some(text) => text, None => break },
         };
-        let Some(event) = inbound_event(&account.id, &text, now_ms()) else {
+        let Some(mut event) = inbound_event(&account.id, &text, now_ms()) else {
             log::info!(
                 "whatsapp account {}: a group message in {} was skipped (pincer answers direct messages only)",
                 account.id,
@@ -313,6 +341,9 @@ async fn receive(
             );
             continue;
         };
+        if let Some(attachment) = &text.media {
+            attach(&account, attachment, &media, &mut event).await;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -340,6 +371,69 @@ async fn receive(
                 }
             }
         }
+    }
+}
+
+/// Downloads a received attachment into the event, or notes why it was not.
+async fn attach(
+    account: &Account,
+    attachment: &super::InboundMedia,
+    limits: &MediaLimits,
+    event: &mut InboundEvent,
+) {
+    let outcome = match account.session.read().await.as_ref() {
+        Some(session) => session.download_media(attachment, limits).await,
+        None => MediaOutcome::Skipped(crate::channels::media::failed_note(
+            attachment.kind,
+            "the WhatsApp device is stopped",
+        )),
+    };
+    crate::channels::media::add_to_event(event, outcome);
+}
+
+impl SendMedia for WhatsAppChannel {
+    fn max_upload_bytes(&self, kind: UploadKind) -> u64 {
+        super::media::max_upload_bytes(kind)
+    }
+
+    fn max_caption_chars(&self) -> usize {
+        super::media::MAX_CAPTION_CHARS
+    }
+
+    /// Uploads the file (encrypted) and sends it as a photo, video, audio
+    /// file, voice note (`ptt`) or document, with the caption.
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
+        Box::pin(async move {
+            let account = self.account_for(target)?;
+            let jid = target_jid(&target.to)?;
+            let session = account.session.read().await;
+            let session = session
+                .as_ref()
+                .ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
+            if session.status().state != LinkState::Connected {
+                return Err(SendError::Transient(format!(
+                    "the WhatsApp device is not connected ({:?})",
+                    session.status().state
+                )));
+            }
+            let media = OutboundMedia {
+                path: upload.path,
+                file_name: upload.file_name,
+                mime: upload.mime,
+                kind: upload.kind,
+                caption: upload.caption,
+            };
+            let message_id = session
+                .send_media(&jid, &media)
+                .await
+                .map_err(|e| SendError::Transient(e.to_string()))?;
+            account.state.outbound_now();
+            Ok(SentMessage { message_id })
+        })
     }
 }
 
@@ -395,6 +489,10 @@ impl Channel for WhatsAppChannel {
         self.accounts.values().map(|a| a.state.status()).collect()
     }
 
+    fn media(&self) -> Option<&dyn SendMedia> {
+        Some(self)
+    }
+
     fn send_text<'a>(
         &'a self,
         target: &'a OutboundTarget,
@@ -440,6 +538,7 @@ mod tests {
             push_name: "Alice".into(),
             is_group,
             text: "hi".into(),
+            media: None,
         }
     }
 

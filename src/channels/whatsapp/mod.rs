@@ -15,11 +15,13 @@
 pub mod backend;
 pub mod channel;
 pub mod http;
+pub mod media;
 pub mod session;
 pub mod transport;
 
 pub use backend::SealedBackend;
 pub use channel::WhatsAppChannel;
+pub use media::{InboundMedia, OutboundMedia};
 pub use session::{
     InboundText, LinkState, LinkStatus, SessionError, SessionOptions, WhatsAppSession,
 };

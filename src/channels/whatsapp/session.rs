@@ -27,7 +27,9 @@ use whatsapp_rust::wacore::store::traits::DeviceStore;
 
 use super::backend::SealedBackend;
 use super::http::ReqwestHttp;
+use super::media::{InboundMedia, OutboundMedia};
 use super::transport::WsTransportFactory;
+use crate::channels::media::{MediaLimits, MediaOutcome};
 
 /// Where a device is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -107,6 +109,8 @@ pub struct InboundText {
     pub push_name: String,
     pub is_group: bool,
     pub text: String,
+    /// The attachment of a media message (`text` holds its caption); `None` for a text message.
+    pub media: Option<InboundMedia>,
 }
 
 /// The text messages in `event` (others' messages with text; not the device's own).
@@ -123,6 +127,28 @@ fn inbound_texts(event: &Event) -> Vec<InboundText> {
                 push_name: m.info.push_name.clone(),
                 is_group: m.info.source.is_group,
                 text: text.to_string(),
+                media: None,
+            })
+        })
+        .collect()
+}
+
+/// The media messages in `event` (others' images, videos, audio, documents, stickers), each with its
+/// caption as the text.
+fn inbound_media(event: &Event) -> Vec<InboundText> {
+    event
+        .messages()
+        .filter(|m| !m.info.source.is_from_me)
+        .filter_map(|m| {
+            let media = InboundMedia::of(&m.message)?;
+            Some(InboundText {
+                chat: m.info.source.chat.to_string(),
+                sender: m.info.source.sender.to_string(),
+                id: m.info.id.to_string(),
+                push_name: m.info.push_name.clone(),
+                is_group: m.info.source.is_group,
+                text: media.caption.clone().unwrap_or_default(),
+                media: Some(media),
             })
         })
         .collect()
@@ -141,6 +167,9 @@ pub struct SessionOptions {
     /// Where received text messages go. Bounded: when it is full the device stops taking stanzas off
     /// the socket until there is room (the server holds the rest), so nothing received is dropped.
     pub inbound: Option<mpsc::Sender<InboundText>>,
+    /// Tests only: media requests go to this base URL instead of `https://<host>`
+    /// ([`ReqwestHttp::with_media_base`]).
+    pub media_base: Option<String>,
 }
 
 /// A running device.
@@ -248,7 +277,9 @@ impl WhatsAppSession {
         let mut builder = Bot::builder()
             .with_backend(options.backend.clone())
             .with_transport_factory(WsTransportFactory::new(options.url.clone()))
-            .with_http_client(ReqwestHttp::new(options.http.clone()))
+            .with_http_client(
+                ReqwestHttp::new(options.http.clone()).with_media_base(options.media_base.clone()),
+            )
             .with_runtime(whatsapp_rust::TokioRuntime)
             .skip_history_sync()
             .on_event(move |event, _client| {
@@ -259,9 +290,11 @@ impl WhatsAppSession {
                     }
                     None => false,
                 });
-                let texts = inbound
-                    .as_ref()
-                    .map(|sink| (sink.clone(), inbound_texts(&event)));
+                let texts = inbound.as_ref().map(|sink| {
+                    let mut texts = inbound_texts(&event);
+                    texts.extend(inbound_media(&event));
+                    (sink.clone(), texts)
+                });
                 async move {
                     if let Some((sink, texts)) = texts {
                         for text in texts {
@@ -321,6 +354,51 @@ impl WhatsAppSession {
             .send_message(jid, message)
             .await
             .map_err(|e| failed(e.to_string()))?;
+        Ok(sent.message_id)
+    }
+
+    /// Downloads a received attachment into `limits.dir` (decrypted, within the cap), or says why not.
+    pub async fn download_media(&self, media: &InboundMedia, limits: &MediaLimits) -> MediaOutcome {
+        match self.handle.as_ref().map(BotHandle::client) {
+            Some(client) => super::media::download(&client, media, limits).await,
+            None => MediaOutcome::Skipped(crate::channels::media::failed_note(
+                media.kind,
+                "the WhatsApp device is stopped",
+            )),
+        }
+    }
+
+    /// Uploads `media` (encrypted) and sends it to `to` as an image, video, audio file, voice note or
+    /// document with its caption (an audio's caption follows as a text); returns the media message's id.
+    pub async fn send_media(
+        &self,
+        to: &str,
+        media: &OutboundMedia<'_>,
+    ) -> Result<String, SessionError> {
+        let failed = |reason: String| SessionError::Send {
+            to: to.to_string(),
+            reason,
+        };
+        let jid: whatsapp_rust::Jid = to
+            .parse()
+            .map_err(|e| failed(format!("not a WhatsApp JID: {e}")))?;
+        let client = self
+            .handle
+            .as_ref()
+            .map(BotHandle::client)
+            .ok_or_else(|| failed("the device is stopped".into()))?;
+        let message = super::media::upload(&client, media).await.map_err(failed)?;
+        let sent = client
+            .send_message(jid, message)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let audio = matches!(
+            media.kind,
+            crate::channels::UploadKind::Audio | crate::channels::UploadKind::Voice
+        );
+        if let Some(caption) = media.caption.filter(|c| audio && !c.trim().is_empty()) {
+            self.send_text(to, caption).await?;
+        }
         Ok(sent.message_id)
     }
 
