@@ -5,8 +5,8 @@
 //! Proves: a contact's photo is downloaded, decrypted and equal to what was
 //! sent, its caption as the text; a file declared over the cap is refused
 //! before any download; one that lies about its size stops at the cap; a
-//! corrupt MAC, a wrong media key and a missing blob are refused with a clear
-//! reason and leave no file behind, and the next text still arrives; a photo,
+//! corrupt MAC, a wrong media key, a missing blob and a file whose hash is
+//! not the message's are refused with a clear reason and leave no file behind, and the next text still arrives; a photo,
 //! a voice note (`ptt`, Ogg/Opus) and a document pincer sends are uploaded
 //! encrypted (exact `Content-Length`, the blob's hash as token) and the
 //! contact decrypts each to the bytes sent.
@@ -267,6 +267,26 @@ async fn received_media_is_downloaded_decrypted_and_checked_within_the_cap() {
             .await,
     );
     assert!(note.contains("HTTP 404"), "{note}");
+    assert_eq!(files_in(media_dir.path()), 0);
+
+    // A sound MAC over a file that is not the one the message names (its fileSha256): refused.
+    let mut wrong_hash = enc.clone();
+    wrong_hash.file_sha256 = [0u8; 32];
+    rig.fake
+        .send_dm_message(
+            ALICE,
+            "3EB0PHOTO6",
+            image_message(&wrong_hash, "/v/t62.7118-24/photo.enc", ""),
+        )
+        .await
+        .expect("wrong hash");
+    let wrong_hash = next(&mut rig.received).await.media.expect("media");
+    let note = skipped(
+        rig.session
+            .download_media(&wrong_hash, &limits(media_dir.path(), 1024 * 1024))
+            .await,
+    );
+    assert!(note.contains("SHA-256 differs"), "{note}");
     assert_eq!(files_in(media_dir.path()), 0);
 
     // The device goes on: the next text arrives.

@@ -28,8 +28,13 @@ pub const UPLOAD_CHUNK_BYTES: usize = 64 * 1024;
 /// Pieces of an upload queued for the request at most.
 const UPLOAD_QUEUE: usize = 4;
 const TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest a media transfer may take, first byte to last.
-const MEDIA_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest a media download may take, first byte to last (the other
+/// channels' limit: a stalled CDN holds the account's received messages
+/// back at most this long per host tried).
+const DOWNLOAD_TIMEOUT: Duration =
+    Duration::from_secs(crate::channels::media::DOWNLOAD_TIMEOUT_SECS);
+/// Longest an upload may take (16 MB over a slow uplink).
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone)]
 pub struct ReqwestHttp {
@@ -143,7 +148,7 @@ impl HttpClient for ReqwestHttp {
     /// one network chunk at a time.
     fn execute_streaming(&self, request: HttpRequest) -> anyhow::Result<StreamingHttpResponse> {
         let handle = blocking_handle()?;
-        let builder = self.builder(&request, MEDIA_TIMEOUT)?;
+        let builder = self.builder(&request, DOWNLOAD_TIMEOUT)?;
         let response = handle.block_on(builder.send())?;
         let status_code = response.status().as_u16();
         Ok(StreamingHttpResponse {
@@ -176,7 +181,7 @@ impl HttpClient for ReqwestHttp {
             queued.recv().await.map(|piece| (piece, queued))
         });
         let builder = self
-            .builder(&request, MEDIA_TIMEOUT)?
+            .builder(&request, UPLOAD_TIMEOUT)?
             .header(reqwest::header::CONTENT_LENGTH, content_length)
             .body(reqwest::Body::wrap_stream(stream));
         let url = request.url.clone();

@@ -8,9 +8,20 @@
 //! detection, and the status the rest of pincer reports.
 //!
 //! `channel.rs` is the `Channel` adapter over the sessions (direct messages
-//! through the one message path, link state in the account status). Not yet
-//! here (issue 17): groups and mention gating, `pincer channels login
+//! through the one message path, link state in the account status);
+//! `media.rs` moves attachments both ways through the crate's media code:
+//! received ones downloaded and decrypted into the media area within
+//! `agents.defaults.mediaMaxMb` (the MAC checked by the crate, the plaintext
+//! hash and size by pincer), sent ones encrypted and uploaded as streams and
+//! sent as image, video, audio, voice note (`ptt`) or document messages. Not
+//! yet here (issue 17): groups and mention gating, `pincer channels login
 //! whatsapp`, the `web.login.*` gateway methods.
+//!
+//! Test hooks (environment, each logged as a warning when set; upstream has
+//! no such keys): `PINCER_WHATSAPP_WS_URL` (the chat socket),
+//! `PINCER_WHATSAPP_VERSION` (the Web version announced) and
+//! `PINCER_WHATSAPP_MEDIA_URL` (media requests to `https://<media host>/…`
+//! go to this base URL instead).
 
 pub mod backend;
 pub mod channel;
