@@ -396,11 +396,43 @@ fn outgoing_dir() -> PathBuf {
     crate::channels::media::media_root().join("whatsapp-out")
 }
 
+/// An encrypted copy older than this was left by a crash (an upload takes
+/// at most its 300 s timeout after a much shorter encryption).
+const STALE_COPY_SECS: u64 = 3600;
+
+/// Creates `dir` (owner only) and removes copies left there by a crash;
+/// copies of uploads in flight (younger) are left alone.
+async fn prepare_outgoing(dir: &Path, stale_after: std::time::Duration) -> std::io::Result<()> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            let age = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .unwrap_or_default();
+            if meta.is_file() && age > stale_after {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
 /// Encrypts `media` into a temporary file, uploads it and returns the message to send.
 pub async fn upload(client: &Client, media: &OutboundMedia<'_>) -> Result<wa::Message, String> {
     let kind = media_type(media.kind);
     let dir = outgoing_dir();
-    prepare_dir(&dir, 0)
+    prepare_outgoing(&dir, std::time::Duration::from_secs(STALE_COPY_SECS))
         .await
         .map_err(|e| format!("media directory: {e}"))?;
     let encrypted = dir.join(format!("{}.enc", uuid::Uuid::new_v4().simple()));
@@ -560,6 +592,26 @@ mod tests {
         assert_eq!(media.file_name.as_deref(), Some("Report.PDF"));
         assert_eq!(media.caption.as_deref(), Some("the report"));
         assert_eq!(media.extension(), "pdf");
+    }
+
+    #[tokio::test]
+    async fn only_stale_encrypted_copies_are_removed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let old = dir.path().join("old.enc");
+        let fresh = dir.path().join("fresh.enc");
+        std::fs::write(&old, b"left by a crash").expect("old");
+        std::fs::write(&fresh, b"an upload in flight").expect("fresh");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3700);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .and_then(|f| f.set_modified(hour_ago))
+            .expect("age the old copy");
+        prepare_outgoing(dir.path(), std::time::Duration::from_secs(STALE_COPY_SECS))
+            .await
+            .expect("prepare");
+        assert!(!old.exists(), "a crash's copy is removed");
+        assert!(fresh.exists(), "an upload in flight keeps its copy");
     }
 
     #[test]
