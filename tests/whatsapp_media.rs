@@ -386,6 +386,7 @@ async fn sent_media_is_uploaded_encrypted_and_the_contact_decrypts_it() {
     let audio = sent_to_alice(&rig.fake, |m| m.audio_message.as_option().cloned()).await;
     assert_eq!(audio.ptt, Some(true), "a voice note is push-to-talk");
     assert_eq!(audio.mimetype.as_deref(), Some("audio/ogg; codecs=opus"));
+    assert_eq!(audio.seconds, Some(2), "its length from the Ogg pages");
     let opened = rig
         .cdn
         .open(

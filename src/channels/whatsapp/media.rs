@@ -438,17 +438,24 @@ pub async fn upload(client: &Client, media: &OutboundMedia<'_>) -> Result<wa::Me
     let encrypted = dir.join(format!("{}.enc", uuid::Uuid::new_v4().simple()));
     let source = media.path.to_path_buf();
     let target = encrypted.clone();
+    let ogg = kind == MediaType::Audio && media.mime == "audio/ogg";
     let info = tokio::task::spawn_blocking(move || {
+        // A voice note shows its length: read from the Ogg pages (streamed).
+        let seconds = ogg
+            .then(|| crate::media::ogg::check(&source).ok()?.duration_ms)
+            .flatten()
+            .map(|ms| u32::try_from(ms.div_ceil(1000)).unwrap_or(u32::MAX));
         let reader = std::io::BufReader::new(std::fs::File::open(&source)?);
         let writer = std::io::BufWriter::new(std::fs::File::create(&target)?);
         whatsapp_rust::wacore::upload::encrypt_media_streaming(reader, writer, kind)
+            .map(|info| (info, seconds))
             .map_err(|e| std::io::Error::other(e.to_string()))
     })
     .await
     .map_err(|e| format!("encryption task: {e}"))
     .and_then(|r| r.map_err(|e| format!("cannot encrypt {}: {e}", media.file_name)));
-    let info = match info {
-        Ok(info) => info,
+    let (info, seconds) = match info {
+        Ok(done) => done,
         Err(error) => {
             discard(&encrypted).await;
             return Err(error);
@@ -522,6 +529,7 @@ pub async fn upload(client: &Client, media: &OutboundMedia<'_>) -> Result<wa::Me
                     streaming_sidecar: uploaded.streaming_sidecar,
                     mimetype: Some(mime),
                     ptt: Some(voice),
+                    seconds,
                     ..Default::default()
                 });
         }
