@@ -41,6 +41,7 @@ fn options(fake: &FakeWhatsApp, store: &Store) -> SessionOptions {
         http: reqwest::Client::new(),
         backend: SealedBackend::new(store.sealed("whatsapp/default").expect("sealed records")),
         inbound: None,
+        media_base: None,
     }
 }
 
@@ -288,6 +289,7 @@ async fn a_direct_message_is_decrypted_and_handed_on() {
     let (inbound, mut received) = tokio::sync::mpsc::channel(8);
     let session = WhatsAppSession::start(SessionOptions {
         inbound: Some(inbound),
+        media_base: None,
         ..options(&fake, &store)
     })
     .await
@@ -362,6 +364,7 @@ async fn a_flood_of_direct_messages_waits_for_room_in_the_bounded_queue_and_none
     let (inbound, mut received) = tokio::sync::mpsc::channel(QUEUE);
     let session = WhatsAppSession::start(SessionOptions {
         inbound: Some(inbound.clone()),
+        media_base: None,
         ..options(&fake, &store)
     })
     .await

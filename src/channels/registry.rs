@@ -137,12 +137,15 @@ pub fn configured_adapter(
         #[cfg(feature = "whatsapp")]
         "whatsapp" => {
             let section = config.channels.whatsapp.as_ref()?;
-            Some(Arc::new(super::whatsapp::WhatsAppChannel::new(
-                section,
-                store.clone(),
-                http,
-                super::whatsapp::channel::socket_url(),
-            )))
+            Some(Arc::new(
+                super::whatsapp::WhatsAppChannel::new(
+                    section,
+                    store.clone(),
+                    http,
+                    super::whatsapp::channel::socket_url(),
+                )
+                .with_media(&media()),
+            ))
         }
         _ => None,
     }

@@ -29,6 +29,10 @@ use whatsapp_rust::wacore_binary::consts::{NOISE_PATTERN_IK, NOISE_PATTERN_XX, W
 use whatsapp_rust::wacore_binary::{marshal, Node, NodeContent};
 use whatsapp_rust::waproto::whatsapp as wa;
 
+/// The media CDN (uploads, downloads, WhatsApp's media encryption).
+#[path = "fake_whatsapp_media.rs"]
+pub mod media;
+
 /// What the fake saw and did, for assertions.
 #[derive(Default, Debug, Clone)]
 pub struct FakeLog {
@@ -106,6 +110,8 @@ struct Shared {
     group_sent: Vec<(String, String, String, String)>,
     /// `<receipt>` stanzas the device sent: (type, to, id, participant).
     receipts: Vec<Receipt>,
+    /// Messages the device sent as the contacts decrypted them, whole: (to, id, message).
+    pub sent_messages: Vec<(String, String, wa::Message)>,
 }
 
 /// A `<receipt>` the device sent.
@@ -273,6 +279,7 @@ impl FakeWhatsApp {
             distributed: std::collections::HashSet::new(),
             group_sent: Vec::new(),
             receipts: Vec::new(),
+            sent_messages: Vec::new(),
         }));
         let server_static = Arc::new(KeyPair::generate(&mut rand_010::rng()));
         let account_key = Arc::new(KeyPair::generate(&mut rand_010::rng()));
@@ -425,11 +432,26 @@ impl FakeWhatsApp {
             conversation: Some(text.to_string()),
             ..Default::default()
         };
+        self.send_dm_message(from_user, id, message).await
+    }
+
+    /// [`send_dm`](Self::send_dm) with any message (an image, a voice note…).
+    pub async fn send_dm_message(
+        &self,
+        from_user: &str,
+        id: &str,
+        message: wa::Message,
+    ) -> anyhow::Result<()> {
+        let stanza_type = if message.conversation.is_some() {
+            "text"
+        } else {
+            "media"
+        };
         let (enc_type, ciphertext) = self.encrypt_to_device(from_user, &message).await?;
         let node = NodeBuilder::new("message")
             .attrs([
                 ("from", format!("{from_user}@s.whatsapp.net")),
-                ("type", "text".to_string()),
+                ("type", stanza_type.to_string()),
                 ("id", id.to_string()),
                 ("t", "1750000100".to_string()),
                 ("notify", "Alice".to_string()),
@@ -713,6 +735,11 @@ impl FakeWhatsApp {
     /// Texts the device sent, as the addressed contacts read them: (to, message id, text).
     pub fn sent_texts(&self) -> Vec<(String, String, String)> {
         self.shared.lock().expect("lock").sent.clone()
+    }
+
+    /// Messages the device sent, whole, as the addressed contacts decrypted them: (to, id, message).
+    pub fn sent_messages(&self) -> Vec<(String, String, wa::Message)> {
+        self.shared.lock().expect("lock").sent_messages.clone()
     }
 
     /// Outgoing `<message>` stanzas the fake could not read, with why.
@@ -1169,6 +1196,20 @@ fn answer(node: &Node, shared: &Arc<Mutex<Shared>>) -> Option<Vec<Node>> {
             .children(participants)
             .build()]);
     }
+    if xmlns == "w:m" && node.get_optional_child("media_conn").is_some() {
+        // The media hosts and the upload auth token (`fake_whatsapp_media.rs` serves them).
+        result = result.children([NodeBuilder::new("media_conn")
+            .attrs([
+                ("auth", media::MEDIA_AUTH.to_string()),
+                ("ttl", "300".to_string()),
+                ("auth_ttl", "300".to_string()),
+                ("max_buckets", "12".to_string()),
+            ])
+            .children([NodeBuilder::new("host")
+                .attr("hostname", media::MEDIA_HOST)
+                .build()])
+            .build()]);
+    }
     if xmlns == "w:sync:app:state" {
         // App-state sync: every requested collection, empty (no patches, nothing more).
         let names: Vec<String> = node
@@ -1309,6 +1350,11 @@ async fn read_outgoing(
     );
     anyhow::ensure!(pad >= 1 && pad <= plain.len(), "bad padding");
     let message = wa::Message::decode_from_slice(&plain[..plain.len() - pad])?;
+    shared
+        .lock()
+        .expect("lock")
+        .sent_messages
+        .push((to.clone(), id.clone(), message.clone()));
     // A message to the account's own devices comes wrapped as sent from this device.
     let text = message.conversation.clone().or_else(|| {
         message

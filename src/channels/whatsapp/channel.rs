@@ -24,9 +24,11 @@ use tokio::sync::{mpsc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::channels::account::{AccountState, AccountTasks};
+use crate::channels::media::{MediaDefaults, MediaLimits, MediaOutcome};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, MarkRead,
-    OutboundTarget, QrLogin, SendError, SentMessage, StartError, TextFormat, TextLimits,
+    OutboundTarget, QrLogin, SendError, SendMedia, SentMessage, StartError, TextFormat,
+    TextLimits, Upload, UploadKind,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;
@@ -34,6 +36,7 @@ use crate::pipeline::context::{ChatType, InboundMessage};
 use crate::routing::{RouteInput, RoutePeer};
 use crate::store::Store;
 
+use super::media::OutboundMedia;
 use super::session::{InboundText, LinkState, LinkStatus, SessionOptions, WhatsAppSession};
 use super::SealedBackend;
 
@@ -108,6 +111,8 @@ pub struct WhatsAppChannel {
     pub(super) tasks: AccountTasks,
     /// Where the accounts' messages go, kept from `start` for a relink.
     pub(super) sink: parking_lot::Mutex<Option<Arc<dyn InboundSink>>>,
+    /// Where received attachments go and their cap (`agents.defaults.mediaMaxMb`, else 5 MB).
+    media: MediaDefaults,
 }
 
 impl std::fmt::Debug for WhatsAppChannel {
@@ -134,6 +139,20 @@ pub fn socket_url() -> String {
         }
         None => super::WHATSAPP_WS_URL.to_string(),
     }
+}
+
+/// Tests only: sends WhatsApp's media traffic (uploads and downloads that
+/// go to `https://<media host>/…`) to this base URL (`http://127.0.0.1:<port>`,
+/// the fake media server) instead; upstream has no config key for this.
+pub const MEDIA_URL_ENV: &str = "PINCER_WHATSAPP_MEDIA_URL";
+
+/// [`MEDIA_URL_ENV`] when set, with a warning: never silent in production.
+pub fn media_url_override() -> Option<String> {
+    let url = std::env::var(MEDIA_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())?;
+    log::warn!("whatsapp: media goes to {url} ({MEDIA_URL_ENV}), not WhatsApp's media servers");
+    Some(url)
 }
 
 /// Pins the WhatsApp Web version announced (`2.3000.1023456789`) instead of
@@ -332,7 +351,14 @@ impl WhatsAppChannel {
             url,
             tasks: AccountTasks::default(),
             sink: parking_lot::Mutex::new(None),
+            media: MediaDefaults::default(),
         }
+    }
+
+    /// Received attachments under `media`'s root, within its cap.
+    pub fn with_media(mut self, media: &MediaDefaults) -> WhatsAppChannel {
+        self.media = media.clone();
+        self
     }
 
     fn account_for(&self, target: &OutboundTarget) -> Result<Arc<Account>, SendError> {
@@ -365,6 +391,7 @@ impl WhatsAppChannel {
             http: self.http.clone(),
             backend: SealedBackend::new(records),
             inbound: Some(inbound),
+            media_base: media_url_override(),
         })
         .await
         .map_err(|e| e.to_string())?;
@@ -389,6 +416,7 @@ impl WhatsAppChannel {
             Arc::clone(sink),
             received,
             account_stop,
+            self.media.limits(CHANNEL_ID, None),
         ));
         Ok(())
     }
@@ -400,6 +428,7 @@ async fn receive(
     sink: Arc<dyn InboundSink>,
     mut received: mpsc::Receiver<InboundText>,
     stop: CancellationToken,
+    media: MediaLimits,
 ) {
     loop {
         let text = tokio::select! {
@@ -417,13 +446,16 @@ async fn receive(
             account.state.update(|s| s.last_error = Some(skipped));
             continue;
         }
-        let Some(event) = inbound_event(&account.id, &text, &account.chat, now_ms()) else {
+        let Some(mut event) = inbound_event(&account.id, &text, &account.chat, now_ms()) else {
             log::info!(
                 "whatsapp account {}: a self-chat message was ignored (selfChatMode: false)",
                 account.id
             );
             continue;
         };
+        if let Some(attachment) = &text.media {
+            attach(&account, attachment, &media, &mut event).await;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -451,6 +483,69 @@ async fn receive(
                 }
             }
         }
+    }
+}
+
+/// Downloads a received attachment into the event, or notes why it was not.
+async fn attach(
+    account: &Account,
+    attachment: &super::InboundMedia,
+    limits: &MediaLimits,
+    event: &mut InboundEvent,
+) {
+    let outcome = match account.session.read().await.as_ref() {
+        Some(session) => session.download_media(attachment, limits).await,
+        None => MediaOutcome::Skipped(crate::channels::media::failed_note(
+            attachment.kind,
+            "the WhatsApp device is stopped",
+        )),
+    };
+    crate::channels::media::add_to_event(event, outcome);
+}
+
+impl SendMedia for WhatsAppChannel {
+    fn max_upload_bytes(&self, kind: UploadKind) -> u64 {
+        super::media::max_upload_bytes(kind)
+    }
+
+    fn max_caption_chars(&self) -> usize {
+        super::media::MAX_CAPTION_CHARS
+    }
+
+    /// Uploads the file (encrypted) and sends it as a photo, video, audio
+    /// file, voice note (`ptt`) or document, with the caption.
+    fn send_media<'a>(
+        &'a self,
+        target: &'a OutboundTarget,
+        upload: Upload<'a>,
+    ) -> BoxFuture<'a, Result<SentMessage, SendError>> {
+        Box::pin(async move {
+            let account = self.account_for(target)?;
+            let jid = target_jid(&target.to)?;
+            let session = account.session.read().await;
+            let session = session
+                .as_ref()
+                .ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
+            if session.status().state != LinkState::Connected {
+                return Err(SendError::Transient(format!(
+                    "the WhatsApp device is not connected ({:?})",
+                    session.status().state
+                )));
+            }
+            let media = OutboundMedia {
+                path: upload.path,
+                file_name: upload.file_name,
+                mime: upload.mime,
+                kind: upload.kind,
+                caption: upload.caption,
+            };
+            let message_id = session
+                .send_media(&jid, &media)
+                .await
+                .map_err(|e| SendError::Transient(e.to_string()))?;
+            account.state.outbound_now();
+            Ok(SentMessage { message_id })
+        })
     }
 }
 
@@ -506,6 +601,10 @@ impl Channel for WhatsAppChannel {
 
     fn status(&self) -> Vec<AccountStatus> {
         self.accounts.values().map(|a| a.state.status()).collect()
+    }
+
+    fn media(&self) -> Option<&dyn SendMedia> {
+        Some(self)
     }
 
     fn qr_login(&self) -> Option<&dyn QrLogin> {

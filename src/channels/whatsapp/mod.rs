@@ -18,16 +18,29 @@
 //! `web.login.start` / `web.login.wait` (the Control UI, `pincer channels
 //! login whatsapp`), and relinking (the account's device stopped, deleted
 //! from its sealed records and started afresh) on `force` or after a logout.
+//! `media.rs` moves attachments both ways through the crate's media code:
+//! received ones downloaded and decrypted into the media area within
+//! `agents.defaults.mediaMaxMb` (the MAC checked by the crate, the plaintext
+//! hash and size by pincer), sent ones encrypted and uploaded as streams and
+//! sent as image, video, audio, voice note (`ptt`) or document messages.
+//!
+//! Test hooks (environment, each logged as a warning when set; upstream has
+//! no such keys): `PINCER_WHATSAPP_WS_URL` (the chat socket),
+//! `PINCER_WHATSAPP_VERSION` (the Web version announced) and
+//! `PINCER_WHATSAPP_MEDIA_URL` (media requests to `https://<media host>/…`
+//! go to this base URL instead).
 
 pub mod backend;
 pub mod channel;
 pub mod http;
 pub mod login;
+pub mod media;
 pub mod session;
 pub mod transport;
 
 pub use backend::SealedBackend;
 pub use channel::WhatsAppChannel;
+pub use media::{InboundMedia, OutboundMedia};
 pub use session::{
     InboundText, LinkState, LinkStatus, SessionError, SessionOptions, WhatsAppSession,
 };

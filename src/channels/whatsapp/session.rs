@@ -27,7 +27,9 @@ use whatsapp_rust::wacore::store::traits::DeviceStore;
 
 use super::backend::SealedBackend;
 use super::http::ReqwestHttp;
+use super::media::{InboundMedia, OutboundMedia};
 use super::transport::WsTransportFactory;
+use crate::channels::media::{MediaLimits, MediaOutcome};
 
 /// Where a device is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -117,6 +119,8 @@ pub struct InboundText {
     pub from_me: bool,
     /// The linked account's number (digits), when known.
     pub own_number: Option<String>,
+    /// The attachment of a media message (`text` holds its caption); `None` for a text message.
+    pub media: Option<InboundMedia>,
 }
 
 /// The linked account as messages name it: its phone-number and LID users.
@@ -162,9 +166,9 @@ impl RecentSent {
     }
 }
 
-/// The text messages in `event`: others' messages with text, and the
-/// account's own only in its chat with itself (never an echo of what this
-/// device sent).
+/// The messages in `event` with text or an attachment (whose caption is the
+/// text): others' messages, and the account's own only in its chat with
+/// itself (never an echo of what this device sent).
 fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundText> {
     event
         .messages()
@@ -176,13 +180,13 @@ fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundTe
                     && !sent.contains(&m.info.id.to_string()))
         })
         .filter_map(|m| {
-            let text = m.message.text_content()?;
-            let context = m
-                .message
-                .get_base_message()
-                .extended_text_message
-                .as_option()
-                .and_then(|t| t.context_info.as_option());
+            let media = InboundMedia::of(&m.message);
+            let text = match (m.message.text_content(), &media) {
+                (Some(text), _) => text.to_string(),
+                (None, Some(media)) => media.caption.clone().unwrap_or_default(),
+                (None, None) => return None,
+            };
+            let context = context_info(&m.message);
             let mentioned: &[String] = context.map_or(&[], |c| c.mentioned_jid.as_slice());
             Some(InboundText {
                 chat: m.info.source.chat.to_string(),
@@ -190,7 +194,7 @@ fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundTe
                 id: m.info.id.to_string(),
                 push_name: m.info.push_name.clone(),
                 is_group: m.info.source.is_group,
-                text: text.to_string(),
+                text,
                 mentions_me: mentioned.iter().any(|j| me.is_me(j)),
                 mentions_others: mentioned.iter().any(|j| !me.is_me(j)),
                 replies_to_me: context
@@ -198,9 +202,45 @@ fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundTe
                     .is_some_and(|p| me.is_me(p)),
                 from_me: m.info.source.is_from_me,
                 own_number: me.pn.clone(),
+                media,
             })
         })
         .collect()
+}
+
+/// The `contextInfo` (mentions, the quoted message) of a text or media message.
+fn context_info(
+    message: &whatsapp_rust::waproto::whatsapp::Message,
+) -> Option<&whatsapp_rust::waproto::whatsapp::ContextInfo> {
+    let base = message.get_base_message();
+    base.extended_text_message
+        .as_option()
+        .and_then(|m| m.context_info.as_option())
+        .or_else(|| {
+            base.image_message
+                .as_option()
+                .and_then(|m| m.context_info.as_option())
+        })
+        .or_else(|| {
+            base.video_message
+                .as_option()
+                .and_then(|m| m.context_info.as_option())
+        })
+        .or_else(|| {
+            base.audio_message
+                .as_option()
+                .and_then(|m| m.context_info.as_option())
+        })
+        .or_else(|| {
+            base.document_message
+                .as_option()
+                .and_then(|m| m.context_info.as_option())
+        })
+        .or_else(|| {
+            base.sticker_message
+                .as_option()
+                .and_then(|m| m.context_info.as_option())
+        })
 }
 
 /// How to run a device.
@@ -216,6 +256,9 @@ pub struct SessionOptions {
     /// Where received text messages go. Bounded: when it is full the device stops taking stanzas off
     /// the socket until there is room (the server holds the rest), so nothing received is dropped.
     pub inbound: Option<mpsc::Sender<InboundText>>,
+    /// Tests only: media requests go to this base URL instead of `https://<host>`
+    /// ([`ReqwestHttp::with_media_base`]).
+    pub media_base: Option<String>,
 }
 
 /// A running device.
@@ -326,7 +369,9 @@ impl WhatsAppSession {
         let mut builder = Bot::builder()
             .with_backend(options.backend.clone())
             .with_transport_factory(WsTransportFactory::new(options.url.clone()))
-            .with_http_client(ReqwestHttp::new(options.http.clone()))
+            .with_http_client(
+                ReqwestHttp::new(options.http.clone()).with_media_base(options.media_base.clone()),
+            )
             .with_runtime(whatsapp_rust::TokioRuntime)
             .skip_history_sync()
             .on_event(move |event, client| {
@@ -434,6 +479,52 @@ impl WhatsAppSession {
             .mark_as_read(&chat_jid, sender_jid.as_ref(), &[id])
             .await
             .map_err(|e| failed(e.to_string()))
+    }
+
+    /// Downloads a received attachment into `limits.dir` (decrypted, within the cap), or says why not.
+    pub async fn download_media(&self, media: &InboundMedia, limits: &MediaLimits) -> MediaOutcome {
+        match self.handle.as_ref().map(BotHandle::client) {
+            Some(client) => super::media::download(&client, media, limits).await,
+            None => MediaOutcome::Skipped(crate::channels::media::failed_note(
+                media.kind,
+                "the WhatsApp device is stopped",
+            )),
+        }
+    }
+
+    /// Uploads `media` (encrypted) and sends it to `to` as an image, video, audio file, voice note or
+    /// document with its caption (an audio's caption follows as a text); returns the media message's id.
+    pub async fn send_media(
+        &self,
+        to: &str,
+        media: &OutboundMedia<'_>,
+    ) -> Result<String, SessionError> {
+        let failed = |reason: String| SessionError::Send {
+            to: to.to_string(),
+            reason,
+        };
+        let jid: whatsapp_rust::Jid = to
+            .parse()
+            .map_err(|e| failed(format!("not a WhatsApp JID: {e}")))?;
+        let client = self
+            .handle
+            .as_ref()
+            .map(BotHandle::client)
+            .ok_or_else(|| failed("the device is stopped".into()))?;
+        let message = super::media::upload(&client, media).await.map_err(failed)?;
+        let sent = client
+            .send_message(jid, message)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        self.sent.remember(&sent.message_id);
+        let audio = matches!(
+            media.kind,
+            crate::channels::UploadKind::Audio | crate::channels::UploadKind::Voice
+        );
+        if let Some(caption) = media.caption.filter(|c| audio && !c.trim().is_empty()) {
+            self.send_text(to, caption).await?;
+        }
+        Ok(sent.message_id)
     }
 
     /// Disconnects (flushing the crate's state to the store) and stops.
