@@ -562,6 +562,32 @@ mod tests {
     use whatsapp_rust::wacore::types::events::ConnectFailureReason;
 
     #[test]
+    fn the_linked_account_is_known_by_number_and_lid_with_or_without_a_device() {
+        let me = OwnIds {
+            pn: Some("15550001111".into()),
+            lid: Some("99887766".into()),
+        };
+        assert!(me.is_me("15550001111@s.whatsapp.net"));
+        assert!(me.is_me("15550001111:3@s.whatsapp.net"));
+        assert!(me.is_me("99887766@lid"));
+        assert!(!me.is_me("15557654321@s.whatsapp.net"));
+        assert!(!me.is_me("1555000111@s.whatsapp.net"));
+        assert!(!me.is_me("@s.whatsapp.net"));
+        assert!(!OwnIds::default().is_me("15550001111@s.whatsapp.net"));
+    }
+
+    #[test]
+    fn the_sent_ids_kept_are_bounded() {
+        let sent = RecentSent::default();
+        for i in 0..RECENT_SENT_IDS + 10 {
+            sent.remember(&format!("3EB0{i}"));
+        }
+        assert_eq!(sent.0.lock().len(), RECENT_SENT_IDS);
+        assert!(!sent.contains("3EB00"), "the oldest went first");
+        assert!(sent.contains(&format!("3EB0{}", RECENT_SENT_IDS + 9)));
+    }
+
+    #[test]
     fn a_disconnect_after_a_logout_does_not_read_as_reconnecting() {
         let start = LinkStatus::starting(Some("1:1@s.whatsapp.net".into()), true);
         let lost = next_status(
