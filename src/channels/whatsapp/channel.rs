@@ -27,8 +27,8 @@ use crate::channels::account::{AccountState, AccountTasks};
 use crate::channels::media::{MediaDefaults, MediaLimits, MediaOutcome};
 use crate::channels::{
     AccountStatus, BoxFuture, Channel, ChunkMode, InboundEvent, InboundSink, MarkRead,
-    OutboundTarget, QrLogin, SendError, SendMedia, SentMessage, StartError, TextFormat,
-    TextLimits, Upload, UploadKind,
+    OutboundTarget, QrLogin, SendError, SendMedia, SentMessage, StartError, TextFormat, TextLimits,
+    Upload, UploadKind,
 };
 use crate::config::schema::bindings::PeerKind;
 use crate::config::schema::whatsapp::WhatsAppConfig;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use whatsapp_rust::bot::{Bot, BotHandle};
+use whatsapp_rust::types::durability_hook::{InboundDurabilityHook, InboundMessage};
 use whatsapp_rust::types::events::Event;
 use whatsapp_rust::wacore::proto_helpers::MessageExt;
 use whatsapp_rust::wacore::store::traits::DeviceStore;
@@ -169,9 +170,12 @@ impl RecentSent {
 /// The messages in `event` with text or an attachment (whose caption is the
 /// text): others' messages, and the account's own only in its chat with
 /// itself (never an echo of what this device sent).
-fn inbound_texts(event: &Event, me: &OwnIds, sent: &RecentSent) -> Vec<InboundText> {
-    event
-        .messages()
+fn inbound_texts<'a>(
+    messages: impl Iterator<Item = &'a InboundMessage>,
+    me: &OwnIds,
+    sent: &RecentSent,
+) -> Vec<InboundText> {
+    messages
         .filter(|m| {
             let source = &m.info.source;
             !source.is_from_me
@@ -241,6 +245,34 @@ fn context_info(
                 .as_option()
                 .and_then(|m| m.context_info.as_option())
         })
+}
+
+/// Hands each decrypted message to pincer's bounded queue before WhatsApp's
+/// server is told it arrived: the crate awaits this hook in its receive
+/// pipeline and acks only after it returns, so a full queue holds the
+/// pipeline (the server keeps the rest) instead of piling up tasks, and
+/// messages go into the queue in the order the crate decrypted them. A
+/// closed queue (the account stopping) returns an error: those messages stay
+/// unacked and the server delivers them again on the next connection.
+struct QueueHook {
+    inbound: mpsc::Sender<InboundText>,
+    sent: Arc<RecentSent>,
+}
+
+#[whatsapp_rust::async_trait]
+impl InboundDurabilityHook for QueueHook {
+    async fn on_messages(
+        &self,
+        client: Arc<whatsapp_rust::Client>,
+        batch: &[InboundMessage],
+    ) -> anyhow::Result<()> {
+        for text in inbound_texts(batch.iter(), &OwnIds::of(&client), &self.sent) {
+            if self.inbound.send(text).await.is_err() {
+                anyhow::bail!("the inbound queue is closed");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How to run a device.
@@ -363,9 +395,7 @@ impl WhatsAppSession {
             watch::channel(LinkStatus::starting(linked_jid, stored.is_some()));
         let status_tx = Arc::new(status_tx);
         let events_tx = Arc::clone(&status_tx);
-        let inbound = options.inbound.clone();
         let sent = Arc::new(RecentSent::default());
-        let sent_ids = Arc::clone(&sent);
         let mut builder = Bot::builder()
             .with_backend(options.backend.clone())
             .with_transport_factory(WsTransportFactory::new(options.url.clone()))
@@ -374,7 +404,7 @@ impl WhatsAppSession {
             )
             .with_runtime(whatsapp_rust::TokioRuntime)
             .skip_history_sync()
-            .on_event(move |event, client| {
+            .on_event(move |event, _client| {
                 events_tx.send_if_modified(|current| match next_status(current, &event) {
                     Some(next) => {
                         *current = next;
@@ -382,24 +412,14 @@ impl WhatsAppSession {
                     }
                     None => false,
                 });
-                let texts = inbound.as_ref().map(|sink| {
-                    (
-                        sink.clone(),
-                        inbound_texts(&event, &OwnIds::of(&client), &sent_ids),
-                    )
-                });
-                async move {
-                    if let Some((sink, texts)) = texts {
-                        for text in texts {
-                            if sink.send(text).await.is_err() {
-                                log::warn!(
-                                    "whatsapp: the inbound queue is closed; message dropped"
-                                );
-                            }
-                        }
-                    }
-                }
+                async {}
             });
+        if let Some(inbound) = options.inbound.clone() {
+            builder = builder.with_inbound_durability_hook(QueueHook {
+                inbound,
+                sent: Arc::clone(&sent),
+            });
+        }
         if let Some(version) = options.version {
             builder = builder.with_version(version);
         }
