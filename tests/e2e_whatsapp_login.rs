@@ -438,6 +438,35 @@ async fn web_login_links_by_qr_image_relinks_on_force_and_after_logout() {
     let summary = &status["channels"]["whatsapp"];
     assert_eq!(summary["linked"], true, "{summary}");
     assert_eq!(summary["self"]["e164"], number.as_str(), "{summary}");
+
+    // The Control UI's Logout (`channels.logout`, through OpenClaw's CLI): WhatsApp is told to
+    // remove the device, the stored one is deleted, and the account waits for a new scan.
+    let refused = client
+        .call("channels.logout", json!({"channel": "telegram"}))
+        .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("channel telegram does not support logout")),
+        "{refused}"
+    );
+    let out = openclaw_call(&gateway, "channels.logout", json!({"channel": "whatsapp"})).await;
+    assert_eq!(out["channel"], "whatsapp", "{out}");
+    assert_eq!(out["accountId"], "default", "{out}");
+    assert_eq!(out["cleared"], true, "{out}");
+    assert_eq!(out["loggedOut"], true, "{out}");
+    assert!(
+        fake.log()
+            .stanzas_in
+            .iter()
+            .any(|s| s.contains("<remove-companion-device>")),
+        "WhatsApp was not told to remove the device"
+    );
+    health_state(&mut listener, "waitingForScan").await;
+    let status = ok(&mut client, "channels.status", json!({})).await;
+    assert_eq!(status["channels"]["whatsapp"]["linked"], false, "{status}");
+    let again = ok(&mut client, "web.login.start", json!({"timeoutMs": 30000})).await;
+    assert!(again["qrDataUrl"].as_str().is_some(), "{again}");
 }
 
 /// Runs `pincer channels login …` against `gateway`; returns the child with piped output.

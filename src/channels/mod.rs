@@ -53,7 +53,7 @@ pub use crate::config::schema::common::ChunkMode;
 use crate::pipeline::context::InboundMessage;
 use crate::routing::RouteInput;
 pub use qr_login::{
-    QrLogin, QrLoginError, QrLoginStart, QrLoginStarted, QrLoginWait, QrLoginWaited,
+    QrLoggedOut, QrLogin, QrLoginError, QrLoginStart, QrLoginStarted, QrLoginWait, QrLoginWaited,
 };
 
 /// A boxed future that can cross threads (adapters are `dyn`).

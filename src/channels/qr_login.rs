@@ -60,6 +60,16 @@ pub struct QrLoginWaited {
     pub waiting: bool,
 }
 
+/// What logging an account out did (`channels.logout`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QrLoggedOut {
+    pub account_id: String,
+    /// The stored device (its keys and sessions) was deleted.
+    pub cleared: bool,
+    /// The platform was told to remove the device (it was connected).
+    pub logged_out: bool,
+}
+
 /// Why a QR login could not be attempted at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QrLoginError {
@@ -91,4 +101,12 @@ pub trait QrLogin: Send + Sync {
         &self,
         request: QrLoginWait,
     ) -> BoxFuture<'_, Result<QrLoginWaited, QrLoginError>>;
+
+    /// Unlinks the account (`None`: the default one): the platform is told to
+    /// remove the device when it is connected, the stored device is deleted,
+    /// and the account waits for a new scan.
+    fn logout(
+        &self,
+        account_id: Option<String>,
+    ) -> BoxFuture<'_, Result<QrLoggedOut, QrLoginError>>;
 }

@@ -181,6 +181,7 @@ mod tests {
     fn qr_login_methods_need_admin_as_upstream() {
         assert_eq!(required_scope("web.login.start"), ADMIN);
         assert_eq!(required_scope("web.login.wait"), ADMIN);
+        assert_eq!(required_scope("channels.logout"), ADMIN);
         assert_eq!(
             authorize("web.login.start", &scopes(&[READ, WRITE, PAIRING])),
             Err(ADMIN)

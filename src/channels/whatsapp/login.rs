@@ -18,7 +18,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::channels::{
-    BoxFuture, QrLogin, QrLoginError, QrLoginStart, QrLoginStarted, QrLoginWait, QrLoginWaited,
+    BoxFuture, QrLoggedOut, QrLogin, QrLoginError, QrLoginStart, QrLoginStarted, QrLoginWait,
+    QrLoginWaited,
 };
 use crate::media::qr;
 
@@ -279,6 +280,32 @@ impl WhatsAppChannel {
     }
 }
 
+impl WhatsAppChannel {
+    async fn log_out(&self, account_id: Option<String>) -> Result<QrLoggedOut, QrLoginError> {
+        let account = self.login_account(account_id.as_deref())?;
+        let _one = account.login.lock().await;
+        let logged_out = match account.session.read().await.as_ref() {
+            Some(session) => session.log_out().await,
+            None => false,
+        };
+        self.relink(&account, true).await?;
+        log::info!(
+            "whatsapp account {}: logged out{}",
+            account.id,
+            if logged_out {
+                " (WhatsApp was told to remove the device)"
+            } else {
+                " (not connected: the device is forgotten here only)"
+            }
+        );
+        Ok(QrLoggedOut {
+            account_id: account.id.clone(),
+            cleared: true,
+            logged_out,
+        })
+    }
+}
+
 impl QrLogin for WhatsAppChannel {
     fn login_qr_start(
         &self,
@@ -292,5 +319,12 @@ impl QrLogin for WhatsAppChannel {
         request: QrLoginWait,
     ) -> BoxFuture<'_, Result<QrLoginWaited, QrLoginError>> {
         Box::pin(self.wait_login(request))
+    }
+
+    fn logout(
+        &self,
+        account_id: Option<String>,
+    ) -> BoxFuture<'_, Result<QrLoggedOut, QrLoginError>> {
+        Box::pin(self.log_out(account_id))
     }
 }

@@ -547,6 +547,17 @@ impl WhatsAppSession {
         Ok(sent.message_id)
     }
 
+    /// Asks WhatsApp to remove this device when connected (the crate's
+    /// deregistration, best effort) and disconnects; says whether it was
+    /// connected. The stored keys stay: [`forget_device`] deletes them.
+    pub async fn log_out(&self) -> bool {
+        let connected = self.status().state == LinkState::Connected;
+        if let Some(handle) = self.handle.as_ref() {
+            handle.client().logout().await;
+        }
+        connected
+    }
+
     /// Disconnects (flushing the crate's state to the store) and stops.
     pub async fn stop(mut self) {
         if let Some(handle) = self.handle.take() {

@@ -54,6 +54,7 @@ pub const METHODS: &[&str] = &[
     "agent.wait",
     "send",
     "channels.status",
+    "channels.logout",
     "pairing.list",
     "pairing.approve",
     "device.pair.list",
@@ -226,6 +227,9 @@ pub async fn handle(state: &Arc<GatewayState>, info: &Arc<ClientInfo>, request: 
     }
     if method == "web.login.wait" {
         return web::wait(state, &params).await.into();
+    }
+    if method == "channels.logout" {
+        return web::logout(state, &params).await.into();
     }
     // One real call to a provider.
     if method == "models.probe" {

@@ -157,6 +157,41 @@ pub async fn start(state: &GatewayState, params: &Value) -> Result<Value, ErrorS
     Ok(Value::Object(out))
 }
 
+/// `channels.logout` (scope `operator.admin`, as upstream): unlinks an
+/// account of a channel that links by QR code; other channels are refused
+/// as upstream refuses a channel without a logout. Answers upstream's
+/// `channel`, `accountId`, `cleared` and WhatsApp's `loggedOut`.
+pub async fn logout(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
+    const METHOD: &str = "channels.logout";
+    let p = Params::new(METHOD, params)?;
+    closed(METHOD, params, &["channel", "accountId"])?;
+    let channel = p
+        .opt_str("channel")?
+        .map(|c| c.trim().to_ascii_lowercase())
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| ErrorShape::invalid(format!("invalid {METHOD} channel")))?;
+    let adapter = state
+        .services
+        .channels
+        .get(&channel)
+        .ok_or_else(|| ErrorShape::invalid(format!("channel {channel} is not running here")))?;
+    let logout = adapter
+        .qr_login()
+        .ok_or_else(|| ErrorShape::invalid(format!("channel {channel} does not support logout")))?;
+    let account_id = p
+        .opt_str("accountId")?
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string);
+    let done = logout.logout(account_id).await.map_err(login_error)?;
+    Ok(json!({
+        "channel": channel,
+        "accountId": done.account_id,
+        "cleared": done.cleared,
+        "loggedOut": done.logged_out,
+    }))
+}
+
 /// `web.login.wait`.
 pub async fn wait(state: &GatewayState, params: &Value) -> Result<Value, ErrorShape> {
     const METHOD: &str = "web.login.wait";
