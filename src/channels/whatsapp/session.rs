@@ -285,8 +285,9 @@ pub struct SessionOptions {
     pub version: Option<(u32, u32, u32)>,
     pub http: reqwest::Client,
     pub backend: SealedBackend,
-    /// Where received text messages go. Bounded: when it is full the device stops taking stanzas off
-    /// the socket until there is room (the server holds the rest), so nothing received is dropped.
+    /// Where received messages (text, and media with their captions) go, through the crate's inbound
+    /// hook (`QueueHook`): bounded, and when it is full the crate's receive pipeline waits for room
+    /// before acking (the server holds the rest), so nothing received is dropped.
     pub inbound: Option<mpsc::Sender<InboundText>>,
     /// Tests only: media requests go to this base URL instead of `https://<host>`
     /// ([`ReqwestHttp::with_media_base`]).
