@@ -301,6 +301,19 @@ fn mirror(status: &mut AccountStatus, link: &LinkStatus, now_ms: u64) {
     }
 }
 
+/// The account's device, when it runs and is connected (a send needs both).
+fn connected(session: Option<&WhatsAppSession>) -> Result<&WhatsAppSession, SendError> {
+    let session =
+        session.ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
+    let state = session.status().state;
+    if state != LinkState::Connected {
+        return Err(SendError::Transient(format!(
+            "the WhatsApp device is not connected ({state:?})"
+        )));
+    }
+    Ok(session)
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -523,15 +536,7 @@ impl SendMedia for WhatsAppChannel {
             let account = self.account_for(target)?;
             let jid = target_jid(&target.to)?;
             let session = account.session.read().await;
-            let session = session
-                .as_ref()
-                .ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
-            if session.status().state != LinkState::Connected {
-                return Err(SendError::Transient(format!(
-                    "the WhatsApp device is not connected ({:?})",
-                    session.status().state
-                )));
-            }
+            let session = connected(session.as_ref())?;
             let media = OutboundMedia {
                 path: upload.path,
                 file_name: upload.file_name,
@@ -621,15 +626,7 @@ impl Channel for WhatsAppChannel {
             let account = self.account_for(target)?;
             let jid = target_jid(&target.to)?;
             let session = account.session.read().await;
-            let session = session
-                .as_ref()
-                .ok_or_else(|| SendError::Transient("the WhatsApp device is not running".into()))?;
-            if session.status().state != LinkState::Connected {
-                return Err(SendError::Transient(format!(
-                    "the WhatsApp device is not connected ({:?})",
-                    session.status().state
-                )));
-            }
+            let session = connected(session.as_ref())?;
             let message_id = session
                 .send_text(&jid, text)
                 .await
